@@ -1,0 +1,1 @@
+"""Encode stage: lexical (BM25) and dense text retrievers over tiles."""

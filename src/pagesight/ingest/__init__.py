@@ -1,0 +1,1 @@
+"""Ingestion: files are read in worker processes with time and memory limits, then committed."""

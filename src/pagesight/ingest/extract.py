@@ -1,0 +1,90 @@
+"""Turn one input file into a Document record with pages, tiles and text spans.
+
+Runs inside a worker process: everything here must be picklable in and out, and a crash, a hang or
+a memory blow-up here costs only this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pagesight.errors import InputError
+from pagesight.read.ocr import ocr_spans
+from pagesight.read.textlayer import usable_text
+from pagesight.records import Document, Page, Span, Tile
+from pagesight.render import cut_tiles, open_source
+from pagesight.settings import Settings
+
+UNCHANGED = "unchanged"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings, ocr: str) -> Document | str:
+    """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``."""
+    file = Path(path)
+    try:
+        stat = file.stat()
+        sha = file_sha256(file)
+    except OSError as exc:
+        raise InputError(f"cannot read file ({exc.strerror or exc})") from None
+    if sha == known_sha256:
+        return UNCHANGED
+    if stat.st_size == 0:
+        raise InputError("file is empty")
+    source = open_source(file)
+    try:
+        if source.n_pages == 0:
+            raise InputError(f"{source.type.upper()} has no pages")
+        document = Document(
+            id=doc_id,
+            source=str(file),
+            sha256=sha,
+            type=source.type,
+            size=stat.st_size,
+            mtime_ns=stat.st_mtime_ns,
+        )
+        for number in range(1, source.n_pages + 1):
+            document.pages.append(_read_page(source, number, settings, ocr))
+        return document
+    finally:
+        source.close()
+
+
+def _read_page(source, number: int, settings: Settings, ocr: str) -> Page:
+    width, height = source.page_size(number, settings.dpi)
+    spans = source.text_layer(number, settings.dpi) if ocr != "always" else []
+    text_source = "pdf" if spans else "none"
+    if ocr == "always" or (ocr == "auto" and not usable_text(spans)):
+        # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
+        ocr_dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
+        image = source.render(number, ocr_dpi)
+        found = ocr_spans(image, scale=width / image.width)
+        if found or ocr == "always":
+            spans, text_source = found, "ocr" if found else "none"
+    page = Page(number=number, width=width, height=height, text_source=text_source)
+    for index, box in enumerate(cut_tiles(width, height, settings.tile_height, settings.min_tail)):
+        page.tiles.append(Tile(index=index, box=box, spans=_spans_in(spans, box)))
+    return page
+
+
+def _spans_in(spans: list[Span], box) -> list[Span]:
+    """Spans whose vertical centre lies in the tile band (each span belongs to one tile)."""
+    top, bottom = box[1], box[3]
+    return [s for s in spans if top <= (s.box[1] + s.box[3]) / 2 < bottom]
+
+
+def limit_memory(max_bytes: int | None) -> None:
+    """Pool initializer: cap the worker's address space so a hostile file fails alone."""
+    if max_bytes and os.name == "posix":
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))

@@ -1,0 +1,227 @@
+"""The ingestion run: expand inputs, read files in a worker pool, encode, commit one by one.
+
+Workers are separate processes (pebble) with a per-file timeout and an address-space cap, so a file
+that hangs, crashes PDFium or eats memory fails alone with a one-line reason; the main process
+encodes dense vectors and commits each document in its own transaction.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pebble import ProcessExpired, ProcessPool
+
+from pagesight.encode.dense import chunk_words, dense_model
+from pagesight.errors import InputError
+from pagesight.ingest.extract import UNCHANGED, extract, limit_memory
+from pagesight.records import Document
+from pagesight.render.sources import SUFFIXES
+from pagesight.settings import OCR_MODES
+from pagesight.store.catalog import Catalog
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)  # document ids new to the index
+    replaced: list[str] = field(default_factory=list)  # changed files whose pages were replaced
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    pages: int = 0  # pages read in this run
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict:
+        return {
+            "added": len(self.added),
+            "replaced": len(self.replaced),
+            "unchanged": len(self.unchanged),
+            "failed": [{"path": p, "reason": r} for p, r in self.failed],
+            "pages": self.pages,
+        }
+
+
+@dataclass
+class Job:
+    path: Path
+    doc_id: str
+    known_sha256: str | None
+
+
+# Called after each input: (path, outcome, pages) where outcome is added/replaced/unchanged/failed.
+Progress = Callable[[str, str, int], None]
+
+
+def expand(paths: Iterable[str | os.PathLike], report: IngestReport) -> list[Path]:
+    """Files named directly, and every supported file below named directories (sorted)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = (
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith(".")
+            )
+            files.extend(sorted(found))
+        elif path.exists():
+            files.append(path)
+        else:
+            report.failed.append((str(path), "no such file or directory"))
+    return files
+
+
+def plan(catalog: Catalog, files: list[Path], report: IngestReport, progress: Progress | None) -> list[Job]:
+    """Jobs for the files that may have changed; unchanged files (same path, size, mtime) are skipped."""
+    jobs: list[Job] = []
+    claimed: dict[str, Path] = {}
+    for path in files:
+        doc_id = path.stem
+        if path.suffix.lower() not in SUFFIXES:
+            _fail(report, progress, path, f"unsupported file type '{path.suffix or path.name}'")
+            continue
+        if doc_id in claimed:
+            _fail(report, progress, path, f"document id '{doc_id}' is also the id of {claimed[doc_id]}")
+            continue
+        claimed[doc_id] = path
+        known = catalog.document(doc_id)
+        if known is not None and known.source.resolve() != path.resolve() and known.source.exists():
+            _fail(report, progress, path, f"document id '{doc_id}' is already taken by {known.source}")
+            continue
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            _fail(report, progress, path, f"cannot read file ({exc.strerror or exc})")
+            continue
+        if (
+            known is not None
+            and known.source.resolve() == path.resolve()
+            and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+        ):
+            report.unchanged.append(doc_id)
+            if progress:
+                progress(str(path), "unchanged", 0)
+            continue
+        jobs.append(Job(path, doc_id, known.sha256 if known else None))
+    return jobs
+
+
+def run(
+    catalog: Catalog,
+    paths: Iterable[str | os.PathLike],
+    *,
+    ocr: str = "auto",
+    jobs: int | None = None,
+    timeout: float = 120.0,
+    max_memory: int | None = 4 << 30,
+    progress: Progress | None = None,
+    on_planned: Callable[[int], None] | None = None,
+) -> IngestReport:
+    if ocr not in OCR_MODES:
+        raise ValueError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{ocr}'")
+    report = IngestReport()
+    files = expand(paths, report)
+    for path, _ in report.failed:
+        if progress:
+            progress(path, "failed", 0)
+    todo = plan(catalog, files, report, progress)
+    if on_planned:
+        on_planned(len(todo))
+    if not todo:
+        return report
+    settings = catalog.settings
+    encoder = dense_model(settings.dense_model) if settings.dense_model else None
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+    # forkserver: workers must not inherit the parent's torch threads or open SQLite handles.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPool(
+        max_workers=workers, initializer=limit_memory, initargs=(max_memory,), context=context
+    ) as pool:
+        for job, outcome in _results(pool, todo, settings, ocr, timeout, workers * 4):
+            if isinstance(outcome, Exception):
+                _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
+            elif outcome == UNCHANGED:
+                catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
+                report.unchanged.append(job.doc_id)
+                if progress:
+                    progress(str(job.path), "unchanged", 0)
+            else:
+                vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
+                catalog.put_document(outcome, vectors)
+                kind = "replaced" if job.known_sha256 else "added"
+                (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
+                report.pages += len(outcome.pages)
+                if progress:
+                    progress(str(job.path), kind, len(outcome.pages))
+    return report
+
+
+def _results(pool, todo: list[Job], settings, ocr: str, timeout: float, window: int) -> Iterator:
+    """(job, Document | UNCHANGED | exception) in submission order, at most ``window`` in flight."""
+    pending: list = []
+    queue = iter(todo)
+    for job in queue:
+        pending.append(
+            (
+                job,
+                pool.schedule(
+                    extract, (str(job.path), job.doc_id, job.known_sha256, settings, ocr), timeout=timeout
+                ),
+            )
+        )
+        while len(pending) >= window:
+            yield _collect(*pending.pop(0))
+    while pending:
+        yield _collect(*pending.pop(0))
+
+
+def _collect(job: Job, future):
+    try:
+        return job, future.result()
+    except Exception as exc:  # every failure of one file is reported, never raised
+        return job, exc
+
+
+def _encode(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
+    if encoder is None:
+        return {}
+    keys, chunks, owners = [], [], []
+    for page in document.pages:
+        for tile in page.tiles:
+            pieces = chunk_words(tile.text, size, overlap)
+            if pieces:
+                keys.append((page.number, tile.index))
+                owners.extend([len(keys) - 1] * len(pieces))
+                chunks.extend(pieces)
+    if not chunks:
+        return {}
+    matrix = encoder.encode(chunks)
+    owners_array = np.array(owners)
+    return {key: matrix[owners_array == i] for i, key in enumerate(keys)}
+
+
+def _reason(exc: Exception, timeout: float, max_memory: int | None) -> str:
+    if isinstance(exc, InputError):
+        return str(exc)
+    if isinstance(exc, FutureTimeout):
+        return f"timed out after {timeout:g} s"
+    if isinstance(exc, MemoryError):
+        limit = f" (limit {max_memory / (1 << 30):.1f} GiB)" if max_memory else ""
+        return f"ran out of memory{limit}"
+    if isinstance(exc, ProcessExpired):
+        return f"reader process crashed (exit code {exc.exitcode})"
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _fail(report: IngestReport, progress: Progress | None, path: Path, reason: str) -> None:
+    report.failed.append((str(path), reason))
+    if progress:
+        progress(str(path), "failed", 0)

@@ -1,0 +1,1 @@
+"""Read stage: text with pixel boxes from the PDF text layer or from OCR."""

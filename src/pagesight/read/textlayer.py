@@ -1,0 +1,89 @@
+"""Lines of the PDF text layer with their pixel boxes, read through PDFium.
+
+PDFium's text page gives the page text in reading order with generated line breaks. Each line's
+box is the union of its first and last characters' boxes, mapped to pixels by PDFium itself
+(``FPDF_PageToDevice``), so page rotation and crop boxes are handled as in rendering. Two box
+look-ups per line keep extraction at several hundred pages per second per core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pypdfium2 as pdfium
+import pypdfium2.raw as raw
+
+from pagesight.records import Span
+
+_BREAKS = (10, 13)
+
+
+def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Span]:
+    textpage_obj = page.get_textpage()
+    textpage = textpage_obj.raw
+    try:
+        n_chars = raw.FPDFText_CountChars(textpage)
+        if n_chars <= 0:
+            return []
+        buffer = ctypes.create_string_buffer((n_chars + 1) * 2)
+        raw.FPDFText_GetText(textpage, 0, n_chars, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort)))
+        units = np.frombuffer(buffer.raw[: n_chars * 2], dtype=np.uint16)
+        # Runs between line breaks, as [start, end) in UTF-16 units (PDFium's character indexes).
+        in_line = np.concatenate(([0], ~np.isin(units, _BREAKS), [0])).astype(np.int8)
+        steps = np.diff(in_line)
+        starts, ends = np.flatnonzero(steps == 1), np.flatnonzero(steps == -1)
+        spans = []
+        left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
+            text = " ".join(text.replace("\x00", " ").split())
+            if not text:
+                continue
+            xs, ys = [], []
+            for index in (start, end - 1):
+                if raw.FPDFText_GetCharBox(textpage, index, left, right, bottom, top):
+                    xs += [left.value, right.value]
+                    ys += [bottom.value, top.value]
+            if not xs:
+                continue
+            box = _to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
+            if box is not None:
+                spans.append(Span(text=text, box=box, source="pdf"))
+        return spans
+    finally:
+        textpage_obj.close()
+
+
+def _to_pixels(page, size_px, x0, y0, x1, y1):
+    width, height = size_px
+    px, py = ctypes.c_int(), ctypes.c_int()
+    corners = []
+    for x, y in ((x0, y0), (x1, y1)):
+        raw.FPDF_PageToDevice(page.raw, 0, 0, width, height, 0, x, y, px, py)
+        corners.append((px.value, py.value))
+    (ax, ay), (bx, by) = corners
+    box = (
+        float(max(0, min(ax, bx))),
+        float(max(0, min(ay, by))),
+        float(min(width, max(ax, bx))),
+        float(min(height, max(ay, by))),
+    )
+    if box[2] <= box[0] or box[3] <= box[1]:
+        return None
+    return box
+
+
+def usable_text(spans: list[Span], min_chars: int = 20) -> bool:
+    """Whether a text layer is worth trusting over OCR.
+
+    A page whose text layer has fewer than ``min_chars`` letters or digits is treated as a scan,
+    and so is one where most characters are not letters, digits or punctuation (fonts without a
+    Unicode map give such garbage).
+    """
+    text = "".join(s.text for s in spans).replace(" ", "")
+    if not text:
+        return False
+    alnum = sum(ch.isalnum() for ch in text)
+    readable = sum(ch.isprintable() and ch != "\ufffd" and not 0xE000 <= ord(ch) <= 0xF8FF for ch in text)
+    return alnum >= min_chars and readable / len(text) > 0.9 and alnum / len(text) > 0.5

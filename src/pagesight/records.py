@@ -1,0 +1,78 @@
+"""The plain records that pass between stages (see DESIGN.md).
+
+Boxes are ``(x0, y0, x1, y1)`` in pixels of the rendered page, origin at the top left, at the
+index's rendering DPI. Page numbers count from 1, tile indexes from 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass
+class Span:
+    """A line of text on a page with its pixel box and where it came from."""
+
+    text: str
+    box: Box
+    source: str  # "pdf" (text layer) or "ocr"
+    conf: float = 1.0
+
+
+@dataclass
+class Tile:
+    """A horizontal band of a page: the unit that is indexed and retrieved."""
+
+    index: int
+    box: Box
+    spans: list[Span] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(s.text for s in self.spans)
+
+
+@dataclass
+class Page:
+    number: int  # from 1
+    width: int  # pixels at the index DPI
+    height: int
+    text_source: str  # "pdf", "ocr" or "none"
+    tiles: list[Tile] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    id: str
+    source: str  # path of the source file
+    sha256: str
+    type: str  # "pdf" or "image"
+    size: int
+    mtime_ns: int
+    pages: list[Page] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Hit:
+    doc_id: str
+    page: int
+    tile: int
+    score: float
+    scores: dict[str, float]  # score per retriever that found the tile
+    snippet: str
+    boxes: list[Box]
+    page_size: tuple[int, int]
+    tile_box: Box
+
+    @property
+    def page_id(self) -> str:
+        """The evaluation id of the page: ``<doc id>_<page>``."""
+        return f"{self.doc_id}_{self.page}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["page_id"] = self.page_id
+        return d

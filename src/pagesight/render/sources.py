@@ -1,0 +1,127 @@
+"""Page sources: a PDF (pypdfium2) or an image file (Pillow, multi-page TIFF included).
+
+A source is opened from its path and re-rendered on demand; no page image is stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pypdfium2 as pdfium
+from PIL import Image, ImageSequence, UnidentifiedImageError
+
+from pagesight.errors import InputError
+from pagesight.read.textlayer import text_layer_spans
+from pagesight.records import Span
+
+PDF_SUFFIXES = {".pdf"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"}
+SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
+
+# Pillow raises DecompressionBombError past twice this; 180 Mpx is a 13,000 x 13,000 scan.
+Image.MAX_IMAGE_PIXELS = 90_000_000
+
+
+def source_type(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    if suffix in PDF_SUFFIXES:
+        return "pdf"
+    if suffix in IMAGE_SUFFIXES:
+        return "image"
+    return None
+
+
+class PdfSource:
+    type = "pdf"
+
+    def __init__(self, path: Path, password: str | None = None):
+        self.path = path
+        try:
+            self._pdf = pdfium.PdfDocument(str(path), password=password)
+        except pdfium.PdfiumError as exc:
+            raise InputError(_pdfium_reason(exc)) from None
+        self.n_pages = len(self._pdf)
+
+    def _page(self, number: int) -> pdfium.PdfPage:
+        try:
+            return self._pdf[number - 1]
+        except pdfium.PdfiumError as exc:
+            raise InputError(f"page {number} cannot be loaded ({exc})") from None
+
+    def page_size(self, number: int, dpi: float) -> tuple[int, int]:
+        width, height = self._page(number).get_size()
+        if not (width > 0 and height > 0):
+            raise InputError(f"page {number} has an invalid size {width}x{height} pt")
+        scale = dpi / 72
+        return max(1, round(width * scale)), max(1, round(height * scale))
+
+    def render(self, number: int, dpi: float) -> Image.Image:
+        bitmap = self._page(number).render(scale=dpi / 72, may_draw_forms=True)
+        return bitmap.to_pil().convert("RGB")
+
+    def text_layer(self, number: int, dpi: float) -> list[Span]:
+        page = self._page(number)
+        return text_layer_spans(page, self.page_size(number, dpi))
+
+    def close(self) -> None:
+        self._pdf.close()
+
+
+class ImageSource:
+    """An image file; every frame of a multi-page TIFF (or animated image) is a page."""
+
+    type = "image"
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self._image = Image.open(path)
+            self._image.load()
+        except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as exc:
+            raise InputError(f"not a readable image ({exc})") from None
+        self.n_pages = getattr(self._image, "n_frames", 1)
+
+    def _frame(self, number: int) -> Image.Image:
+        if not 1 <= number <= self.n_pages:
+            raise InputError(f"page {number} out of range 1..{self.n_pages}")
+        frame = ImageSequence.Iterator(self._image)[number - 1]
+        return frame
+
+    def page_size(self, number: int, dpi: float) -> tuple[int, int]:
+        return self._frame(number).size
+
+    def render(self, number: int, dpi: float) -> Image.Image:
+        frame = self._frame(number)
+        if frame.mode in ("RGBA", "LA", "PA") or (frame.mode == "P" and "transparency" in frame.info):
+            background = Image.new("RGB", frame.size, "white")
+            background.paste(frame.convert("RGBA"), mask=frame.convert("RGBA").getchannel("A"))
+            return background
+        return frame.convert("RGB")
+
+    def text_layer(self, number: int, dpi: float) -> list[Span]:
+        return []
+
+    def close(self) -> None:
+        self._image.close()
+
+
+Source = PdfSource | ImageSource
+
+
+def open_source(path: Path, type: str | None = None) -> Source:
+    """Open ``path`` as a page source; raises InputError with a one-line reason."""
+    kind = type or source_type(path)
+    if kind == "pdf":
+        return PdfSource(path)
+    if kind == "image":
+        return ImageSource(path)
+    raise InputError(f"unsupported file type '{path.suffix or path.name}'")
+
+
+def _pdfium_reason(exc: Exception) -> str:
+    message = str(exc)
+    if "password" in message.lower():
+        return "PDF is encrypted and needs a password"
+    if "format" in message.lower() or "not found" in message.lower():
+        return f"not a readable PDF ({message})"
+    return f"PDF cannot be opened ({message})"

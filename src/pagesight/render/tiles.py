@@ -1,0 +1,23 @@
+"""Cutting tall pages into viewport-shaped tiles, as PixelRAG cuts long screenshots."""
+
+from __future__ import annotations
+
+from pagesight.records import Box
+
+
+def cut_tiles(width: int, height: int, tile_height: int = 1024, min_tail: float = 0.25) -> list[Box]:
+    """Pixel boxes of the horizontal tiles that cover a ``width`` x ``height`` page.
+
+    A page no taller than ``tile_height * (1 + min_tail)`` stays one tile, and a last sliver
+    shorter than ``min_tail * tile_height`` joins the tile above it rather than standing alone
+    (a Letter page at 100 dpi is 1,100 px tall and is one tile, not 1,024 + 76).
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError(f"page size must be positive, got {width}x{height}")
+    if tile_height <= 0:
+        raise ValueError(f"tile height must be positive, got {tile_height}")
+    tops = list(range(0, height, tile_height))
+    if len(tops) > 1 and height - tops[-1] < min_tail * tile_height:
+        tops.pop()
+    bottoms = tops[1:] + [height]
+    return [(0.0, float(top), float(width), float(bottom)) for top, bottom in zip(tops, bottoms)]

@@ -1,0 +1,1 @@
+"""Search stage: run retrievers, fuse their rankings, build hits with snippets and boxes."""

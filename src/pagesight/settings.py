@@ -1,0 +1,26 @@
+"""Index settings: fixed when an index is created, stored in its catalog."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+OCR_MODES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class Settings:
+    dpi: float = 100.0  # rendering resolution of PDF pages; boxes are in pixels at this DPI
+    tile_height: int = 1024  # PixelRAG's viewport-shaped tile
+    min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
+    ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
+    dense_model: str | None = "minilm-l6-v2"  # None: lexical only
+    chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
+    chunk_overlap: int = 20
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Settings:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

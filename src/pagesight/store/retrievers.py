@@ -1,0 +1,98 @@
+"""Retriever files derived from the catalog: BM25 and FAISS, tagged with a catalog generation.
+
+Layout inside the index directory::
+
+    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G.faiss"}
+    retrievers/bm25-G/            bm25s index + tile_ids.npy
+    retrievers/dense-G.faiss      FAISS IndexIDMap2 whose ids are tile ids
+
+New files are written under new names and ``current.json`` is replaced atomically, so a reader
+sees either the old set or the new one. Files that ``current.json`` does not name are leftovers of
+a crash or of an older generation and are removed by the next writer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pagesight.encode.dense import DenseRetriever
+from pagesight.encode.lexical import LexicalRetriever
+from pagesight.store.catalog import Catalog
+
+FOLDER = "retrievers"
+POINTER = "current.json"
+
+
+@dataclass
+class Retrievers:
+    generation: int
+    lexical: LexicalRetriever
+    dense: DenseRetriever | None
+
+
+def load(root: Path) -> Retrievers | None:
+    """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
+    folder = root / FOLDER
+    for _ in range(3):  # a writer may swap the files between reading the pointer and the files
+        try:
+            pointer = json.loads((folder / POINTER).read_text())
+            lexical = LexicalRetriever.load(folder / pointer["lexical"])
+            dense = DenseRetriever.load(folder / pointer["dense"]) if pointer.get("dense") else None
+            return Retrievers(pointer["generation"], lexical, dense)
+        except FileNotFoundError:
+            if not (folder / POINTER).exists():
+                return None
+    return None
+
+
+def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
+    """Retrievers for the catalog as it is now; the dense index is updated from ``previous``."""
+    with catalog.snapshot():
+        generation = catalog.generation()
+        pairs = list(catalog.tile_texts())
+        tile_ids = np.array([p[0] for p in pairs], dtype=np.int64)
+        lexical = LexicalRetriever.build(tile_ids, [p[1] for p in pairs])
+        dense = None
+        if dim is not None:
+            dense = previous.dense if previous is not None and previous.dense is not None else None
+            dense = dense or DenseRetriever.empty(dim)
+            have = np.unique(dense.tile_ids())
+            stale = np.setdiff1d(have, tile_ids)
+            dense.remove(stale)
+            missing = np.setdiff1d(tile_ids, have)
+            new_ids, vectors = catalog.vectors(missing.tolist())
+            dense.add(new_ids, vectors)
+    return Retrievers(generation, lexical, dense)
+
+
+def save(root: Path, retrievers: Retrievers) -> None:
+    """Write ``retrievers`` under fresh names, switch ``current.json`` to them, drop the rest."""
+    folder = root / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = f"{retrievers.generation}-{os.getpid()}"
+    pointer = {"generation": retrievers.generation, "lexical": f"bm25-{tag}", "dense": None}
+    retrievers.lexical.save(folder / pointer["lexical"])
+    if retrievers.dense is not None:
+        pointer["dense"] = f"dense-{tag}.faiss"
+        retrievers.dense.save(folder / pointer["dense"])
+    _fsync_tree(folder)
+    temporary = folder / f"{POINTER}.new-{os.getpid()}"
+    temporary.write_text(json.dumps(pointer))
+    os.replace(temporary, folder / POINTER)
+    keep = {POINTER, pointer["lexical"], pointer["dense"]}
+    for entry in folder.iterdir():
+        if entry.name not in keep:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
