@@ -35,13 +35,11 @@ class LexicalRetriever:
     def build(
         cls, tile_ids: np.ndarray, texts: list[str], k1: float = 1.2, b: float = 0.75
     ) -> LexicalRetriever:
-        if len(texts) == 0:
+        tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
+        if not tokens.vocab:  # no tile has a single term yet: nothing to index
             return cls(None, tile_ids)
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
-        model.index(
-            bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False),
-            show_progress=False,
-        )
+        model.index(tokens, show_progress=False)
         return cls(model, tile_ids)
 
     def save(self, folder: Path) -> None:
@@ -54,7 +52,9 @@ class LexicalRetriever:
     @classmethod
     def load(cls, folder: Path) -> LexicalRetriever:
         tile_ids = np.load(folder / "tile_ids.npy")
-        model = bm25s.BM25.load(folder, show_progress=False) if len(tile_ids) else None
+        model = (
+            bm25s.BM25.load(folder, show_progress=False) if (folder / "params.index.json").exists() else None
+        )
         return cls(model, tile_ids)
 
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:

@@ -5,6 +5,7 @@ A source is opened from its path and re-rendered on demand; no page image is sto
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -53,7 +54,8 @@ class PdfSource:
         if not (width > 0 and height > 0):
             raise InputError(f"page {number} has an invalid size {width}x{height} pt")
         scale = dpi / 72
-        return max(1, round(width * scale)), max(1, round(height * scale))
+        # The size pypdfium2's render() gives, so boxes and rendered pixels agree exactly.
+        return max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))
 
     def render(self, number: int, dpi: float) -> Image.Image:
         bitmap = self._page(number).render(scale=dpi / 72, may_draw_forms=True)

@@ -1,0 +1,37 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO_INDEX := demo-index
+
+.PHONY: demo test lint system-packages clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first: `torch==2.13.0` resolves to the CPU build on the project machines; anything that
+# pulled torch in as a dependency would fetch the CUDA build instead.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dense,ocr,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(DEMO_INDEX)
+	$(BIN)/pagesight ingest samples/corpus --index $(DEMO_INDEX)
+	$(BIN)/pagesight info --index $(DEMO_INDEX)
+	$(BIN)/pagesight search "What was the West region's revenue in Q3?" --index $(DEMO_INDEX) -k 3
+	$(BIN)/pagesight search "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) -k 3
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks samples
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks samples
+	$(BIN)/ruff format --check src tests benchmarks samples
+
+clean:
+	rm -rf $(VENV) $(DEMO_INDEX) .pytest_cache .ruff_cache

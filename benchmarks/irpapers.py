@@ -1,0 +1,81 @@
+"""Retrieval quality and query latency on IRPAPERS (issue 2's numbers).
+
+    python benchmarks/irpapers.py --index DIR [--data ../shared/data/irpapers] [--modes lexical hybrid]
+
+Prints one JSON object per configuration: Recall@1/5/20 over the 180 questions (page-level: hits
+of the same page count once, in rank order) and the median / p95 search latency in a warm process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import time
+from pathlib import Path
+
+from pagesight import Index
+
+
+def load(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
+    queries = {}
+    with (data / "queries.jsonl").open() as handle:
+        for line in handle:
+            record = json.loads(line)
+            queries[record["_id"]] = record["text"]
+    qrels: dict[str, set[str]] = {}
+    with (data / "qrels.tsv").open() as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            if int(row["score"]) > 0:
+                qrels.setdefault(row["query-id"], set()).add(row["corpus-id"])
+    return queries, qrels
+
+
+def evaluate(index: Index, queries, qrels, cutoffs=(1, 5, 20), **search) -> dict:
+    index.search("warm up", k=1, **search)
+    recall = {c: 0.0 for c in cutoffs}
+    latencies = []
+    for qid, text in queries.items():
+        start = time.perf_counter()
+        hits = index.search(text, k=max(cutoffs) * 2, **search)
+        latencies.append(time.perf_counter() - start)
+        pages = list(dict.fromkeys(hit.page_id for hit in hits))
+        relevant = qrels.get(qid, set())
+        for c in cutoffs:
+            recall[c] += len(relevant & set(pages[:c])) / max(1, len(relevant))
+    latencies.sort()
+    return {
+        **{f"recall@{c}": round(recall[c] / len(queries), 4) for c in cutoffs},
+        "latency_ms_p50": round(statistics.median(latencies) * 1000, 2),
+        "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 2),
+        "n_queries": len(queries),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True, type=Path)
+    parser.add_argument("--data", type=Path, default=Path(__file__).parents[1] / "../shared/data/irpapers")
+    parser.add_argument(
+        "--configs", nargs="*", default=["lexical"], help="lexical, dense, rrf, rsf:ALPHA (e.g. rsf:0.3)"
+    )
+    args = parser.parse_args()
+    queries, qrels = load(args.data)
+    index = Index.open(args.index, create=False)
+    counts = index.catalog.counts()
+    for config in args.configs:
+        if config in ("lexical", "dense"):
+            search = {"mode": config}
+        elif config == "rrf":
+            search = {"mode": "hybrid", "fusion": "rrf"}
+        elif config.startswith("rsf:"):
+            search = {"mode": "hybrid", "fusion": "rsf", "alpha": float(config.split(":")[1])}
+        else:
+            parser.error(f"unknown config {config}")
+        result = evaluate(index, queries, qrels, **search)
+        print(json.dumps({"config": config, "pages": counts["pages"], "tiles": counts["tiles"], **result}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from pagesight.cli import app
+
+app(prog_name="pagesight")

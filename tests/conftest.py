@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from reportlab.lib.pagesizes import letter
+from reportlab.pdfgen import canvas
+
+from pagesight import Index
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples" / "corpus"
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def make_pdf(path: Path, pages: list[list[str]], **canvas_options) -> Path:
+    """A Letter PDF with one line of text per entry, 14 pt apart, from the top left (72, 720)."""
+    pdf = canvas.Canvas(str(path), pagesize=letter, invariant=1, **canvas_options)
+    for lines in pages:
+        pdf.setFont("Helvetica", 12)
+        for row, line in enumerate(lines):
+            pdf.drawString(72, 720 - 14 * row, line)
+        pdf.showPage()
+    pdf.save()
+    return path
+
+
+@pytest.fixture(scope="session")
+def questions() -> list[dict]:
+    return [json.loads(line) for line in (ROOT / "samples" / "questions.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory) -> Index:
+    """The bundled sample corpus, ingested once with dense vectors and OCR."""
+    index = Index.open(tmp_path_factory.mktemp("samples") / "index")
+    report = index.add([SAMPLES])
+    assert report.ok, report.failed
+    return index

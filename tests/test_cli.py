@@ -1,0 +1,74 @@
+"""The command-line contract, run as a user runs it: a subprocess of the installed entry point."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import SAMPLES, make_pdf
+
+
+def pagesight(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pagesight", *args]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"}
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{command} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+def test_ingest_search_info_delete(tmp_path: Path):
+    index = str(tmp_path / "ix")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("quarterly-report.pdf", "retrieval-primer.pdf", "long-infographic.png"):
+        (docs / name).write_bytes((SAMPLES / name).read_bytes())
+    ingested = pagesight("ingest", str(docs), "--index", index, "--no-dense", "--json")
+    assert json.loads(ingested.stdout)["added"] == 3
+
+    hits = json.loads(
+        pagesight("search", "West region revenue", "--index", index, "-k", "2", "--json").stdout
+    )
+    assert len(hits) == 2
+    assert {"doc_id", "page", "tile", "score", "snippet", "boxes", "page_id"} <= hits[0].keys()
+    assert (hits[0]["doc_id"], hits[0]["page"], hits[0]["tile"]) == ("quarterly-report", 1, 0)
+    assert all(len(box) == 4 for box in hits[0]["boxes"])
+
+    table = pagesight("search", "Warehouse Delta", "--index", index, "--mode", "lexical").stdout
+    assert "long-infographic_1" in table
+
+    info = json.loads(pagesight("info", "--index", index, "--json").stdout)
+    assert (info["documents"], info["pages"], info["tiles"]) == (3, 6, 8)
+    assert info["generation"] == info["retrievers_generation"]
+
+    pagesight("delete", "quarterly-report", "--index", index)
+    assert json.loads(pagesight("info", "--index", index, "--json").stdout)["documents"] == 2
+    missing = pagesight("delete", "quarterly-report", "--index", index, check=False)
+    assert missing.returncode == 1 and "no document 'quarterly-report'" in missing.stderr
+
+
+def test_failures_exit_1_with_one_line_per_input(tmp_path: Path):
+    index = str(tmp_path / "ix")
+    good = make_pdf(tmp_path / "good.pdf", [["a perfectly good page of text about owls"]])
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.7\n garbage")
+    result = pagesight("ingest", str(good), str(bad), "--index", index, "--no-dense", check=False)
+    assert result.returncode == 1
+    failure_lines = [line for line in result.stderr.splitlines() if line.startswith(str(bad))]
+    assert len(failure_lines) == 1 and failure_lines[0].startswith(f"{bad}: not a readable PDF")
+    assert "Traceback" not in result.stderr
+    hits = json.loads(pagesight("search", "owls", "--index", index, "--json").stdout)
+    assert hits[0]["doc_id"] == "good"
+    assert pagesight("ingest", str(good), "--index", index).returncode == 0
+
+
+def test_errors_are_one_line_not_tracebacks(tmp_path: Path):
+    result = pagesight("search", "anything", "--index", str(tmp_path / "nowhere"), check=False)
+    assert result.returncode == 2
+    assert "no pagesight index" in result.stderr and "Traceback" not in result.stderr
+    index = str(tmp_path / "ix")
+    pagesight("ingest", str(make_pdf(tmp_path / "a.pdf", [["words"]])), "--index", index, "--no-dense")
+    dense = pagesight("search", "words", "--index", index, "--mode", "dense", check=False)
+    assert dense.returncode == 2 and "no dense vectors" in dense.stderr
