@@ -38,7 +38,7 @@ def evaluate(index: Index, queries, qrels, cutoffs=(1, 5, 20), **search) -> dict
     latencies = []
     for qid, text in queries.items():
         start = time.perf_counter()
-        hits = index.search(text, k=max(cutoffs) * 2, **search)
+        hits = index.search(text, k=max(cutoffs), **search)
         latencies.append(time.perf_counter() - start)
         pages = list(dict.fromkeys(hit.page_id for hit in hits))
         relevant = qrels.get(qid, set())

@@ -26,3 +26,15 @@ def test_ocr_boxes_are_scaled_to_page_pixels():
     assert full.text == half.text == "Scaled box check 4242"
     assert all(abs(a / 2 - b) < 1e-6 for a, b in zip(full.box, half.box))
     assert 90 <= full.box[0] <= 110 and 70 <= full.box[1] <= 100
+
+
+def test_blank_pages_are_not_sent_to_ocr():
+    from pagesight.ingest.extract import is_blank
+
+    assert is_blank(Image.new("RGB", (1000, 1400), (250, 248, 240)))
+    page = Image.new("RGB", (1000, 1400), "white")
+    ImageDraw.Draw(page).text(
+        (100, 100), "one short line", fill="black", font=ImageFont.load_default(size=20)
+    )
+    assert not is_blank(page)
+    assert not is_blank(Image.open(SAMPLES / "field-notes-scan.png"))

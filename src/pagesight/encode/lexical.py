@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -87,3 +88,21 @@ def terms(text: str) -> list[str]:
     """The analysis of ``tokenize`` for one short text (a query or a line), without bm25s overhead."""
     words = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
     return _stemmer().stemWords(words)
+
+
+def term_matcher(query: str) -> Callable[[str], int]:
+    """A function counting how many distinct query terms a line contains.
+
+    A term matches a word that starts with its stem ("retriev" matches "retrieval"), which is
+    what Snowball stems are for English, and one regex scan per line is fast enough to run over
+    every line of every hit.
+    """
+    stems = sorted(set(terms(query)), key=len, reverse=True)
+    if not stems:
+        return lambda text: 0
+    pattern = re.compile(r"(?i)\b(" + "|".join(re.escape(s) for s in stems) + r")\w*")
+
+    def count(text: str) -> int:
+        return len({m.lower() for m in pattern.findall(text)})
+
+    return count

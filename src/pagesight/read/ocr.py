@@ -24,9 +24,9 @@ def _engine():
         raise PagesightError(
             "OCR needs the 'ocr' extra: pip install 'pagesight[ocr]' (rapidocr, onnxruntime)"
         ) from None
-    logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+    logging.getLogger("RapidOCR").setLevel(logging.ERROR)  # it warns on every empty page
     # The angle classifier is only needed for upside-down text and doubles the time per line.
-    return RapidOCR(params={"Global.use_cls": False, "Global.log_level": "warning"})
+    return RapidOCR(params={"Global.use_cls": False, "Global.log_level": "error"})
 
 
 def ocr_spans(image: Image.Image, scale: float = 1.0, min_score: float = 0.5) -> list[Span]:
