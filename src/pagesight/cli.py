@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pagesight.errors import PagesightError
-from pagesight.index import Index
+from pagesight.index import DEFAULT_ALPHA, Index
 from pagesight.settings import Settings
 
 app = typer.Typer(
@@ -140,8 +140,10 @@ def search(
     mode: Annotated[Mode | None, typer.Option(help="Retrievers: lexical, dense or hybrid (default).")] = None,
     fusion: Annotated[
         Fusion, typer.Option(help="Hybrid fusion: reciprocal rank or relative score.")
-    ] = Fusion.rrf,
-    alpha: Annotated[float, typer.Option(help="Relative score fusion: weight of the dense side.")] = 0.5,
+    ] = Fusion.rsf,
+    alpha: Annotated[
+        float, typer.Option(help="Relative score fusion: weight of the dense side.")
+    ] = DEFAULT_ALPHA,
     doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
     as_json: JsonOption = False,
 ) -> None:

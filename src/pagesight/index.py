@@ -17,7 +17,7 @@ from pathlib import Path
 from PIL import Image
 
 from pagesight.encode.dense import dense_model
-from pagesight.encode.lexical import terms
+from pagesight.encode.lexical import term_matcher
 from pagesight.errors import IndexFormatError, PagesightError
 from pagesight.ingest import pipeline
 from pagesight.records import Hit
@@ -30,6 +30,9 @@ from pagesight.store.lock import WriteLock
 
 MODES = ("lexical", "dense", "hybrid")
 FUSIONS = ("rrf", "rsf")
+# Weight of the dense side in relative score fusion. Swept on IRPAPERS (BENCHMARKS.md): with
+# MiniLM text vectors the best hybrid keeps BM25 dominant and lets dense break its ties.
+DEFAULT_ALPHA = 0.1
 
 
 class Index:
@@ -128,8 +131,8 @@ class Index:
         k: int = 10,
         *,
         mode: str | None = None,
-        fusion: str = "rrf",
-        alpha: float = 0.5,
+        fusion: str = "rsf",
+        alpha: float = DEFAULT_ALPHA,
         rrf_k: float = 60.0,
         doc_ids: Sequence[str] | None = None,
         candidates: int = 100,
@@ -171,14 +174,14 @@ class Index:
         ranked = ranked[:k]
         rows = self.catalog.tiles([tile_id for tile_id, _ in ranked])
         per_retriever = {name: dict(run) for name, run in runs.items()}
-        query_terms = set(terms(query))
+        matcher = term_matcher(query)
         hits = []
         for tile_id, score in ranked:
             row = rows.get(tile_id)
             if row is None:  # deleted since the retrievers were built
                 continue
             scores = {name: found[tile_id] for name, found in per_retriever.items() if tile_id in found}
-            hits.append(_hit(row, score, scores, query_terms))
+            hits.append(_hit(row, score, scores, matcher))
         return hits
 
     # Reading -----------------------------------------------------------------------------------
@@ -237,11 +240,11 @@ class Index:
         self.close()
 
 
-def _hit(row: TileRow, score: float, scores: dict[str, float], query_terms: set[str]) -> Hit:
+def _hit(row: TileRow, score: float, scores: dict[str, float], matcher) -> Hit:
     """A hit whose snippet and boxes are the tile's lines that share the most query terms."""
     matched = []
     for position, (text, box, _source, _conf) in enumerate(row.spans):
-        overlap = len(query_terms & set(terms(text)))
+        overlap = matcher(text)
         if overlap:
             matched.append((overlap, position, text, tuple(box)))
     if matched:
