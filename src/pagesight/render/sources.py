@@ -1,13 +1,21 @@
 """Page sources: a PDF (pypdfium2) or an image file (Pillow, multi-page TIFF included).
 
 A source is opened from its path and re-rendered on demand; no page image is stored.
+
+A PDF that PDFium cannot open, or one whose page will not load, is rebuilt in memory by qpdf
+(through pikepdf), which recovers broken cross-reference tables, trailers and streams far more
+often than PDFium does, and is opened again from the rebuilt bytes. The repair is deterministic, so
+re-rendering later repeats it and gives the same pixels.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import math
 from pathlib import Path
 
+import pikepdf
 import pypdfium2 as pdfium
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
@@ -18,6 +26,9 @@ from pagesight.records import Span
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"}
 SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
+
+# qpdf logs every repair it makes (some on its error channel); a failure is reported as the file's one error line.
+logging.getLogger("pikepdf._core").setLevel(logging.CRITICAL)
 
 # Pillow raises DecompressionBombError past twice this; 180 Mpx is a 13,000 x 13,000 scan.
 Image.MAX_IMAGE_PIXELS = 90_000_000
@@ -37,17 +48,45 @@ class PdfSource:
 
     def __init__(self, path: Path, password: str | None = None):
         self.path = path
+        self.password = password
+        self.repaired = False
         try:
             self._pdf = pdfium.PdfDocument(str(path), password=password)
         except pdfium.PdfiumError as exc:
-            raise InputError(_pdfium_reason(exc)) from None
+            self._pdf = self._repair(_pdfium_reason(exc))
         self.n_pages = len(self._pdf)
+
+    def _repair(self, reason: str) -> pdfium.PdfDocument:
+        """The document rebuilt by qpdf; raises InputError naming both failures when that fails too."""
+        try:
+            with pikepdf.open(self.path, password=self.password or "") as broken:
+                if len(broken.pages) == 0:
+                    raise InputError("PDF has no pages")
+                buffer = io.BytesIO()
+                broken.save(buffer)
+        except pikepdf.PasswordError:
+            raise InputError("PDF is encrypted and needs a password") from None
+        except (pikepdf.PdfError, OSError, RecursionError, ValueError) as exc:
+            raise InputError(f"{reason}; qpdf cannot repair it ({_qpdf_reason(exc, self.path)})") from None
+        try:
+            pdf = pdfium.PdfDocument(buffer.getvalue())
+        except pdfium.PdfiumError:
+            raise InputError(f"{reason}, even after repair by qpdf") from None
+        self.repaired = True
+        return pdf
 
     def _page(self, number: int) -> pdfium.PdfPage:
         try:
             return self._pdf[number - 1]
         except pdfium.PdfiumError as exc:
-            raise InputError(f"page {number} cannot be loaded ({exc})") from None
+            reason = f"page {number} cannot be loaded ({exc})"
+            if self.repaired:
+                raise InputError(reason) from None
+        self._pdf.close()
+        self._pdf = self._repair(reason)
+        if len(self._pdf) != self.n_pages:
+            raise InputError(f"{reason}; qpdf repair gives {len(self._pdf)} pages, not {self.n_pages}")
+        return self._page(number)
 
     def page_size(self, number: int, dpi: float) -> tuple[int, int]:
         width, height = self._page(number).get_size()
@@ -120,8 +159,16 @@ def open_source(path: Path, type: str | None = None) -> Source:
     raise InputError(f"unsupported file type '{path.suffix or path.name}'")
 
 
+def _qpdf_reason(exc: Exception, path: Path) -> str:
+    """qpdf's message without the file name it starts with."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    return lines[0].removeprefix(f"{path}").lstrip(": ")
+
+
 def _pdfium_reason(exc: Exception) -> str:
-    message = str(exc)
+    message = str(exc).removeprefix("Failed to load document ").strip("().")
     if "password" in message.lower():
         return "PDF is encrypted and needs a password"
     if "format" in message.lower() or "not found" in message.lower():
