@@ -289,10 +289,14 @@ def verify() -> None:
             page_text[path.stem, number] = text or ocr(page.render(scale=150 / 72).to_pil())
     for stem in ("field-notes-scan", "scanned-memo", "long-infographic"):
         print(f"== OCR {stem}\n{page_text[stem, 1]}")
-    questions = (OUT.parent / "questions.jsonl").read_text().splitlines()
-    flat = {key: " ".join(text.split()) for key, text in page_text.items()}  # line breaks -> spaces
-    missing = [q for q in map(json.loads, questions) if q["answer"] not in flat[q["doc_id"], q["page"]]]
-    print(f"{len(questions) - len(missing)}/{len(questions)} answers found verbatim on their page")
+    flat = {f"{doc}_{page}": " ".join(text.split()) for (doc, page), text in page_text.items()}
+    answers = [json.loads(line) for line in (OUT.parent / "answers.jsonl").read_text().splitlines()]
+    pages = {}
+    for line in (OUT.parent / "qrels.tsv").read_text().splitlines()[1:]:
+        qid, page_id, _ = line.split("\t")
+        pages[qid] = page_id
+    missing = [a for a in answers if a["answer"] not in flat[pages[a["_id"]]]]
+    print(f"{len(answers) - len(missing)}/{len(answers)} answers found verbatim on their page")
     if missing:
         raise SystemExit(f"answers not found: {missing}")
 

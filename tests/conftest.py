@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -8,6 +7,7 @@ from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
 
 from pagesight import Index
+from pagesight.eval.dataset import Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "corpus"
@@ -28,7 +28,21 @@ def make_pdf(path: Path, pages: list[list[str]], **canvas_options) -> Path:
 
 @pytest.fixture(scope="session")
 def questions() -> list[dict]:
-    return [json.loads(line) for line in (ROOT / "samples" / "questions.jsonl").read_text().splitlines()]
+    """The sample dataset's questions as {"question", "doc_id", "page", "answer"}."""
+    samples = Dataset.load(ROOT / "samples")
+    rows = []
+    for qid, judged in samples.qrels.items():
+        (page_id,) = judged
+        doc_id, page = page_id.rsplit("_", 1)
+        rows.append(
+            {
+                "question": samples.queries[qid],
+                "doc_id": doc_id,
+                "page": int(page),
+                "answer": samples.answers[qid]["answer"],
+            }
+        )
+    return rows
 
 
 @pytest.fixture(scope="session")

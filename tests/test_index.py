@@ -208,3 +208,11 @@ def test_index_moves_with_relative_source_paths(tmp_path: Path):
     assert moved.search("portable")[0].doc_id == "m"
     assert moved.page_image("m", 1).size == (850, 1100)
     assert moved.add(tmp_path / "moved" / "docs").unchanged == ["m"]
+
+
+def test_search_without_evidence_ranks_the_same(sample_index: Index):
+    query = "West region revenue in the third quarter"
+    full = sample_index.search(query, k=8)
+    bare = sample_index.search(query, k=8, evidence=False)
+    assert [(h.page_id, h.tile, h.score) for h in bare] == [(h.page_id, h.tile, h.score) for h in full]
+    assert full[0].boxes and all(h.snippet == "" and h.boxes == [] for h in bare)

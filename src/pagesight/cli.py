@@ -81,39 +81,18 @@ def ingest(
     idx = _open(index, create=True, settings=None if exists else settings)
     if exists and idx.settings.dense_model is None and dense and _given("--dense"):
         _fail(f"{index}: index was created without dense vectors; make a new index for --dense")
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[pages]} pages"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=as_json,
-        disable=not err.is_terminal and not sys.stderr.isatty(),
-    ) as progress:
-        task = progress.add_task("ingest", total=None, pages=0)
-        pages = 0
-
-        def on_file(path: str, outcome: str, n_pages: int) -> None:
-            nonlocal pages
-            pages += n_pages
-            progress.update(task, advance=1, pages=pages)
-
-        def on_planned(n: int) -> None:
-            progress.update(task, total=n + progress.tasks[0].completed)
-
-        try:
-            report = idx.add(
-                paths,
-                ocr=ocr.value,
-                jobs=jobs or None,
-                timeout=timeout,
-                max_memory=int(max_memory * (1 << 30)) if max_memory > 0 else None,
-                progress=on_file,
-                on_planned=on_planned,
-            )
-        except PagesightError as exc:
-            _fail(str(exc))
+    try:
+        report = _add_with_progress(
+            idx,
+            paths,
+            transient=as_json,
+            ocr=ocr.value,
+            jobs=jobs or None,
+            timeout=timeout,
+            max_memory=int(max_memory * (1 << 30)) if max_memory > 0 else None,
+        )
+    except PagesightError as exc:
+        _fail(str(exc))
     for path, reason in report.failed:
         err.print(f"{path}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
@@ -126,6 +105,36 @@ def ingest(
         )
     idx.close()
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _progress(transient: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=transient,
+        disable=not err.is_terminal and not sys.stderr.isatty(),
+    )
+
+
+def _add_with_progress(idx: Index, paths, transient: bool, **options):
+    """``idx.add`` with a progress bar of files and pages on stderr."""
+    with _progress(transient) as progress:
+        task = progress.add_task("ingest", total=None, note="0 pages")
+        pages = 0
+
+        def on_file(path: str, outcome: str, n_pages: int) -> None:
+            nonlocal pages
+            pages += n_pages
+            progress.update(task, advance=1, note=f"{pages} pages")
+
+        def on_planned(n: int) -> None:
+            progress.update(task, total=n + progress.tasks[0].completed)
+
+        return idx.add(paths, progress=on_file, on_planned=on_planned, **options)
 
 
 def _given(flag: str) -> bool:
@@ -191,3 +200,149 @@ def delete(
     if not deleted:
         _fail(f"{index}: no document '{doc_id}'", code=1)
     err.print(f"deleted {doc_id}", highlight=False)
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")],
+    index: Annotated[
+        Path | None, typer.Option("--index", "-i", help="Index directory (default: a cache per dataset).")
+    ] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            help="Configuration(s): lexical, dense, hybrid (the search default), rrf, rsf:ALPHA. Repeatable.",
+        ),
+    ] = None,
+    sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
+    report: Annotated[
+        Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """Run every query of a dataset and report Recall@k, nDCG@10, MRR@10 and Success@k."""
+    from pagesight.eval import harness, metrics
+    from pagesight.eval import report as reports
+    from pagesight.eval.dataset import Dataset
+
+    try:
+        data = Dataset.load(dataset)
+        configs = [harness.Config.parse(text) for text in (mode or [])]
+        if sweep:
+            configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
+        configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
+        path = index or harness.default_index_dir(data)
+        exists = (path / "catalog.sqlite").exists()
+        if not exists:
+            err.print(f"indexing {data.documents} into {path}", highlight=False)
+        idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
+    except PagesightError as exc:
+        _fail(str(exc))
+    for failed_path, reason in failed:
+        err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
+    n_pages = idx.catalog.counts()["pages"]
+    with _progress(transient=True) as progress:
+        tasks = {c: progress.add_task(c.name, total=len(data.qrels), note="queries") for c in configs}
+        results = harness.evaluate(
+            idx,
+            data,
+            configs,
+            depth=depth,
+            progress=lambda c, done: progress.update(tasks[c], completed=done),
+        )
+    summaries = [result.summary(n_pages) for result in results]
+    if report is not None:
+        curves = {
+            r.config.name: metrics.recall_curve(
+                {q: [d for d, _ in ranked] for q, ranked in r.run.items()}, data.qrels
+            )
+            for r in results
+        }
+        files = reports.write(report, data.name, results, curves, n_pages)
+        err.print(f"report: {files['html']}", highlight=False)
+    idx.close()
+    best = reports.best(results)
+    if as_json:
+        top = summaries[results.index(best)]
+        print(json.dumps({**top, "dataset": data.name, "best": best.config.name, "configs": summaries}))
+        return
+    _print_summaries(summaries)
+
+
+def _print_summaries(summaries: list[dict]) -> None:
+    from pagesight.eval.report import COLUMNS
+
+    table = Table()
+    for column in ("config", *COLUMNS, "p50 ms"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for s in summaries:
+        latency = f"{s['latency_ms_p50']:.1f}" if "latency_ms_p50" in s else "-"
+        table.add_row(s["config"], *(f"{s[c]:.4f}" for c in COLUMNS), latency)
+    out.print(table)
+    pages = f", {summaries[0]['n_pages']} pages" if "n_pages" in summaries[0] else ""
+    out.print(f"{summaries[0]['n_queries']} queries{pages}", highlight=False)
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Saved runs in TREC format (from eval --report).")],
+    qrels: Annotated[Path, typer.Option(help="qrels.tsv of the dataset the runs answer.")],
+    at: Annotated[str, typer.Option(help="Success metric for wins and losses.")] = "success@5",
+    as_json: JsonOption = False,
+) -> None:
+    """Compare saved runs: metrics side by side and the queries only one of them gets right."""
+    from pagesight.eval import metrics
+    from pagesight.eval.dataset import read_qrels
+    from pagesight.eval.harness import Config, Result
+    from pagesight.eval.report import comparisons
+    from pagesight.eval.runs import read_trec
+
+    try:
+        judged = read_qrels(qrels)
+        loaded = []
+        for path in runs:
+            run, tag = read_trec(path)
+            per_query = metrics.per_query({q: [d for d, _ in ranked] for q, ranked in run.items()}, judged)
+            loaded.append(Result(Config(tag or path.stem, "saved"), run, per_query, latencies=[0.0]))
+    except (PagesightError, OSError) as exc:
+        _fail(str(exc))
+    if at not in next(iter(loaded[0].per_query.values())):
+        _fail(f"--at must be one of success@1, success@5, success@10, got '{at}'")
+    summaries = [
+        {"config": r.config.name, **r.means, "n_queries": len(r.per_query), "n_pages": 0} for r in loaded
+    ]
+    pairs = comparisons(loaded, at)
+    if as_json:
+        print(json.dumps({"runs": summaries, "comparisons": pairs}))
+        return
+    _print_summaries(summaries)
+    for pair in pairs:
+        out.print(
+            f"{pair['a']} vs {pair['b']} at {at}: only {pair['a']} {len(pair['only_a'])}, "
+            f"only {pair['b']} {len(pair['only_b'])}, both {pair['both']}, neither {pair['neither']}",
+            highlight=False,
+        )
+
+
+@app.command("import-dataset")
+def import_dataset(
+    source: Annotated[
+        Path, typer.Argument(help="ViDoRe/MTEB-style tables (Parquet or JSONL) or a BEIR folder.")
+    ],
+    out: Annotated[Path, typer.Argument(help="New dataset folder for `pagesight eval`.")],
+    split: Annotated[str, typer.Option(help="Split to take where the source has several.")] = "test",
+) -> None:
+    """Convert a dataset in another public layout into one `pagesight eval` reads."""
+    from pagesight.eval.importers import import_dataset as convert
+
+    try:
+        counts = convert(source, out, split=split)
+    except PagesightError as exc:
+        _fail(str(exc))
+    err.print(
+        f"{out}: {counts['corpus']} corpus items, {counts['queries']} queries, {counts['qrels']} judgements",
+        highlight=False,
+    )

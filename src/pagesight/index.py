@@ -136,13 +136,15 @@ class Index:
         rrf_k: float = 60.0,
         doc_ids: Sequence[str] | None = None,
         candidates: int = 100,
+        evidence: bool = True,
     ) -> list[Hit]:
         """The ``k`` best tiles for a text query.
 
         ``mode`` is lexical, dense or hybrid (default: hybrid when the index has dense vectors).
         Hybrid fuses the two rankings by reciprocal rank fusion (``fusion="rrf"``, constant
         ``rrf_k``) or relative score fusion (``"rsf"``, ``alpha`` weighing the dense side).
-        ``doc_ids`` restricts the search to those documents.
+        ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
+        snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
         """
         mode = mode or ("hybrid" if self.settings.dense_model else "lexical")
         if mode not in MODES:
@@ -172,7 +174,7 @@ class Index:
         else:
             ranked = next(iter(runs.values()))
         ranked = ranked[:k]
-        rows = self.catalog.tiles([tile_id for tile_id, _ in ranked])
+        rows = self.catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
         per_retriever = {name: dict(run) for name, run in runs.items()}
         matcher = term_matcher(query)
         hits = []

@@ -245,13 +245,15 @@ class Catalog:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         return ids, matrix
 
-    def tiles(self, tile_ids: list[int]) -> dict[int, TileRow]:
+    def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]:
+        """Tile rows by id; with ``spans=False`` their text spans are left out (empty)."""
         found = {}
+        spans_column = "t.spans" if spans else "'[]'"
         for start in range(0, len(tile_ids), 900):
             batch = tile_ids[start : start + 900]
             marks = ",".join("?" * len(batch))
             rows = self.db.execute(
-                "SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, t.spans, p.width, p.height "
+                f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height "
                 "FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
                 f"WHERE t.id IN ({marks})",
                 batch,

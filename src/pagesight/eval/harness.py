@@ -1,0 +1,148 @@
+"""Run every query of a dataset through an index under one or more search configurations."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pagesight.errors import PagesightError
+from pagesight.eval import metrics
+from pagesight.eval.dataset import Dataset
+from pagesight.index import DEFAULT_ALPHA, Index
+from pagesight.settings import Settings
+
+
+@dataclass(frozen=True)
+class Config:
+    """A search configuration, named as on the command line: lexical, dense, hybrid, rrf, rsf:ALPHA."""
+
+    name: str
+    mode: str
+    fusion: str = "rsf"
+    alpha: float = DEFAULT_ALPHA
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        text = text.strip()
+        if text in ("lexical", "dense"):
+            return cls(text, text)
+        if text == "hybrid":
+            return cls(f"rsf:{DEFAULT_ALPHA:g}", "hybrid")
+        if text == "rrf":
+            return cls("rrf", "hybrid", fusion="rrf")
+        if text.startswith("rsf:"):
+            try:
+                alpha = float(text[4:])
+            except ValueError:
+                alpha = -1.0
+            if not 0.0 <= alpha <= 1.0:
+                raise PagesightError(f"configuration '{text}': alpha must be a number from 0 to 1")
+            return cls(f"rsf:{alpha:g}", "hybrid", alpha=alpha)
+        raise PagesightError(f"unknown configuration '{text}' (lexical, dense, hybrid, rrf, rsf:ALPHA)")
+
+    @property
+    def needs_dense(self) -> bool:
+        return self.mode != "lexical"
+
+    def search_options(self) -> dict:
+        return {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
+
+
+ALPHA_SWEEP = tuple(round(0.1 * step, 1) for step in range(11))
+
+
+@dataclass
+class Result:
+    config: Config
+    run: dict[str, list[tuple[str, float]]]  # query id -> (corpus id, score), best first
+    per_query: dict[str, dict[str, float]]
+    latencies: list[float] = field(repr=False)
+
+    @property
+    def means(self) -> dict[str, float]:
+        return metrics.mean(self.per_query)
+
+    def latency_ms(self, quantile: float) -> float:
+        ordered = sorted(self.latencies)
+        return 1000 * ordered[min(len(ordered) - 1, round(quantile * (len(ordered) - 1)))]
+
+    def summary(self, n_pages: int) -> dict:
+        return {
+            "config": self.config.name,
+            **{name: round(value, 6) for name, value in self.means.items()},
+            "n_queries": len(self.per_query),
+            "n_pages": n_pages,
+            "latency_ms_p50": round(1000 * statistics.median(self.latencies), 2),
+            "latency_ms_p95": round(self.latency_ms(0.95), 2),
+            "latency_ms_p99": round(self.latency_ms(0.99), 2),
+        }
+
+
+def default_index_dir(dataset: Dataset) -> Path:
+    """Where ``pagesight eval`` keeps a dataset's index when none is given."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha1(str(dataset.root.resolve()).encode()).hexdigest()[:8]
+    return cache / "pagesight" / "eval" / f"{dataset.name}-{key}"
+
+
+def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[Index, list]:
+    """The dataset's index at ``path``, created or brought up to date; returns it with the failures.
+
+    A new index gets dense vectors only when ``dense``; an existing one must have them if asked.
+    """
+    exists = (path / "catalog.sqlite").exists()
+    index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
+    if dense and not index.settings.dense_model:
+        index.close()
+        raise PagesightError(
+            f"{path}: index has no dense vectors, which dense and hybrid configurations need;"
+            " evaluate lexical only or use a new --index"
+        )
+    report = index.add(dataset.documents, **ingest)
+    return index, report.failed
+
+
+def corpus_unit(index: Index, qrels: metrics.Qrels) -> str:
+    """'page' when the judged corpus ids are page ids (``<doc>_<page>``), else 'document'."""
+    documents = {row.id: row.n_pages for row in index.catalog.documents()}
+    pages = {f"{doc}_{page}" for doc, n in documents.items() for page in range(1, n + 1)}
+    judged = {doc for judged in qrels.values() for doc in judged}
+    return "page" if len(judged & pages) >= len(judged & documents.keys()) else "document"
+
+
+def evaluate(
+    index: Index,
+    dataset: Dataset,
+    configs: Sequence[Config],
+    depth: int = 100,
+    progress: Callable[[Config, int], None] | None = None,
+) -> list[Result]:
+    """Each configuration's run over every judged query, ranked ``depth`` deep in corpus units."""
+    unit = corpus_unit(index, dataset.qrels)
+    queries = {qid: dataset.queries[qid] for qid in dataset.qrels}
+    results = []
+    for config in configs:
+        options = config.search_options()
+        index.search("warm up the retrievers", k=1, **options)
+        run: dict[str, list[tuple[str, float]]] = {}
+        latencies = []
+        for done, (qid, text) in enumerate(queries.items(), 1):
+            start = time.perf_counter()
+            hits = index.search(text, k=depth, evidence=False, **options)
+            latencies.append(time.perf_counter() - start)
+            ranked: dict[str, float] = {}
+            for hit in hits:
+                ranked.setdefault(hit.page_id if unit == "page" else hit.doc_id, hit.score)
+            run[qid] = list(ranked.items())
+            if progress:
+                progress(config, done)
+        per_query = metrics.per_query(
+            {qid: [doc for doc, _ in ranked] for qid, ranked in run.items()}, dataset.qrels
+        )
+        results.append(Result(config, run, per_query, latencies))
+    return results

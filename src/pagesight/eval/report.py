@@ -1,0 +1,213 @@
+"""Side-by-side reports of evaluation results: Markdown, HTML, PNG plots and the saved runs."""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import os
+import platform
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+from pagesight.eval.harness import Result
+from pagesight.eval.runs import write_trec
+
+COLUMNS = (
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "recall@20",
+    "ndcg@10",
+    "mrr@10",
+    "success@1",
+    "success@5",
+    "success@10",
+)
+
+
+def best(results: Sequence[Result], metric: str = "ndcg@10") -> Result:
+    return max(results, key=lambda result: result.means[metric])
+
+
+def run_filename(name: str) -> str:
+    return name.replace(":", "-") + ".trec"
+
+
+def wins_and_losses(a: Result, b: Result, metric: str) -> dict:
+    """Queries that only one configuration gets right at ``metric`` (a success@k), as IRPAPERS counts."""
+    only_a, only_b, both, neither = [], [], [], []
+    for qid in a.per_query:
+        hit_a, hit_b = a.per_query[qid][metric] > 0, b.per_query[qid][metric] > 0
+        (both if hit_a and hit_b else only_a if hit_a else only_b if hit_b else neither).append(qid)
+    return {
+        "a": a.config.name,
+        "b": b.config.name,
+        "metric": metric,
+        "only_a": only_a,
+        "only_b": only_b,
+        "both": len(both),
+        "neither": len(neither),
+    }
+
+
+def comparisons(results: Sequence[Result], metric: str) -> list[dict]:
+    """Every pair when there are a few configurations, else the best one against each other."""
+    if len(results) <= 5:
+        pairs = itertools.combinations(results, 2)
+    else:
+        top = best(results)
+        pairs = ((top, other) for other in results if other is not top)
+    return [wins_and_losses(a, b, metric) for a, b in pairs]
+
+
+def alpha_sweep(results: Sequence[Result]) -> list[Result]:
+    sweep = [r for r in results if r.config.mode == "hybrid" and r.config.fusion == "rsf"]
+    return sorted(sweep, key=lambda r: r.config.alpha) if len(sweep) >= 2 else []
+
+
+def write(
+    out: Path,
+    dataset_name: str,
+    results: Sequence[Result],
+    curves: dict[str, list[float]],
+    n_pages: int,
+    compare_at: str = "success@5",
+) -> dict[str, Path]:
+    """Write report.md, report.html, summary.json, the plots and runs/*.trec into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    for result in results:
+        tag = result.config.name.replace(":", "-")
+        write_trec(out / "runs" / run_filename(result.config.name), result.run, tag)
+    summaries = [result.summary(n_pages) for result in results]
+    pairs = comparisons(results, compare_at)
+    top = best(results)
+    context = {
+        "dataset": dataset_name,
+        "date": date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
+        "n_queries": summaries[0]["n_queries"],
+        "n_pages": n_pages,
+        "best": top.config.name,
+    }
+    (out / "summary.json").write_text(
+        json.dumps({**context, "results": summaries, "comparisons": pairs}, indent=1) + "\n"
+    )
+    files = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "summary.json"}
+    plots = _plots(out, results, curves)
+    files.update(plots)
+    (out / "report.md").write_text(_markdown(context, summaries, pairs, plots))
+    (out / "report.html").write_text(_html(context, summaries, pairs, plots))
+    return files
+
+
+def _headline(context: dict) -> str:
+    return (
+        f"{context['n_queries']} queries over {context['n_pages']} pages; {context['machine']};"
+        f" {context['date']}. Best by nDCG@10: {context['best']}."
+    )
+
+
+def _cells(summary: dict) -> list[str]:
+    return [f"{summary[name]:.4f}" for name in COLUMNS] + [f"{summary['latency_ms_p50']:.1f}"]
+
+
+def _pair_line(pair: dict) -> tuple[str, ...]:
+    return (
+        pair["a"],
+        pair["b"],
+        str(len(pair["only_a"])),
+        str(len(pair["only_b"])),
+        str(pair["both"]),
+        str(pair["neither"]),
+    )
+
+
+PAIR_HEADER = ("A", "B", "only A", "only B", "both", "neither")
+
+
+def _markdown(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path]) -> str:
+    lines = [f"# Evaluation: {context['dataset']}", "", _headline(context), ""]
+    header = ["config", *COLUMNS, "p50 ms"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join([s["config"], *_cells(s)]) + " |" for s in summaries]
+    if pairs:
+        lines += ["", f"## Queries only one configuration gets right ({pairs[0]['metric']})", ""]
+        lines += ["| " + " | ".join(PAIR_HEADER) + " |", "|" + "---|" * len(PAIR_HEADER)]
+        lines += ["| " + " | ".join(_pair_line(pair)) + " |" for pair in pairs]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{name}]({path.name})" for name, path in plots.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _html(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path]) -> str:
+    def row(cells, tag="td"):
+        return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in cells) + "</tr>"
+
+    parts = [
+        "<!doctype html><meta charset='utf-8'>",
+        f"<title>Evaluation: {html.escape(context['dataset'])}</title>",
+        "<style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
+        "img{max-width:48%;margin:1em 1em 0 0}</style>",
+        f"<h1>Evaluation: {html.escape(context['dataset'])}</h1><p>{html.escape(_headline(context))}</p>",
+        "<table>",
+        row(["config", *COLUMNS, "p50 ms"], "th"),
+        *(row([s["config"], *_cells(s)]) for s in summaries),
+        "</table>",
+    ]
+    if pairs:
+        parts += [f"<h2>Queries only one configuration gets right ({html.escape(pairs[0]['metric'])})</h2>"]
+        parts += ["<table>", row(PAIR_HEADER, "th"), *(row(_pair_line(pair)) for pair in pairs), "</table>"]
+        for pair in pairs:
+            for side, other in (("only_a", "a"), ("only_b", "b")):
+                if pair[side]:
+                    parts.append(
+                        f"<p>Only {html.escape(pair[other])} (vs {html.escape(pair['b' if other == 'a' else 'a'])}):"
+                        f" {html.escape(', '.join(pair[side]))}</p>"
+                    )
+    parts += [
+        f"<img src='{html.escape(path.name)}' alt='{html.escape(name)}'>" for name, path in plots.items()
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _plots(out: Path, results: Sequence[Result], curves: dict[str, list[float]]) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    plots = {}
+    figure, axes = plt.subplots(figsize=(6, 4), dpi=100)
+    for name, curve in curves.items():
+        axes.plot(range(1, len(curve) + 1), curve, marker=".", label=name)
+    axes.set(xlabel="k", ylabel="Recall@k", title="Recall at k", ylim=(0, 1))
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    plots["recall_at_k"] = out / "recall_at_k.png"
+    figure.savefig(plots["recall_at_k"])
+    plt.close(figure)
+
+    sweep = alpha_sweep(results)
+    if sweep:
+        figure, axes = plt.subplots(figsize=(6, 4), dpi=100)
+        alphas = [r.config.alpha for r in sweep]
+        for metric in ("recall@1", "recall@5", "recall@20", "ndcg@10"):
+            axes.plot(alphas, [r.means[metric] for r in sweep], marker="o", label=metric)
+        axes.set(
+            xlabel="alpha (weight of the dense side; 0 = BM25 only)",
+            ylabel="score",
+            title="Relative score fusion: alpha sweep",
+            ylim=(0, 1),
+        )
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        plots["alpha_sweep"] = out / "alpha_sweep.png"
+        figure.savefig(plots["alpha_sweep"])
+        plt.close(figure)
+    return plots

@@ -1,0 +1,166 @@
+"""`pagesight eval`, `compare` and `import-dataset`, run as a user runs them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import pytrec_eval
+from PIL import Image, ImageDraw, ImageFont
+
+from pagesight.errors import InputError
+from pagesight.eval.dataset import Dataset
+from pagesight.eval.runs import read_trec
+from tests.conftest import ROOT
+from tests.test_cli import pagesight
+
+METRICS = ("recall@1", "recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10", "success@5")
+
+
+def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_index):
+    report = tmp_path / "report"
+    result = pagesight(
+        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "lexical", "-m", "rsf:0.5",
+        "-m", "rrf", "--report", str(report), "--json",
+    )  # fmt: skip
+    summary = json.loads(result.stdout)
+    assert {*METRICS, "n_queries", "n_pages"} <= summary.keys()
+    assert summary["n_queries"] == 13 and summary["n_pages"] == 8
+    assert [c["config"] for c in summary["configs"]] == ["lexical", "rsf:0.5", "rrf"]
+    assert summary["config"] == summary["best"]
+    assert summary["recall@20"] == 1.0  # every sample answer page is found
+
+    samples = Dataset.load(ROOT / "samples")
+    for config in summary["configs"]:
+        run, tag = read_trec(report / "runs" / f"{config['config'].replace(':', '-')}.trec")
+        assert tag == config["config"].replace(":", "-") and set(run) == set(samples.qrels)
+        scored = {q: {d: float(len(r) - i) for i, (d, _) in enumerate(r)} for q, r in run.items()}
+        ref = pytrec_eval.RelevanceEvaluator(samples.qrels, {"recall.1,5,20", "ndcg_cut.10"}).evaluate(scored)
+        for ours, theirs in (("recall@1", "recall_1"), ("recall@5", "recall_5"), ("ndcg@10", "ndcg_cut_10")):
+            expected = sum(row[theirs] for row in ref.values()) / len(ref)
+            assert config[ours] == pytest.approx(expected, abs=1e-6)
+
+    for name in ("report.md", "report.html", "summary.json", "recall_at_k.png"):
+        assert (report / name).stat().st_size > 0
+    assert Image.open(report / "recall_at_k.png").size == (600, 400)
+    assert "| lexical |" in (report / "report.md").read_text()
+
+    compared = json.loads(
+        pagesight(
+            "compare", *(str(p) for p in sorted((report / "runs").glob("*.trec"))),
+            "--qrels", str(ROOT / "samples" / "qrels.tsv"), "--json",
+        ).stdout
+    )  # fmt: skip
+    by_name = {row["config"]: row for row in compared["runs"]}
+    assert by_name["lexical"]["ndcg@10"] == pytest.approx(summary["configs"][0]["ndcg@10"], abs=1e-6)
+    assert len(compared["comparisons"]) == 3
+
+
+def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):
+    report = tmp_path / "report"
+    pagesight(
+        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "--sweep", "--report", str(report)
+    )
+    summary = json.loads((report / "summary.json").read_text())
+    assert [r["config"] for r in summary["results"]] == [f"rsf:{a / 10:g}" for a in range(11)]
+    assert Image.open(report / "alpha_sweep.png").size == (600, 400)
+
+
+def test_lexical_index_refuses_dense_configurations(tmp_path: Path):
+    index = str(tmp_path / "ix")
+    pagesight("ingest", str(ROOT / "samples" / "corpus"), "--index", index, "--no-dense", "--ocr", "never")
+    refused = pagesight("eval", str(ROOT / "samples"), "--index", index, "-m", "hybrid", check=False)
+    assert refused.returncode == 2 and "no dense vectors" in refused.stderr
+    lexical = json.loads(
+        pagesight("eval", str(ROOT / "samples"), "--index", index, "-m", "lexical", "--json").stdout
+    )
+    assert lexical["config"] == "lexical" and lexical["n_queries"] == 13
+
+
+def page_image(text: str) -> bytes:
+    image = Image.new("RGB", (900, 260), "white")
+    ImageDraw.Draw(image).text((40, 90), text, fill="black", font=ImageFont.load_default(size=44))
+    buffer = __import__("io").BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_vidore_style_parquet_dataset_is_imported_and_evaluated(tmp_path: Path):
+    source = tmp_path / "vidore"
+    (source / "corpus").mkdir(parents=True)
+    texts = {
+        "101": "Lighthouse keeper logbook",
+        "102": "Glacier melt measurements",
+        "103": "Harbour crane inventory",
+    }
+    corpus = pa.table(
+        {
+            "corpus-id": [int(k) for k in texts],
+            "image": [{"bytes": page_image(t), "path": None} for t in texts.values()],
+        }
+    )
+    pq.write_table(corpus, source / "corpus" / "test-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table({"query-id": [1, 2], "query": ["glacier melt", "crane inventory"]}),
+        source / "queries.parquet",
+    )
+    pq.write_table(
+        pa.table({"query-id": [1, 2], "corpus-id": [102, 103], "score": [1, 2]}), source / "qrels.parquet"
+    )
+    out = tmp_path / "dataset"
+    pagesight("import-dataset", str(source), str(out))
+    assert sorted(p.name for p in (out / "pages").iterdir()) == ["101.png", "102.png", "103.png"]
+    assert Dataset.load(out).qrels == {"1": {"102": 1}, "2": {"103": 2}}
+
+    result = json.loads(
+        pagesight("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+    )
+    assert result["n_pages"] == 3 and result["recall@1"] == 1.0  # corpus ids name whole documents
+
+
+def test_beir_text_folder_is_typeset_into_pages(tmp_path: Path):
+    source = tmp_path / "beir"
+    (source / "qrels").mkdir(parents=True)
+    passages = {
+        "d1": ("Tides", "Spring tides occur near the new and full moon."),
+        "d2": ("Volcanoes", "Basaltic lava flows are fluid & hot <very hot>."),
+        "d3": ("Bees", "Honey bees communicate the direction of flowers with a waggle dance."),
+    }
+    (source / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in passages.items())
+    )
+    (source / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "waggle dance"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "lava"})
+        + "\n"
+    )
+    (source / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td2\t1\n")
+    out = tmp_path / "dataset"
+    pagesight("import-dataset", str(source), str(out))
+    result = json.loads(
+        pagesight("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+    )
+    assert result["n_pages"] == 3 and result["recall@1"] == 1.0
+
+    again = pagesight("import-dataset", str(source), str(out), check=False)
+    assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_dataset_errors_name_the_file_and_line(tmp_path: Path):
+    root = tmp_path / "ds"
+    shutil.copytree(ROOT / "samples", root, ignore=shutil.ignore_patterns("corpus"))
+    with pytest.raises(InputError, match="no documents folder"):
+        Dataset.load(root)
+    (root / "pdfs").mkdir()
+    (root / "queries.jsonl").write_text('{"_id": "s1", "text": "a"}\n{"_id": "s2"\n')
+    with pytest.raises(InputError, match=r"queries.jsonl:2: not JSON"):
+        Dataset.load(root)
+    (root / "queries.jsonl").write_text('{"_id": "s1", "text": "a"}\n')
+    with pytest.raises(InputError, match=r"qrels.tsv: judgements for unknown queries s10"):
+        Dataset.load(root)
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\ns1\tdoc_1\thigh\n")
+    with pytest.raises(InputError, match=r"qrels.tsv:2: score 'high' is not a number"):
+        Dataset.load(root)
