@@ -346,3 +346,44 @@ def import_dataset(
         f"{out}: {counts['corpus']} corpus items, {counts['queries']} queries, {counts['qrels']} judgements",
         highlight=False,
     )
+
+
+@app.command()
+def bench(
+    paths: Annotated[list[Path], typer.Argument(help="Files and folders to ingest for the benchmark.")],
+    index: Annotated[
+        Path | None,
+        typer.Option("--index", "-i", help="Keep the benchmark index here (new; default: temporary)."),
+    ] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(help="queries.jsonl to time (default: 100 six-word spans of the indexed text)."),
+    ] = None,
+    dense: Annotated[bool, typer.Option(help="Include dense vectors (MiniLM).")] = True,
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Also time dense search over this many random vectors. Repeatable."),
+    ] = None,
+    max_pages: Annotated[int, typer.Option(help="Pages timed stage by stage.")] = 100,
+    ocr_pages: Annotated[int, typer.Option(help="Of those, pages also OCRed.")] = 5,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
+) -> None:
+    """Measure ingestion per stage and end to end, search latency, size and memory; prints JSON."""
+    from pagesight import bench as benchmark
+
+    if index is not None and index.exists() and any(index.iterdir()):
+        _fail(f"{index}: exists and is not empty; the benchmark needs a new index")
+    asked = None
+    if queries is not None:
+        try:
+            from pagesight.eval.dataset import read_jsonl
+
+            asked = [row["text"] for row in read_jsonl(queries, ("text",))]
+        except PagesightError as exc:
+            _fail(str(exc))
+    settings = Settings() if dense else Settings(dense_model=None)
+    result = benchmark.run(
+        paths, settings, index_dir=index, queries=asked, scale_sizes=scale or (), max_pages=max_pages,
+        ocr_pages=ocr_pages, jobs=jobs or None,
+    )  # fmt: skip
+    print(json.dumps(result, indent=1))

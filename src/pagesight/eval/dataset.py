@@ -42,18 +42,18 @@ class Dataset:
         documents = next((root / name for name in DOCUMENT_FOLDERS if (root / name).is_dir()), None)
         if documents is None:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
-        queries = {row["_id"]: row["text"] for row in _jsonl(root / "queries.jsonl", ("_id", "text"))}
+        queries = {row["_id"]: row["text"] for row in read_jsonl(root / "queries.jsonl", ("_id", "text"))}
         qrels = read_qrels(root / "qrels.tsv")
         unknown = sorted(set(qrels) - set(queries))
         if unknown:
             raise InputError(f"{root / 'qrels.tsv'}: judgements for unknown queries {', '.join(unknown[:5])}")
         answers = {}
         if (root / "answers.jsonl").exists():
-            answers = {row["_id"]: row for row in _jsonl(root / "answers.jsonl", ("_id", "answer"))}
+            answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
         return cls(root, documents, queries, qrels, answers)
 
 
-def _jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
     if not path.is_file():
         raise InputError(f"{path}: missing")
     rows = []
@@ -68,7 +68,8 @@ def _jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
             missing = [key for key in required if key not in row]
             if missing:
                 raise InputError(f"{path}:{number}: missing {', '.join(missing)}")
-            row["_id"] = str(row["_id"])
+            if "_id" in row:
+                row["_id"] = str(row["_id"])
             rows.append(row)
     return rows
 
