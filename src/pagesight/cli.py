@@ -273,14 +273,17 @@ def evaluate(
 
 
 def _print_summaries(summaries: list[dict]) -> None:
-    from pagesight.eval.report import COLUMNS
-
+    columns = ("recall@1", "recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10")  # all in --json
     table = Table()
-    for column in ("config", *COLUMNS, "p50 ms"):
-        table.add_column(column, justify="left" if column == "config" else "right")
+    table.add_column("config")
+    for column in columns:
+        table.add_column(
+            column.replace("recall", "R").replace("ndcg", "nDCG").replace("mrr", "MRR"), justify="right"
+        )
+    table.add_column("p50 ms", justify="right")
     for s in summaries:
         latency = f"{s['latency_ms_p50']:.1f}" if "latency_ms_p50" in s else "-"
-        table.add_row(s["config"], *(f"{s[c]:.4f}" for c in COLUMNS), latency)
+        table.add_row(s["config"], *(f"{s[c]:.4f}" for c in columns), latency)
     out.print(table)
     pages = f", {summaries[0]['n_pages']} pages" if "n_pages" in summaries[0] else ""
     out.print(f"{summaries[0]['n_queries']} queries{pages}", highlight=False)
@@ -311,9 +314,7 @@ def compare(
         _fail(str(exc))
     if at not in next(iter(loaded[0].per_query.values())):
         _fail(f"--at must be one of success@1, success@5, success@10, got '{at}'")
-    summaries = [
-        {"config": r.config.name, **r.means, "n_queries": len(r.per_query), "n_pages": 0} for r in loaded
-    ]
+    summaries = [{"config": r.config.name, **r.means, "n_queries": len(r.per_query)} for r in loaded]
     pairs = comparisons(loaded, at)
     if as_json:
         print(json.dumps({"runs": summaries, "comparisons": pairs}))

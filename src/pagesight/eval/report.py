@@ -110,8 +110,14 @@ def _headline(context: dict) -> str:
     )
 
 
-def _cells(summary: dict) -> list[str]:
-    return [f"{summary[name]:.4f}" for name in COLUMNS] + [f"{summary['latency_ms_p50']:.1f}"]
+def _cells(summary: dict, summaries: list[dict], mark: str = "**{}**") -> list[str]:
+    """The metric cells of one row, the best value of each column marked."""
+    cells = []
+    for name in COLUMNS:
+        text = f"{summary[name]:.4f}"
+        top = max(f"{other[name]:.4f}" for other in summaries)
+        cells.append(mark.format(text) if len(summaries) > 1 and text == top else text)
+    return cells + [f"{summary['latency_ms_p50']:.1f}"]
 
 
 def _pair_line(pair: dict) -> tuple[str, ...]:
@@ -132,7 +138,8 @@ def _markdown(context: dict, summaries: list[dict], pairs: list[dict], plots: di
     lines = [f"# Evaluation: {context['dataset']}", "", _headline(context), ""]
     header = ["config", *COLUMNS, "p50 ms"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join([s["config"], *_cells(s)]) + " |" for s in summaries]
+    lines += ["| " + " | ".join([s["config"], *_cells(s, summaries)]) + " |" for s in summaries]
+    lines += ["", "The best value of each column is in bold."]
     if pairs:
         lines += ["", f"## Queries only one configuration gets right ({pairs[0]['metric']})", ""]
         lines += ["| " + " | ".join(PAIR_HEADER) + " |", "|" + "---|" * len(PAIR_HEADER)]
@@ -155,7 +162,7 @@ def _html(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[s
         f"<h1>Evaluation: {html.escape(context['dataset'])}</h1><p>{html.escape(_headline(context))}</p>",
         "<table>",
         row(["config", *COLUMNS, "p50 ms"], "th"),
-        *(row([s["config"], *_cells(s)]) for s in summaries),
+        *(row([s["config"], *_cells(s, summaries, "{}")]) for s in summaries),
         "</table>",
     ]
     if pairs:
@@ -180,34 +187,31 @@ def _plots(out: Path, results: Sequence[Result], curves: dict[str, list[float]])
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    plots = {}
-    figure, axes = plt.subplots(figsize=(6, 4), dpi=100)
-    for name, curve in curves.items():
-        axes.plot(range(1, len(curve) + 1), curve, marker=".", label=name)
-    axes.set(xlabel="k", ylabel="Recall@k", title="Recall at k", ylim=(0, 1))
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    plots["recall_at_k"] = out / "recall_at_k.png"
-    figure.savefig(plots["recall_at_k"])
-    plt.close(figure)
-
-    sweep = alpha_sweep(results)
-    if sweep:
+    def save(name: str, series: dict[str, tuple[list[float], list[float]]], marker: str, **labels) -> None:
         figure, axes = plt.subplots(figsize=(6, 4), dpi=100)
-        alphas = [r.config.alpha for r in sweep]
-        for metric in ("recall@1", "recall@5", "recall@20", "ndcg@10"):
-            axes.plot(alphas, [r.means[metric] for r in sweep], marker="o", label=metric)
-        axes.set(
-            xlabel="alpha (weight of the dense side; 0 = BM25 only)",
-            ylabel="score",
-            title="Relative score fusion: alpha sweep",
-            ylim=(0, 1),
-        )
+        for label, (xs, ys) in series.items():
+            axes.plot(xs, ys, marker=marker, label=label)
+        axes.set(ylim=(0, 1), **labels)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
         figure.tight_layout()
-        plots["alpha_sweep"] = out / "alpha_sweep.png"
-        figure.savefig(plots["alpha_sweep"])
+        plots[name] = out / f"{name}.png"
+        figure.savefig(plots[name])
         plt.close(figure)
+
+    plots: dict[str, Path] = {}
+    curves_xy = {name: (list(range(1, len(curve) + 1)), curve) for name, curve in curves.items()}
+    save("recall_at_k", curves_xy, ".", xlabel="k", ylabel="Recall@k", title="Recall at k")
+    sweep = alpha_sweep(results)
+    if sweep:
+        alphas = [r.config.alpha for r in sweep]
+        metrics = ("recall@1", "recall@5", "recall@20", "ndcg@10")
+        save(
+            "alpha_sweep",
+            {metric: (alphas, [r.means[metric] for r in sweep]) for metric in metrics},
+            "o",
+            xlabel="alpha (weight of the dense side; 0 = BM25 only)",
+            ylabel="score",
+            title="Relative score fusion: alpha sweep",
+        )
     return plots
