@@ -1,0 +1,70 @@
+"""Guards on the real corpora in ../shared/data (skipped where they are absent)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from tests.conftest import SHARED, make_pdf
+from tests.test_cli import pagesight
+
+IRPAPERS = SHARED / "irpapers"
+BADPDFS = SHARED / "badpdfs"
+
+
+@pytest.mark.skipif(not IRPAPERS.is_dir(), reason="IRPAPERS not present")
+def test_irpapers_lexical_keeps_the_bm25_baseline(tmp_path: Path):
+    result = json.loads(
+        pagesight("eval", str(IRPAPERS), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+    )
+    assert (result["n_queries"], result["n_pages"]) == (180, 2575)
+    assert result["recall@1"] >= 0.46 and result["recall@5"] >= 0.82 and result["recall@20"] >= 0.91
+    again = json.loads(
+        pagesight("ingest", str(IRPAPERS / "pdfs"), "--index", str(tmp_path / "ix"), "--json").stdout
+    )
+    assert (again["unchanged"], again["added"], again["replaced"], again["pages"]) == (155, 0, 0, 0)
+
+
+# One of each kind of trouble in the corpus, and plain files beside them.
+BAD_SAMPLE = [
+    "20-pages.pdf",  # needs a password
+    "bad1.pdf",  # damaged beyond qpdf's repair
+    "bad7.pdf",  # refused by PDFium, repaired by qpdf
+    "bad34.pdf",  # opens, but its page will not load until repaired
+    "issue-1503.pdf",  # broken page tree, repaired
+    "empty.pdf",  # no pages
+    "deep-pages.pdf",  # page tree nested too deep
+    "11-pages.pdf",
+    "V4-aes.pdf",
+    "add-attachments-1.pdf",
+]
+
+
+@pytest.mark.skipif(not BADPDFS.is_dir(), reason="badpdfs not present")
+def test_badpdfs_fail_alone_with_one_line_each_and_lose_nothing(tmp_path: Path):
+    index = tmp_path / "ix"
+    keep = make_pdf(tmp_path / "keep.pdf", [["a document indexed before the bad run"]])
+    pagesight("ingest", str(keep), "--index", str(index), "--no-dense")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in BAD_SAMPLE:
+        (bad / name).symlink_to(BADPDFS / name)
+    result = pagesight("ingest", str(bad), "--index", str(index), "--ocr", "never", check=False)
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    failures = dict(re.match(r"^(\S+\.pdf): (.+)$", line).groups() for line in lines[:-1])
+    assert re.match(r"^\d+ added, 0 replaced, 0 unchanged, \d+ failed", lines[-1])
+    assert failures == {
+        str(bad / "20-pages.pdf"): "PDF is encrypted and needs a password",
+        str(bad / "bad1.pdf"): failures[str(bad / "bad1.pdf")],
+        str(bad / "empty.pdf"): "PDF has no pages",
+        str(bad / "deep-pages.pdf"): failures[str(bad / "deep-pages.pdf")],
+    }
+    assert "qpdf cannot repair it" in failures[str(bad / "bad1.pdf")]
+    documents = Index.open(index, create=False).documents()
+    assert sorted(documents) == sorted(
+        ["keep", *(Path(n).stem for n in BAD_SAMPLE if str(bad / n) not in failures)]
+    )
+    assert Index.open(index, create=False).search("indexed before the bad run")[0].doc_id == "keep"
