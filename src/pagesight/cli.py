@@ -221,6 +221,7 @@ def evaluate(
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
     ] = None,
     depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
+    primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
     as_json: JsonOption = False,
 ) -> None:
     """Run every query of a dataset and report Recall@k, nDCG@10, MRR@10 and Success@k."""
@@ -230,6 +231,8 @@ def evaluate(
 
     try:
         data = Dataset.load(dataset)
+        if primary not in harness.METRICS:
+            raise PagesightError(f"--primary must be one of {', '.join(harness.METRICS)}, got '{primary}'")
         configs = [harness.Config.parse(text) for text in (mode or [])]
         if sweep:
             configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
@@ -261,13 +264,23 @@ def evaluate(
             )
             for r in results
         }
-        files = reports.write(report, data.name, results, curves, n_pages)
+        files = reports.write(report, data.name, results, curves, n_pages, primary=primary)
         err.print(f"report: {files['html']}", highlight=False)
     idx.close()
-    best = reports.best(results)
+    best = reports.best(results, primary)
     if as_json:
         top = summaries[results.index(best)]
-        print(json.dumps({**top, "dataset": data.name, "best": best.config.name, "configs": summaries}))
+        print(
+            json.dumps(
+                {
+                    **top,
+                    "dataset": data.name,
+                    "best": best.config.name,
+                    "primary": primary,
+                    "configs": summaries,
+                }
+            )
+        )
         return
     _print_summaries(summaries)
 

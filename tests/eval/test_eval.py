@@ -29,7 +29,8 @@ def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_inde
     assert {*METRICS, "n_queries", "n_pages"} <= summary.keys()
     assert summary["n_queries"] == 13 and summary["n_pages"] == 8
     assert [c["config"] for c in summary["configs"]] == ["lexical", "rsf:0.5", "rrf"]
-    assert summary["config"] == summary["best"]
+    assert summary["config"] == summary["best"] and summary["primary"] == "ndcg@10"
+    assert summary["ndcg@10"] == max(c["ndcg@10"] for c in summary["configs"])
     assert summary["recall@20"] == 1.0  # every sample answer page is found
 
     samples = Dataset.load(ROOT / "samples")

@@ -53,6 +53,12 @@ class Config:
         return {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
 
 
+METRICS = (
+    *(f"recall@{k}" for k in metrics.RECALL_CUTOFFS),
+    "ndcg@10",
+    "mrr@10",
+    *(f"success@{k}" for k in metrics.SUCCESS_CUTOFFS),
+)
 ALPHA_SWEEP = tuple(round(0.1 * step, 1) for step in range(11))
 
 

@@ -11,20 +11,10 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
-from pagesight.eval.harness import Result
+from pagesight.eval.harness import METRICS, Result
 from pagesight.eval.runs import write_trec
 
-COLUMNS = (
-    "recall@1",
-    "recall@5",
-    "recall@10",
-    "recall@20",
-    "ndcg@10",
-    "mrr@10",
-    "success@1",
-    "success@5",
-    "success@10",
-)
+COLUMNS = METRICS
 
 
 def best(results: Sequence[Result], metric: str = "ndcg@10") -> Result:
@@ -52,12 +42,12 @@ def wins_and_losses(a: Result, b: Result, metric: str) -> dict:
     }
 
 
-def comparisons(results: Sequence[Result], metric: str) -> list[dict]:
+def comparisons(results: Sequence[Result], metric: str, primary: str = "ndcg@10") -> list[dict]:
     """Every pair when there are a few configurations, else the best one against each other."""
     if len(results) <= 5:
         pairs = itertools.combinations(results, 2)
     else:
-        top = best(results)
+        top = best(results, primary)
         pairs = ((top, other) for other in results if other is not top)
     return [wins_and_losses(a, b, metric) for a, b in pairs]
 
@@ -74,6 +64,7 @@ def write(
     curves: dict[str, list[float]],
     n_pages: int,
     compare_at: str = "success@5",
+    primary: str = "ndcg@10",
 ) -> dict[str, Path]:
     """Write report.md, report.html, summary.json, the plots and runs/*.trec into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -82,8 +73,8 @@ def write(
         tag = result.config.name.replace(":", "-")
         write_trec(out / "runs" / run_filename(result.config.name), result.run, tag)
     summaries = [result.summary(n_pages) for result in results]
-    pairs = comparisons(results, compare_at)
-    top = best(results)
+    pairs = comparisons(results, compare_at, primary)
+    top = best(results, primary)
     context = {
         "dataset": dataset_name,
         "date": date.today().isoformat(),
@@ -91,6 +82,7 @@ def write(
         "n_queries": summaries[0]["n_queries"],
         "n_pages": n_pages,
         "best": top.config.name,
+        "primary": primary,
     }
     (out / "summary.json").write_text(
         json.dumps({**context, "results": summaries, "comparisons": pairs}, indent=1) + "\n"
@@ -106,7 +98,7 @@ def write(
 def _headline(context: dict) -> str:
     return (
         f"{context['n_queries']} queries over {context['n_pages']} pages; {context['machine']};"
-        f" {context['date']}. Best by nDCG@10: {context['best']}."
+        f" {context['date']}. Best by {context['primary']}: {context['best']}."
     )
 
 
