@@ -23,7 +23,8 @@ demo: $(STAMP)
 	$(BIN)/pagesight ingest samples/corpus --index $(DEMO_INDEX)
 	$(BIN)/pagesight info --index $(DEMO_INDEX)
 	$(BIN)/pagesight search "What was the West region's revenue in Q3?" --index $(DEMO_INDEX) -k 3
-	$(BIN)/pagesight search "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) -k 3
+	$(BIN)/pagesight ask "What was the West region's revenue in Q3?" --index $(DEMO_INDEX)
+	$(BIN)/pagesight ask "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) --html demo-answer.html
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks samples
@@ -34,4 +35,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks samples
 
 clean:
-	rm -rf $(VENV) $(DEMO_INDEX) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_INDEX) demo-answer.html .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The ``pagesight`` command line: ingest, search, info, delete."""
+"""The ``pagesight`` command line: ingest, search, ask, info, delete, eval, bench."""
 
 from __future__ import annotations
 
@@ -173,6 +173,83 @@ def search(
     for rank, hit in enumerate(hits, start=1):
         table.add_row(str(rank), hit.page_id, str(hit.tile), f"{hit.score:.4f}", hit.snippet)
     out.print(table)
+
+
+class Strategy(str, Enum):
+    auto = "auto"
+    all = "all"
+    concat = "concat"
+    weighted = "weighted"
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    index: IndexOption,
+    reader: Annotated[
+        str, typer.Option(help="Reader: extractive (offline default), openai, transformers.")
+    ] = "extractive",
+    k: Annotated[int, typer.Option("-k", help="Tiles given to the reader.")] = 5,
+    mode: Annotated[Mode | None, typer.Option(help="Retrievers: lexical, dense or hybrid (default).")] = None,
+    compression: Annotated[
+        float, typer.Option("-c", "--compression", help="Tile images shrink by sqrt(c) per side.")
+    ] = 1.0,
+    strategy: Annotated[
+        Strategy, typer.Option(help="For one-image readers: concat (pages side by side) or weighted.")
+    ] = Strategy.auto,
+    model: Annotated[str | None, typer.Option(help="Reader model: hub id, local folder or served name.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
+    device: Annotated[str | None, typer.Option(help="transformers reader: cpu, cuda, mps or auto.")] = None,
+    doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a question from the retrieved tiles, citing pages and regions."""
+    from pagesight.answer import make_reader
+    from pagesight.answer.show import write_html
+
+    options = {"model": model, "base_url": base_url, "api_key": api_key, "device": device}
+    options = {key: value for key, value in options.items() if value is not None}
+    idx = _open(index)
+    try:
+        try:
+            chosen = make_reader(reader, **options)
+        except TypeError:
+            raise PagesightError(
+                f"reader '{reader}' takes none of --{' --'.join(o.replace('_', '-') for o in options)}"
+            ) from None
+        answer = idx.ask(
+            question,
+            chosen,
+            k=k,
+            mode=mode.value if mode else None,
+            compression=compression,
+            strategy=strategy.value,
+            doc_ids=doc,
+        )
+        if html is not None:
+            write_html(idx, answer, html)
+    except PagesightError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False))
+        return
+    out.print(f"[bold]{answer.text or 'No answer found in the retrieved pages.'}[/bold]", highlight=False)
+    for citation in answer.citations:
+        boxes = ", ".join("[" + ", ".join(f"{v:.0f}" for v in box) + "]" for box in citation.boxes)
+        quote = f' "{citation.text}"' if citation.text and citation.text != answer.text else ""
+        out.print(f"  {citation.page_id} tile {citation.tile}:{quote} {boxes}", highlight=False)
+    timing = answer.timings
+    err.print(
+        f"{answer.reader}, {len(answer.hits)} tiles, {answer.usage['image_tokens']} image tokens,"
+        f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms)",
+        highlight=False,
+    )
+    if html is not None:
+        err.print(f"cited regions: {html}", highlight=False)
 
 
 @app.command()

@@ -22,6 +22,7 @@ from pagesight.errors import IndexFormatError, PagesightError
 from pagesight.ingest import pipeline
 from pagesight.records import Hit
 from pagesight.render import open_source
+from pagesight.render.tiles import downscale
 from pagesight.search.fusion import reciprocal_rank_fusion, relative_score_fusion
 from pagesight.settings import Settings
 from pagesight.store import retrievers as store
@@ -186,6 +187,12 @@ class Index:
             hits.append(_hit(row, score, scores, matcher))
         return hits
 
+    def ask(self, question: str, reader="extractive", *, k: int = 5, **options):
+        """Answer ``question`` from the ``k`` best tiles, with citations; see ``pagesight.answer.ask``."""
+        from pagesight.answer.ask import ask
+
+        return ask(self, question, reader, k=k, **options)
+
     # Reading -----------------------------------------------------------------------------------
 
     def page_image(self, doc_id: str, page: int) -> Image.Image:
@@ -209,13 +216,13 @@ class Index:
             self._pages.popitem(last=False)
         return image
 
-    def tile_image(self, doc_id: str, page: int, tile: int = 0) -> Image.Image:
-        rows = self.catalog.tiles(self.catalog.tile_ids_of([doc_id]).tolist())
-        match = [r for r in rows.values() if r.page == page and r.idx == tile]
-        if not match:
+    def tile_image(self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0) -> Image.Image:
+        """A tile cut from its re-rendered page, each side divided by sqrt(``compression``)."""
+        row = self.catalog.tile_at(doc_id, page, tile)
+        if row is None:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
-        x0, y0, x1, y1 = (round(v) for v in match[0].box)
-        return self.page_image(doc_id, page).crop((x0, y0, x1, y1))
+        x0, y0, x1, y1 = (round(v) for v in row.box)
+        return downscale(self.page_image(doc_id, page).crop((x0, y0, x1, y1)), compression)
 
     def info(self) -> dict:
         current = store.load(self.root)

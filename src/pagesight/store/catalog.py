@@ -262,6 +262,13 @@ class Catalog:
                 found[r[0]] = TileRow(r[0], r[1], r[2], r[3], tuple(r[4:8]), json.loads(r[8]), (r[9], r[10]))
         return found
 
+    def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None:
+        """The tile ``idx`` of page ``page`` of ``doc_id``, with its spans."""
+        row = self.db.execute(
+            "SELECT id FROM tiles WHERE doc_id = ? AND page = ? AND idx = ?", (doc_id, page, idx)
+        ).fetchone()
+        return self.tiles([row[0]]).get(row[0]) if row else None
+
     def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray:
         ids = list(doc_ids)
         marks = ",".join("?" * len(ids))

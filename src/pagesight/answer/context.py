@@ -1,0 +1,70 @@
+"""Building a reader's context from hits, and what it costs in image tokens.
+
+The cost model is the reader's: ``qwen2-vl`` (Qwen2-VL, Qwen2.5-VL and Qwen3-VL's family: the image
+is resized to multiples of 28 px within a pixel budget, one token per 28 x 28 patch) and
+``openai-high`` (OpenAI's high-detail images: fit in 2048 px, shortest side 768 px, 170 tokens per
+512-px tile plus 85). Compression divides each side by sqrt(c), so tokens fall about c-fold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pagesight.answer.base import ContextItem
+from pagesight.errors import PagesightError
+from pagesight.records import Hit, Span
+
+TOKEN_MODELS = ("qwen2-vl", "openai-high")
+
+
+def build_context(index, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
+    """One context item per hit: the tile's text spans now, its image when a reader asks for it."""
+    if compression < 1:
+        raise PagesightError(f"compression must be at least 1, got {compression}")
+    items = []
+    for hit in hits:
+        row = index.catalog.tile_at(hit.doc_id, hit.page, hit.tile)
+        spans = [Span(text, tuple(box), source, conf) for text, box, source, conf in row.spans] if row else []
+
+        def load(hit=hit):
+            return index.tile_image(hit.doc_id, hit.page, hit.tile, compression)
+
+        items.append(ContextItem(hit=hit, spans=spans, compression=compression, load_image=load))
+    return items
+
+
+def image_tokens(width: int, height: int, model: str = "qwen2-vl") -> int:
+    """Image tokens a reader of family ``model`` spends on one ``width`` x ``height`` image."""
+    if model == "qwen2-vl":
+        h, w = qwen_resize(height, width)
+        return (h // 28) * (w // 28)
+    if model == "openai-high":
+        scale = min(1.0, 2048 / max(width, height))
+        w, h = width * scale, height * scale
+        scale = min(1.0, 768 / min(w, h))
+        w, h = w * scale, h * scale
+        return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+    raise PagesightError(f"token model must be one of {', '.join(TOKEN_MODELS)}, got '{model}'")
+
+
+def qwen_resize(
+    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280
+) -> tuple[int, int]:
+    """The size Qwen2-VL's image processor gives an image: sides rounded to ``factor``, area bounded."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w
+
+
+def context_tokens(context: Sequence[ContextItem], model: str = "qwen2-vl") -> int:
+    """Image tokens of a whole context, from the images' sizes (nothing is rendered)."""
+    return sum(image_tokens(*item.image_size(), model) for item in context)

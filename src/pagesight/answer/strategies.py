@@ -1,0 +1,130 @@
+"""How retrieved tiles reach a reader: all at once, or, for readers that take one image, the two
+strategies of VisRAG.
+
+- ``all``: every tile in one call (multi-image readers, and text readers).
+- ``concat``: page concatenation; the tiles are pasted side by side into one image, read once.
+  Boxes the reader cites on the long image are mapped back to the tile they fall in.
+- ``weighted``: weighted selection; the reader answers from each tile alone and the answer with the
+  highest p(answer | question, tile) x softmax(retrieval scores) wins. Needs a reader that reports
+  the log-probability of its answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from pagesight.answer.base import ContextItem, Reader, Reading
+from pagesight.errors import PagesightError
+from pagesight.records import Box
+
+STRATEGIES = ("auto", "all", "concat", "weighted")
+
+
+def choose(strategy: str, reader: Reader, n_items: int) -> str:
+    """The strategy ``auto`` stands for: all tiles at once when the reader can take them."""
+    if strategy not in STRATEGIES:
+        raise PagesightError(f"strategy must be one of {', '.join(STRATEGIES)}, got '{strategy}'")
+    if strategy != "auto":
+        return strategy
+    if reader.inputs == "text" or reader.max_images is None or reader.max_images >= n_items:
+        return "all"
+    return "concat"
+
+
+def run(strategy: str, reader: Reader, question: str, context: Sequence[ContextItem]) -> tuple[Reading, list]:
+    """Read ``context`` with ``strategy``; returns the reading and the items the reader was shown."""
+    if strategy == "all" or len(context) <= 1:
+        return reader.read(question, context), list(context)
+    if strategy == "concat":
+        merged = Concatenated.of(context)
+        reading = reader.read(question, [merged])
+        return _split(reading, merged), [merged]
+    if strategy == "weighted":
+        return weighted_selection(reader, question, context), list(context)
+    raise PagesightError(f"strategy must be one of {', '.join(STRATEGIES[1:])}, got '{strategy}'")
+
+
+def weighted_selection(reader: Reader, question: str, context: Sequence[ContextItem]) -> Reading:
+    """VisRAG's weighted selection: one answer per tile, weighted by the softmax of retrieval scores."""
+    scores = np.array([item.hit.score for item in context], dtype=float)
+    prior = np.exp(scores - scores.max())
+    prior /= prior.sum()
+    best, best_weight = None, -math.inf
+    usage: dict = {}
+    for i, item in enumerate(context):
+        reading = reader.read(question, [item])
+        if reading.logprob is None:
+            raise PagesightError(
+                f"weighted selection needs a reader that reports log-probabilities; '{reader.name}' does not"
+            )
+        for key, value in reading.usage.items():
+            if isinstance(value, (int, float)):
+                usage[key] = usage.get(key, 0) + value
+        weight = reading.logprob + math.log(prior[i])  # log of p(answer | tile) x prior
+        if weight > best_weight:
+            best_weight = weight
+            best = Reading(
+                text=reading.text,
+                cited={i: reading.cited[0]} if 0 in reading.cited else {},
+                quotes={i: reading.quotes[0]} if 0 in reading.quotes else {},
+                logprob=reading.logprob,
+            )
+    best.usage = {**usage, "selected": next(iter(best.cited), None), "weight": best_weight}
+    return best
+
+
+@dataclass
+class Concatenated(ContextItem):
+    """Several tiles side by side in one image, as VisRAG's page concatenation reads them."""
+
+    parts: list[ContextItem] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)  # left edge of each part in the long image
+
+    @classmethod
+    def of(cls, items: Sequence[ContextItem]) -> Concatenated:
+        offsets, x = [], 0
+        for item in items:
+            offsets.append(x)
+            x += item.image_size()[0]
+        merged = cls(hit=items[0].hit, spans=[s for item in items for s in item.spans], parts=list(items))
+        merged.offsets = offsets
+        merged.load_image = merged._paste
+        return merged
+
+    def image_size(self) -> tuple[int, int]:
+        sizes = [part.image_size() for part in self.parts]
+        return sum(w for w, _ in sizes), max(h for _, h in sizes)
+
+    def to_page(self, box: Box) -> Box:
+        return box  # stays on the long image until ``locate`` finds its tile
+
+    def locate(self, box: Box) -> tuple[int, Box]:
+        """The part a box on the long image falls in (by its centre) and the box on that part's page."""
+        centre = (box[0] + box[2]) / 2
+        i = max(j for j, left in enumerate(self.offsets) if left <= centre)
+        left = self.offsets[i]
+        width, height = self.parts[i].image_size()
+        x0, x1 = max(box[0] - left, 0.0), min(box[2] - left, float(width))
+        y0, y1 = box[1], min(box[3], float(height))
+        return i, self.parts[i].to_page((x0, y0, x1, y1))
+
+    def _paste(self) -> Image.Image:
+        width, height = self.image_size()
+        canvas = Image.new("RGB", (width, height), "white")
+        for left, part in zip(self.offsets, self.parts):
+            canvas.paste(part.image.convert("RGB"), (left, 0))
+        return canvas
+
+
+def _split(reading: Reading, merged: Concatenated) -> Reading:
+    cited: dict[int, list[Box]] = {}
+    for box in reading.cited.get(0, []):
+        i, page_box = merged.locate(box)
+        if page_box[2] > page_box[0] and page_box[3] > page_box[1]:
+            cited.setdefault(i, []).append(page_box)
+    return Reading(reading.text, cited, {}, reading.logprob, reading.usage)

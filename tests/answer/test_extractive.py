@@ -1,0 +1,88 @@
+"""The extractive reader on questions with known answers and known answer regions."""
+
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from pagesight.answer.extractive import ExtractiveReader
+from pagesight.eval.synthetic import generate, iou
+
+
+def _union(boxes):
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+
+
+@pytest.fixture(scope="module")
+def register(tmp_path_factory):
+    """Three typeset documents (6 pages, 90 questions) and their index."""
+    root = tmp_path_factory.mktemp("register")
+    questions = generate(root / "docs", n_documents=3)
+    index = Index.open(root / "index")
+    assert index.add([root / "docs"]).ok
+    return index, questions
+
+
+def test_answers_and_boxes_on_typeset_pages(register):
+    index, questions = register
+    reader = ExtractiveReader()
+    contained = grounded = snippet = 0
+    for q in questions:
+        answer = index.ask(q.question, reader, k=5)
+        contained += q.answer in answer.text
+        snippet += q.answer in answer.hits[0].snippet
+        boxes = [box for c in answer.citations if c.page_id == q.page_id for box in c.boxes]
+        grounded += bool(boxes) and iou(_union(boxes), q.region) > 0.5
+    n = len(questions)
+    assert n == 90
+    assert contained / n >= 0.8
+    assert grounded / n >= 0.8
+    assert contained > snippet + n // 4  # much better than returning the top hit's snippet
+
+
+def test_answers_on_the_sample_corpus(sample_index: Index, questions: list[dict]):
+    found = 0
+    for q in questions:
+        answer = sample_index.ask(q["question"], k=5)
+        found += q["answer"] in answer.text
+        assert answer.citations and all(c.boxes for c in answer.citations)
+    assert found / len(questions) >= 0.8
+
+
+def test_table_cell_under_the_column_asked_about(sample_index: Index):
+    answer = sample_index.ask("What was the West region's revenue in Q3?", k=3)
+    assert answer.text == "4,870"
+    (citation,) = answer.citations
+    assert citation.page_id == "quarterly-report_1"
+    assert "West" in citation.text and "Q3" in citation.text  # the row, read with its header
+
+
+def test_sentence_boxes_lie_on_the_lines_they_quote(sample_index: Index):
+    answer = sample_index.ask("How large are the tiles that tall pages are cut into?", k=3)
+    assert "1024 pixels" in answer.text
+    (citation,) = answer.citations
+    page = sample_index.catalog.tile_at(citation.doc_id, citation.page, citation.tile)
+    lines = [tuple(span[1]) for span in page.spans]
+    assert len(citation.boxes) == 2  # the sentence runs over two lines
+    for box in citation.boxes:
+        line = next(line for line in lines if line[1] == box[1] and line[3] == box[3])
+        assert line[0] <= box[0] < box[2] <= line[2] + 1e-6
+    # the first part starts mid-line, after the previous sentence
+    first = next(line for line in lines if line[1] == citation.boxes[0][1])
+    assert citation.boxes[0][0] > first[0] + 0.3 * (first[2] - first[0])
+
+
+def test_no_text_no_answer(tmp_path: Path):
+    from PIL import Image
+
+    blank = tmp_path / "blank.png"
+    Image.new("RGB", (400, 300), "white").save(blank)
+    index = Index.open(tmp_path / "ix")
+    index.add([blank], ocr="never")
+    answer = index.ask("What is on this page?", k=3)
+    assert answer.text == "" and answer.citations == []
