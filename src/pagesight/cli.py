@@ -197,7 +197,9 @@ def ask(
     strategy: Annotated[
         Strategy, typer.Option(help="For one-image readers: concat (pages side by side) or weighted.")
     ] = Strategy.auto,
-    model: Annotated[str | None, typer.Option(help="Reader model: hub id, local folder or served name.")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Reader model: hub id, local folder or served name.")
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
     device: Annotated[str | None, typer.Option(help="transformers reader: cpu, cuda, mps or auto.")] = None,
@@ -299,9 +301,21 @@ def evaluate(
     ] = None,
     depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
     primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
+    reader: Annotated[
+        str | None,
+        typer.Option(
+            help="Also answer the questions of answers.jsonl with this reader (best configuration)."
+        ),
+    ] = None,
+    answer_k: Annotated[int, typer.Option(help="Tiles given to the reader.")] = 5,
+    judge_model: Annotated[
+        str | None, typer.Option(help="Judge answers with this model on an OpenAI-compatible endpoint.")
+    ] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="The judge's endpoint.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run every query of a dataset and report Recall@k, nDCG@10, MRR@10 and Success@k."""
+    """Run every query of a dataset and report Recall@k, nDCG@10, MRR@10 and Success@k; with
+    --reader, also exact match, F1, relaxed accuracy and containment of the answers."""
     from pagesight.eval import harness, metrics
     from pagesight.eval import report as reports
     from pagesight.eval.dataset import Dataset
@@ -318,6 +332,7 @@ def evaluate(
         exists = (path / "catalog.sqlite").exists()
         if not exists:
             err.print(f"indexing {data.documents} into {path}", highlight=False)
+        answering = _answering(data, reader, judge_model, judge_base_url)
         idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
     except PagesightError as exc:
         _fail(str(exc))
@@ -343,10 +358,31 @@ def evaluate(
         }
         files = reports.write(report, data.name, results, curves, n_pages, primary=primary)
         err.print(f"report: {files['html']}", highlight=False)
-    idx.close()
     best = reports.best(results, primary)
+    answered = None
+    if answering is not None:
+        chosen, judge = answering
+        with _progress(transient=True) as progress:
+            task = progress.add_task(f"answers ({chosen.name})", total=len(data.answers), note="questions")
+            try:
+                answered = harness.evaluate_answers(
+                    idx,
+                    data,
+                    chosen,
+                    best.config,
+                    k=answer_k,
+                    judge=judge,
+                    progress=lambda done: progress.update(task, completed=done),
+                )
+            except PagesightError as exc:
+                _fail(str(exc))
+        if report is not None:
+            with (report / "answers.jsonl").open("w") as rows:
+                rows.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in answered.rows)
+    idx.close()
     if as_json:
         top = summaries[results.index(best)]
+        extra = {"answers": answered.summary()} if answered else {}
         print(
             json.dumps(
                 {
@@ -355,11 +391,40 @@ def evaluate(
                     "best": best.config.name,
                     "primary": primary,
                     "configs": summaries,
+                    **extra,
                 }
             )
         )
         return
     _print_summaries(summaries)
+    if answered is not None:
+        summary = answered.summary()
+        names = [
+            key for key in ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
+        ]
+        scores = ", ".join(f"{name} {summary[name]:.4f}" for name in names if name in summary)
+        out.print(
+            f"answers ({summary['reader']}, {summary['config']}, {summary['n_answers']} questions): {scores}",
+            highlight=False,
+        )
+
+
+def _answering(data, reader: str | None, judge_model: str | None, judge_base_url: str | None):
+    """The reader and the optional judge for answer evaluation, or None when not asked for."""
+    from pagesight.answer import make_reader
+    from pagesight.eval.answers import LLMJudge
+
+    if reader is None:
+        if judge_model:
+            raise PagesightError("--judge-model needs --reader")
+        return None
+    if not data.answers:
+        raise PagesightError(f"{data.root}: no answers.jsonl, so there is nothing to score a reader against")
+    judge = None
+    if judge_model:
+        options = {"model": judge_model, **({"base_url": judge_base_url} if judge_base_url else {})}
+        judge = LLMJudge(make_reader("openai", **options).chat)
+    return make_reader(reader), judge
 
 
 def _print_summaries(summaries: list[dict]) -> None:

@@ -69,6 +69,27 @@ def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):
     assert Image.open(report / "alpha_sweep.png").size == (600, 400)
 
 
+def test_answers_are_scored_with_a_reader(tmp_path: Path, sample_index):
+    report = tmp_path / "report"
+    result = pagesight(
+        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "hybrid",
+        "--reader", "extractive", "--report", str(report), "--json",
+    )  # fmt: skip
+    answers = json.loads(result.stdout)["answers"]
+    assert answers["reader"] == "extractive" and answers["n_answers"] == 13
+    assert answers["contains"] >= 0.8 and answers["cites_relevant"] >= 0.8
+    rows = [json.loads(line) for line in (report / "answers.jsonl").read_text().splitlines()]
+    assert len(rows) == 13
+    from pagesight.eval.answers import answer_scores, contains
+
+    for row in rows:  # the summary is the mean of the rows, and each row's scores are recomputable
+        assert row["scores"]["contains"] == contains(row["prediction"], row["reference"])
+        assert row["scores"]["f1"] == answer_scores(row["prediction"], row["reference"])["f1"]
+    assert answers["f1"] == pytest.approx(sum(r["scores"]["f1"] for r in rows) / 13, abs=1e-6)
+    refused = pagesight("eval", str(ROOT / "samples"), "--judge-model", "m", check=False)
+    assert refused.returncode == 2 and "--judge-model needs --reader" in refused.stderr
+
+
 def test_lexical_index_refuses_dense_configurations(tmp_path: Path):
     index = str(tmp_path / "ix")
     pagesight("ingest", str(ROOT / "samples" / "corpus"), "--index", index, "--no-dense", "--ocr", "never")

@@ -68,6 +68,13 @@ def relaxed_accuracy(prediction: str, references: str | Sequence[str], tolerance
     return 0.0
 
 
+def contains(prediction: str, references: str | Sequence[str]) -> float:
+    """1 when a normalised reference appears in the normalised prediction (extractive answers)."""
+    refs = [references] if isinstance(references, str) else references
+    padded = f" {normalize(prediction)} "
+    return float(any(normalize(ref) and f" {normalize(ref)} " in padded for ref in refs))
+
+
 def answer_scores(prediction: str, references: str | Sequence[str]) -> dict[str, float]:
     return {
         "exact_match": exact_match(prediction, references),
