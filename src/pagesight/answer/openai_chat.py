@@ -1,0 +1,356 @@
+"""The ``openai`` reader: any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp's server,
+hosted APIs) reads the retrieved tiles and answers with citations.
+
+One question is one chat request: a system message with the instructions and a user message that
+labels each tile (``Image N: <doc id> page <page> tile <tile>``) and gives its image as a PNG data
+URL, then the question. Three kinds of input, chosen with ``inputs``:
+
+- ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels.
+- ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
+  ablation), for text-only models. The lines are numbered and the model cites them as
+  ``<lines passage="N">[k, ...]</lines>``; a cited line gives its box and its text.
+- ``"images+text"``: both, as ViDoRe V3's hybrid contexts; citations are boxes on the images.
+
+With ``logprobs`` the reader asks for token log-probabilities and reports their sum over the
+answer's tokens (citation tags left out), which VisRAG's weighted selection needs. Retries with
+backoff on 408/409/429/5xx and on timeouts are the ``openai`` client's (it honours Retry-After);
+every failure that remains becomes a one-line ``PagesightError`` naming the endpoint and the model.
+
+Options fall back to the environment: ``PAGESIGHT_OPENAI_BASE_URL`` then ``OPENAI_BASE_URL``,
+``PAGESIGHT_OPENAI_MODEL``, ``PAGESIGHT_OPENAI_API_KEY`` then ``OPENAI_API_KEY`` (a local server
+needs no key; a placeholder is sent). ``chat`` is a plain prompt-to-text completion, the callable
+the LLM judge of ``pagesight.eval.answers`` takes.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagesight.answer.base import COORDINATES, ContextItem, Reading, parse_bboxes
+from pagesight.errors import PagesightError
+from pagesight.records import Box
+
+INPUTS = ("images", "text", "images+text")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_INSTRUCTIONS = (
+    "You answer questions from the document pages you are given. Answer concisely, using only what "
+    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
+    "given pages."
+)
+_CITE_BOXES = (
+    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
+    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
+)
+_SCALES = {
+    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
+    "being its top left corner",
+    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner (each "
+    "image's size is given in its label)",
+}
+_CITE_LINES = (
+    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
+    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
+    "lines."
+)
+_LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>", re.DOTALL | re.IGNORECASE)
+_TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_HTML_TAG = re.compile(r"<[^>]*>")
+_OVERLOADED = (429, 502, 503, 504, 529)
+
+
+@dataclass
+class _Reply:
+    """What a chat completion says: its text, why it stopped, its tokens' logprobs, token counts."""
+
+    text: str
+    finish_reason: str | None
+    tokens: list[tuple[str, float]] | None  # (token, logprob), when the endpoint reported them
+    usage: dict
+
+
+class OpenAIReader:
+    """A reader served by an OpenAI-compatible chat endpoint."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        inputs: str = "images",
+        coordinates: str = "norm1000",
+        logprobs: bool = False,
+        max_images: int | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise PagesightError(
+                "the openai reader needs the openai package: pip install 'pagesight[openai]'"
+            ) from None
+        self.model = model or os.environ.get("PAGESIGHT_OPENAI_MODEL")
+        if not self.model:
+            raise PagesightError(
+                "the openai reader needs a model: pass model= (--model) or set PAGESIGHT_OPENAI_MODEL "
+                "to the name the endpoint serves"
+            )
+        if inputs not in INPUTS:
+            raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
+        if coordinates not in COORDINATES:
+            raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+        if timeout <= 0:
+            raise PagesightError(f"timeout must be positive, got {timeout}")
+        if max_retries < 0:
+            raise PagesightError(f"max_retries must be 0 or more, got {max_retries}")
+        if max_images is not None and max_images < 1:
+            raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
+        self.base_url = (
+            base_url
+            or os.environ.get("PAGESIGHT_OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or DEFAULT_BASE_URL
+        )
+        key = api_key or os.environ.get("PAGESIGHT_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.inputs = inputs
+        self.coordinates = coordinates
+        self.logprobs = logprobs
+        self.max_images = max_images
+        self._client = openai.OpenAI(
+            api_key=key or "none", base_url=self.base_url, timeout=timeout, max_retries=max_retries
+        )
+
+    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
+        """Answer ``question`` from ``context`` in one chat request; cited boxes are in page pixels."""
+        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
+            raise PagesightError(
+                f"{self._where()}: takes at most {self.max_images} images, got {len(context)}; "
+                "read them with the concat or weighted strategy"
+            )
+        messages = [
+            {"role": "system", "content": self._instructions()},
+            {"role": "user", "content": self._user_content(question, context)},
+        ]
+        reply = self._complete(messages, logprobs=self.logprobs)
+        if self.inputs == "text":
+            text, cited, quotes, warnings = parse_lines(reply.text, context)
+        else:
+            text, cited, warnings = parse_bboxes(reply.text, context, self.coordinates)
+            quotes = {}
+        if reply.finish_reason == "length":
+            warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
+        logprob = None
+        if self.logprobs:
+            if reply.tokens:
+                logprob = answer_logprob(reply.tokens, reply.text)
+            else:
+                warnings.append("logprobs were asked for, but the endpoint returned none")
+        usage = dict(reply.usage)
+        if warnings:
+            usage["warnings"] = warnings
+        return Reading(text=text, cited=cited, quotes=quotes, logprob=logprob, usage=usage)
+
+    def chat(self, prompt: str) -> str:
+        """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
+        return self._complete([{"role": "user", "content": prompt}], logprobs=False).text.strip()
+
+    def _instructions(self) -> str:
+        cite = _CITE_LINES if self.inputs == "text" else _CITE_BOXES.format(scale=_SCALES[self.coordinates])
+        return f"{_INSTRUCTIONS}\n{cite}"
+
+    def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
+        """The user message: each tile labelled, then its image and/or text, then the question.
+
+        Text-only requests are one string, which every endpoint (text-only ones included) accepts.
+        """
+        if self.inputs == "text":
+            passages = [
+                f"Passage {n}: {_label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)
+            ]
+            return "\n\n".join([*passages, f"Question: {question}"])
+        parts: list[dict] = []
+        for n, item in enumerate(context, 1):
+            label = f"Image {n}: {_label(item)}"
+            if self.coordinates == "pixels":
+                width, height = item.image_size()
+                label += f" ({width}x{height} pixels)"
+            parts.append({"type": "text", "text": label})
+            parts.append({"type": "image_url", "image_url": {"url": png_data_url(item)}})
+            if self.inputs == "images+text" and item.text:
+                parts.append({"type": "text", "text": f"Text of image {n}:\n{item.text}"})
+        parts.append({"type": "text", "text": f"Question: {question}"})
+        return parts
+
+    def _complete(self, messages: list[dict], logprobs: bool) -> _Reply:
+        """One chat completion, with every failure turned into a one-line ``PagesightError``.
+
+        The reply is read defensively: compatible servers differ, and a proxy may answer with HTML.
+        """
+        import openai
+
+        options: dict = {"max_tokens": self.max_tokens, "temperature": self.temperature}
+        if logprobs:
+            options["logprobs"] = True
+        where = self._where()
+        tries = f" after {self.max_retries + 1} tries" if self.max_retries else ""
+        try:
+            response = self._client.chat.completions.create(model=self.model, messages=messages, **options)
+        except openai.APITimeoutError:
+            raise PagesightError(f"{where}: no reply within {self.timeout:g} s{tries}") from None
+        except openai.APIConnectionError as exc:
+            cause = _one_line(str(exc.__cause__ or exc))
+            raise PagesightError(f"{where}: cannot connect ({cause}); is the server running?") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise PagesightError(
+                f"{where}: the API key was refused (HTTP {exc.status_code}: {_detail(exc)}); "
+                "set PAGESIGHT_OPENAI_API_KEY or OPENAI_API_KEY"
+            ) from None
+        except openai.NotFoundError as exc:
+            raise PagesightError(
+                f"{where}: not found (HTTP 404: {_detail(exc)}); check the model name and that the "
+                "base URL ends where the API starts (often /v1)"
+            ) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in _OVERLOADED:
+                raise PagesightError(
+                    f"{where}: the server is overloaded{tries} (HTTP {exc.status_code}: {_detail(exc)}); "
+                    "try again later or raise max_retries"
+                ) from None
+            raise PagesightError(f"{where}: HTTP {exc.status_code}: {_detail(exc)}") from None
+        except openai.OpenAIError as exc:
+            raise PagesightError(f"{where}: {_one_line(str(exc))}") from None
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            raise PagesightError(
+                f"{where}: the reply is not a chat completion: {_one_line(str(response), 100)}"
+            )
+        if not choices:
+            raise PagesightError(f"{where}: the reply has no answer (no choices)")
+        message = getattr(choices[0], "message", None)
+        finish_reason = getattr(choices[0], "finish_reason", None)
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise PagesightError(f"{where}: the model refused: {_one_line(str(refusal))}")
+        if finish_reason == "content_filter":
+            raise PagesightError(f"{where}: the answer was withheld by the endpoint's content filter")
+        text = getattr(message, "content", None)
+        if not isinstance(text, str):
+            raise PagesightError(f"{where}: the reply has no text (finish reason: {finish_reason})")
+        tokens = getattr(getattr(choices[0], "logprobs", None), "content", None)
+        counts = getattr(response, "usage", None)
+        usage = {key: getattr(counts, key, None) for key in ("prompt_tokens", "completion_tokens")}
+        return _Reply(
+            text=text,
+            finish_reason=finish_reason,
+            tokens=[(t.token, t.logprob) for t in tokens] if tokens else None,
+            usage={key: value for key, value in usage.items() if value is not None},
+        )
+
+    def _where(self) -> str:
+        return f"openai reader (model '{self.model}' at {self.base_url})"
+
+
+def png_data_url(item: ContextItem) -> str:
+    """The item's image as a ``data:image/png;base64,...`` URL."""
+    image = item.image
+    if image.mode not in ("RGB", "L"):
+        image = image.convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def numbered_lines(item: ContextItem) -> str:
+    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use."""
+    if not item.spans:
+        return "(no text)"
+    return "\n".join(f"[{k}] {span.text}" for k, span in enumerate(item.spans, 1))
+
+
+def parse_lines(
+    text: str, context: Sequence[ContextItem]
+) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
+    """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
+
+    Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
+    span boxes are already page pixels), their text per context index, and one problem line per
+    tag or line number that was dropped.
+    """
+    cited: dict[int, list[Box]] = {}
+    quoted: dict[int, list[str]] = {}
+    problems: list[str] = []
+    for match in _LINES.finditer(text):
+        number, body = int(match.group(1)), match.group(2)
+        if not 1 <= number <= len(context):
+            problems.append(f"lines of passage {number}, but {len(context)} passages were given")
+            continue
+        try:
+            lines = json.loads(body)
+        except json.JSONDecodeError:
+            problems.append(f"passage {number}: lines are not a JSON list: {body.strip()[:80]!r}")
+            continue
+        spans = context[number - 1].spans
+        for k in lines if isinstance(lines, list) else [lines]:
+            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
+                problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
+                continue
+            span = spans[k - 1]
+            cited.setdefault(number - 1, []).append(tuple(span.box))
+            quoted.setdefault(number - 1, []).append(span.text)
+    answer = " ".join(_LINES.sub(" ", text).split())
+    return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
+
+
+def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> float:
+    """Sum of the log-probabilities of ``tokens`` (text, logprob) that are not inside citation tags
+    (a token counts where its first non-space character is).
+
+    When the tokens do not spell ``text`` (byte-level tokens some servers report), every token counts.
+    """
+    if "".join(token for token, _ in tokens) != text:
+        return sum(logprob for _, logprob in tokens)
+    tags = [match.span() for match in _TAGS.finditer(text)]
+    total, offset = 0.0, 0
+    for token, logprob in tokens:
+        begins = offset + len(token) - len(token.lstrip())  # " <bboxes" belongs to the tag
+        if not any(start <= begins < end for start, end in tags):
+            total += logprob
+        offset += len(token)
+    return total
+
+
+def _label(item: ContextItem) -> str:
+    hit = item.hit
+    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
+
+
+def _detail(exc: Exception) -> str:
+    """The server's own error message (JSON error object, or the page it sent), on one line."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        body = body.get("message") or json.dumps(body)
+    elif isinstance(body, str):
+        body = _HTML_TAG.sub(" ", body)  # a proxy's error page
+    return _one_line(str(body)) if body else "no details"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
