@@ -203,6 +203,10 @@ def ask(
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
     device: Annotated[str | None, typer.Option(help="transformers reader: cpu, cuda, mps or auto.")] = None,
+    inputs: Annotated[
+        str | None,
+        typer.Option(help="Model readers: images (default), text (the tiles' text) or images+text."),
+    ] = None,
     doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
@@ -213,8 +217,10 @@ def ask(
     from pagesight.answer import make_reader
     from pagesight.answer.show import write_html
 
-    options = {"model": model, "base_url": base_url, "api_key": api_key, "device": device}
+    options = {"model": model, "base_url": base_url, "api_key": api_key, "device": device, "inputs": inputs}
     options = {key: value for key, value in options.items() if value is not None}
+    if reader == "openai" and strategy == Strategy.weighted:
+        options["logprobs"] = True  # weighted selection weighs each answer by its probability
     idx = _open(index)
     try:
         try:
@@ -422,7 +428,10 @@ def _answering(data, reader: str | None, judge_model: str | None, judge_base_url
         raise PagesightError(f"{data.root}: no answers.jsonl, so there is nothing to score a reader against")
     judge = None
     if judge_model:
-        options = {"model": judge_model, **({"base_url": judge_base_url} if judge_base_url else {})}
+        # sampled, so that the three votes of the majority are three draws, not one answer thrice
+        options = {"model": judge_model, "temperature": 0.7}
+        if judge_base_url:
+            options["base_url"] = judge_base_url
         judge = LLMJudge(make_reader("openai", **options).chat)
     return make_reader(reader), judge
 

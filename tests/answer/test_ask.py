@@ -14,6 +14,7 @@ from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.answer.strategies import Concatenated, choose, run
 from pagesight.errors import PagesightError
 from pagesight.render.tiles import downscale
+from tests.conftest import ROOT
 from tests.test_cli import pagesight
 
 
@@ -150,3 +151,47 @@ def test_cli_ask_json_and_html(tmp_path: Path, sample_index: Index):
     assert html.count("data:image/png;base64,") == 1 and "field-notes-scan_1" in html
     bad = pagesight("ask", "x", "--index", index, "--model", "m", check=False)
     assert bad.returncode == 2 and "reader 'extractive' takes none of --model" in bad.stderr
+
+
+def test_cli_ask_with_an_openai_endpoint(sample_index: Index):
+    from tests.answer.test_openai_reader import ChatServer, Reply, completion
+
+    server = ChatServer(
+        [Reply(completion('Halvorsen Glassworks. <bboxes image="1">[[0, 0, 1000, 500]]</bboxes>'))]
+    )
+    try:
+        out = pagesight(
+            "ask", "Which supplier replaces Brightmere Supply?", "--index", str(sample_index.root), "-k", "2",
+            "--reader", "openai", "--base-url", server.base_url, "--model", "tiny-vl", "-c", "4", "--json",
+        )  # fmt: skip
+    finally:
+        server.close()
+    answer = json.loads(out.stdout)
+    assert answer["text"] == "Halvorsen Glassworks." and answer["reader"] == "openai"
+    (request,) = server.requests
+    images = [p for p in request["body"]["messages"][1]["content"] if p["type"] == "image_url"]
+    assert len(images) == 2 and request["body"]["model"] == "tiny-vl"
+    first = answer["hits"][0]
+    citation = answer["citations"][0]
+    assert citation["page_id"] == first["page_id"]
+    x0, y0, x1, y1 = first["tile_box"]
+    assert citation["boxes"][0] == pytest.approx([x0, y0, x1, y0 + (y1 - y0) / 2], abs=2)
+    assert answer["usage"]["image_tokens"] > 0 and answer["usage"]["compression"] == 4
+
+
+def test_eval_judges_answers_by_majority_of_three(tmp_path: Path, sample_index: Index):
+    from tests.answer.test_openai_reader import ChatServer, Reply, completion
+
+    server = ChatServer([Reply(completion("YES")), Reply(completion("NO")), Reply(completion("YES"))])
+    try:
+        out = pagesight(
+            "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "lexical", "--reader", "extractive",
+            "--judge-model", "judge", "--judge-base-url", server.base_url, "--json",
+        )  # fmt: skip
+    finally:
+        server.close()
+    answers = json.loads(out.stdout)["answers"]
+    assert len(server.requests) == 3 * 13
+    assert all(r["body"]["temperature"] == 0.7 for r in server.requests)
+    # the first question's votes are YES, NO, YES; every later one YES, YES, YES: all aligned
+    assert answers["judge"] == 1.0
