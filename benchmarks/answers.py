@@ -23,18 +23,10 @@ from pathlib import Path
 from pagesight import Index
 from pagesight.answer.context import build_context, context_tokens
 from pagesight.eval.dataset import Dataset
-from pagesight.eval.synthetic import generate, iou
+from pagesight.eval.synthetic import generate, iou, union
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def union(boxes):
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
 
 
 def score(index: Index, questions: list[dict], k: int) -> dict:

@@ -6,16 +6,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.answer.extractive import ExtractiveReader
-from pagesight.eval.synthetic import generate, iou
-
-
-def _union(boxes):
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
+from pagesight.eval.synthetic import generate, iou, union
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +28,7 @@ def test_answers_and_boxes_on_typeset_pages(register):
         contained += q.answer in answer.text
         snippet += q.answer in answer.hits[0].snippet
         boxes = [box for c in answer.citations if c.page_id == q.page_id for box in c.boxes]
-        grounded += bool(boxes) and iou(_union(boxes), q.region) > 0.5
+        grounded += bool(boxes) and iou(union(boxes), q.region) > 0.5
     n = len(questions)
     assert n == 90
     assert contained / n >= 0.8

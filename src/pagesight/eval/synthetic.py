@@ -191,7 +191,7 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
                     kind = "wrapped" if len(boxes[f]) > 1 else "sentence"
                     questions.append(
                         Question(
-                            f"q{len(questions) + 1}", question, answer, doc_id, p, _union(boxes[f]), kind
+                            f"q{len(questions) + 1}", question, answer, doc_id, p, union(boxes[f]), kind
                         )
                     )
             y -= LEADING / 2
@@ -206,7 +206,7 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
                 cells = (company, *(f"{v:,}" for v in revenue), f"{sum(revenue):,}")
                 for x, cell in zip(columns, cells):
                     pdf.drawString(x, y, cell)
-                row = _union([line_box(columns[0], y, company), line_box(columns[-1], y, cells[-1])])
+                row = union([line_box(columns[0], y, company), line_box(columns[-1], y, cells[-1])])
                 q = rng.randrange(len(QUARTERS))
                 questions.append(
                     Question(
@@ -228,7 +228,8 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
     return questions
 
 
-def _union(boxes: list[Box]) -> Box:
+def union(boxes: list[Box]) -> Box:
+    """The smallest box holding every box of ``boxes``."""
     return (
         min(b[0] for b in boxes),
         min(b[1] for b in boxes),
