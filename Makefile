@@ -15,7 +15,7 @@ $(BIN)/python:
 # pulled torch in as a dependency would fetch the CUDA build instead.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dense,ocr,eval,dev]'
+	$(BIN)/pip install -q -e '.[dense,ocr,eval,vlm,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -203,6 +203,9 @@ def ask(
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
     device: Annotated[str | None, typer.Option(help="transformers reader: cpu, cuda, mps or auto.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Model readers: the longest answer, in tokens (default 512).")
+    ] = None,
     inputs: Annotated[
         str | None,
         typer.Option(help="Model readers: images (default), text (the tiles' text) or images+text."),
@@ -217,7 +220,14 @@ def ask(
     from pagesight.answer import make_reader
     from pagesight.answer.show import write_html
 
-    options = {"model": model, "base_url": base_url, "api_key": api_key, "device": device, "inputs": inputs}
+    options = {
+        "model": model,
+        "base_url": base_url,
+        "api_key": api_key,
+        "device": device,
+        "max_tokens": max_tokens,
+        "inputs": inputs,
+    }
     options = {key: value for key, value in options.items() if value is not None}
     if reader == "openai" and strategy == Strategy.weighted:
         options["logprobs"] = True  # weighted selection weighs each answer by its probability

@@ -255,7 +255,9 @@ def _table_rows(item: int, spans: list[Span], rows: list[bool]) -> list[_Candida
         first = top - 1 if header is not None and top > 0 and header is spans[top - 1] else top
         caption = spans[first - 1].text if first > 0 and not rows[first - 1] else ""
         text = " ".join(t for t in (caption, header.text if header else "", span.text) if t)
-        found.append(_Candidate(item, text, span.text.strip(), [tuple(span.box)], header.text if header else None))
+        found.append(
+            _Candidate(item, text, span.text.strip(), [tuple(span.box)], header.text if header else None)
+        )
     return found
 
 

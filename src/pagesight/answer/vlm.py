@@ -1,0 +1,436 @@
+"""The ``transformers`` reader: a local vision-language model reads the retrieved tiles and answers
+with citations.
+
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL and models with the same chat-template interface, from a hub id or a
+local folder, on ``cuda``, ``mps`` or ``cpu``. One question is one greedy generation over a chat: a
+system message with the instructions, then a user message that labels each tile
+(``Image N: <doc id> page <page> tile <tile>``) and gives its image, then the question. Three kinds
+of input, chosen with ``inputs``:
+
+- ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``. With ``coordinates="pixels"`` (Qwen2.5-VL)
+  the boxes are in pixels of the image as the model saw it, after its processor resized it; they
+  are mapped back through that size.
+- ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
+  ablation), with numbered lines cited as ``<lines passage="N">[k, ...]</lines>``. A text-only
+  causal language model can be loaded for this.
+- ``"images+text"``: both, as ViDoRe V3's hybrid contexts; citations are boxes on the images.
+
+The reading reports the log-probability of the generated tokens under the model (the sum of the
+log-softmax of the model's logits at each chosen token, before any repetition penalty of the
+model's generation config), which VisRAG's weighted selection needs. ``chat`` is a plain
+prompt-to-text completion, the callable the LLM judge of ``pagesight.eval.answers`` takes.
+
+torch and transformers are imported when a reader is built: install torch first, then
+``pagesight[vlm]`` (transformers and accelerate). Qwen-VL processors also need torchvision, the
+build that matches your torch. ``adapter`` applies a PEFT LoRA adapter (``pip install peft``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from pagesight.answer.base import COORDINATES, ContextItem, Reading, parse_bboxes
+from pagesight.answer.openai_chat import numbered_lines, parse_lines
+from pagesight.errors import PagesightError
+from pagesight.records import Box
+
+INPUTS = ("images", "text", "images+text")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
+
+_INSTRUCTIONS = (
+    "You answer questions from the document pages you are given. Answer concisely, using only what "
+    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
+    "given pages."
+)
+_CITE_BOXES = (
+    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
+    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
+)
+_SCALES = {
+    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
+    "being its top left corner",
+    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner",
+}
+_CITE_LINES = (
+    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
+    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
+    "lines."
+)
+
+
+@dataclass
+class Generation:
+    """One greedy generation: the reply and what it cost."""
+
+    text: str  # the new tokens decoded, special tokens left out
+    tokens: list[int]  # the new token ids
+    logprob: float  # sum of the log-probabilities of ``tokens`` under the model
+    prompt_tokens: int
+    image_tokens: int  # image placeholder tokens in the prompt
+    cut: bool  # stopped by max_tokens rather than by an end-of-sequence token
+    seen_sizes: list[tuple[int, int]] | None  # (width, height) of each image as the model saw it
+
+
+class TransformersReader:
+    """A reader running a local vision-language model with ``transformers``."""
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_tokens: int = 512,
+        inputs: str = "images",
+        coordinates: str = "norm1000",
+        max_images: int | None = None,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        adapter: str | None = None,
+    ) -> None:
+        _check_options(max_tokens, inputs, coordinates, max_images)
+        if not model:
+            raise PagesightError(
+                "the transformers reader needs a model: pass model= (--model), a hub id such as "
+                "Qwen/Qwen2.5-VL-3B-Instruct or a local folder"
+            )
+        for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+            if value is not None and value < 1:
+                raise PagesightError(f"{label} must be positive, got {value}")
+        loaded, processor = load(
+            model,
+            device=device,
+            dtype=dtype,
+            inputs=inputs,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            adapter=adapter,
+        )
+        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, max_images)
+
+    @classmethod
+    def from_objects(
+        cls,
+        model: Any,
+        processor: Any,
+        *,
+        source: str = "model object",
+        max_tokens: int = 512,
+        inputs: str = "images",
+        coordinates: str = "norm1000",
+        max_images: int | None = None,
+    ) -> TransformersReader:
+        """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``).
+
+        ``source`` names the model in messages.
+        """
+        _check_options(max_tokens, inputs, coordinates, max_images)
+        reader = cls.__new__(cls)
+        reader._attach(model, processor, source, max_tokens, inputs, coordinates, max_images)
+        return reader
+
+    def _attach(
+        self,
+        model: Any,
+        processor: Any,
+        source: str,
+        max_tokens: int,
+        inputs: str,
+        coordinates: str,
+        max_images: int | None,
+    ) -> None:
+        if not getattr(processor, "chat_template", None):
+            raise PagesightError(f"transformers reader: model '{source}' has no chat template")
+        if inputs != "text" and not hasattr(processor, "image_processor"):
+            raise PagesightError(
+                f"transformers reader: model '{source}' has no image processor, so it reads no images; "
+                "pass inputs='text' for a text-only model"
+            )
+        self.model = model.eval()
+        self.processor = processor
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.source = source
+        self.max_tokens = max_tokens
+        self.inputs = inputs
+        self.coordinates = coordinates
+        self.max_images = max_images
+
+    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
+        """Answer ``question`` from ``context`` in one generation; cited boxes are in page pixels."""
+        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
+            raise PagesightError(
+                f"transformers reader (model '{self.source}'): takes at most {self.max_images} images, "
+                f"got {len(context)}; read them with the concat or weighted strategy"
+            )
+        images = [] if self.inputs == "text" else [item.image for item in context]
+        generation = self.generate(self.messages(question, context), images)
+        if self.inputs == "text":
+            text, cited, quotes, warnings = parse_lines(generation.text, context)
+        else:
+            text, cited, warnings = parse_seen_bboxes(
+                generation.text, context, self.coordinates, generation.seen_sizes
+            )
+            quotes = {}
+        if generation.cut:
+            warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
+        usage: dict = {
+            "prompt_tokens": generation.prompt_tokens,
+            "completion_tokens": len(generation.tokens),
+            "image_tokens": generation.image_tokens,
+        }
+        if warnings:
+            usage["warnings"] = warnings
+        return Reading(text=text, cited=cited, quotes=quotes, logprob=generation.logprob, usage=usage)
+
+    def chat(self, prompt: str) -> str:
+        """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
+        return self.generate([{"role": "user", "content": prompt}]).text.strip()
+
+    def messages(self, question: str, context: Sequence[ContextItem]) -> list[dict]:
+        """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text,
+        then the question. Images are ``{"type": "image"}`` placeholders, given in order to the
+        processor.
+        """
+        cite = _CITE_LINES if self.inputs == "text" else _CITE_BOXES.format(scale=_SCALES[self.coordinates])
+        system = {"role": "system", "content": f"{_INSTRUCTIONS}\n{cite}"}
+        if self.inputs == "text":
+            passages = [
+                f"Passage {n}: {_label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)
+            ]
+            return [system, {"role": "user", "content": "\n\n".join([*passages, f"Question: {question}"])}]
+        parts: list[dict] = []
+        for n, item in enumerate(context, 1):
+            parts.append({"type": "text", "text": f"Image {n}: {_label(item)}\n"})
+            parts.append({"type": "image"})
+            if self.inputs == "images+text" and item.text:
+                parts.append({"type": "text", "text": f"\nText of image {n}:\n{item.text}\n"})
+        parts.append({"type": "text", "text": f"\nQuestion: {question}"})
+        return [system, {"role": "user", "content": parts}]
+
+    def generate(self, messages: list[dict], images: Sequence[Image.Image] = ()) -> Generation:
+        """Greedy generation over ``messages`` (the processor's chat template) with ``images`` in order."""
+        import torch
+
+        try:
+            prompt = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            if images:
+                inputs = self.processor(
+                    text=[prompt], images=list(images), add_special_tokens=False, return_tensors="pt"
+                )
+            else:
+                inputs = self.processor(text=[prompt], add_special_tokens=False, return_tensors="pt")
+        except (ValueError, TypeError) as exc:
+            raise PagesightError(f"transformers reader (model '{self.source}'): {_one_line(exc)}") from exc
+        inputs = inputs.to(self.model.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
+        with torch.inference_mode():
+            out = self.model.generate(
+                **inputs,
+                do_sample=False,
+                max_new_tokens=self.max_tokens,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+            steps = self.model.compute_transition_scores(
+                out.sequences, tuple(logits.float() for logits in out.logits), normalize_logits=True
+            )
+        prompt_ids = inputs["input_ids"][0]
+        tokens = out.sequences[0, prompt_ids.shape[0] :].tolist()
+        eos = self.model.generation_config.eos_token_id
+        eos = {eos} if isinstance(eos, int) else set(eos or ())
+        image_token = getattr(self.processor, "image_token_id", None)
+        grid = inputs.get("image_grid_thw")
+        seen = None
+        if grid is not None:
+            patch = self.processor.image_processor.patch_size
+            seen = [(int(w) * patch, int(h) * patch) for _, h, w in grid.tolist()]
+        return Generation(
+            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+            tokens=tokens,
+            logprob=float(steps[0].sum()),
+            prompt_tokens=int(prompt_ids.shape[0]),
+            image_tokens=int((prompt_ids == image_token).sum()) if image_token is not None else 0,
+            cut=len(tokens) >= self.max_tokens and (not tokens or tokens[-1] not in eos),
+            seen_sizes=seen,
+        )
+
+
+def load(
+    name: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    inputs: str = "images",
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    adapter: str | None = None,
+) -> tuple[Any, Any]:
+    """The model and processor of ``name`` (hub id or local folder), on ``device`` in ``dtype``.
+
+    Image-text-to-text models load with ``AutoModelForImageTextToText``; for ``inputs="text"`` a
+    causal language model loads with ``AutoModelForCausalLM``. Every failure is a one-line
+    ``PagesightError`` naming the model.
+    """
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise PagesightError(
+            f"the transformers reader needs torch and transformers ({exc.name} is missing): {_INSTALL}"
+        ) from None
+    if importlib.util.find_spec("accelerate") is None:
+        raise PagesightError(f"the transformers reader needs accelerate to place the model: {_INSTALL}")
+    where = f"transformers reader: cannot load model '{name}'"
+    path = Path(name).expanduser()
+    if not path.exists() and (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1):
+        raise PagesightError(f"{where}: no such folder")
+    source = str(path) if path.exists() else name
+    device = pick_device(torch, device)
+    torch_dtype = pick_dtype(torch, dtype, device)
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(source)
+        vision = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+        if not vision and inputs != "text":
+            raise PagesightError(
+                f"{where}: a '{config.model_type}' model reads no images; pass inputs='text' for a "
+                "text-only model"
+            )
+        processor = transformers.AutoProcessor.from_pretrained(source)
+        if min_pixels is not None or max_pixels is not None:
+            size = processor.image_processor.size
+            processor = transformers.AutoProcessor.from_pretrained(
+                source,
+                size={
+                    "shortest_edge": min_pixels or size["shortest_edge"],
+                    "longest_edge": max_pixels or size["longest_edge"],
+                },
+            )
+        model_class = (
+            transformers.AutoModelForImageTextToText if vision else transformers.AutoModelForCausalLM
+        )
+        model = model_class.from_pretrained(source, config=config, dtype=torch_dtype, device_map={"": device})
+    except PagesightError:
+        raise
+    except Exception as exc:  # a third-party loader: anything it raises means the model cannot be used
+        if "torchvision" in str(exc).lower():
+            raise PagesightError(
+                f"{where}: its processor needs torchvision; install the torchvision build that matches "
+                f"torch {torch.__version__}"
+            ) from exc
+        raise PagesightError(f"{where}: {_one_line(exc)}") from exc
+    if adapter:
+        model = _apply_adapter(model, adapter, where)
+    return model, processor
+
+
+def pick_device(torch: Any, device: str) -> str:
+    """``device``, with ``"auto"`` resolved to cuda, then mps, then cpu; an error if it is absent."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise PagesightError(f"device must be auto, cpu, cuda, cuda:N or mps, got '{device}'") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise PagesightError(f"device '{device}': torch {torch.__version__} sees no CUDA GPU here")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise PagesightError(f"device '{device}': torch {torch.__version__} sees no Apple GPU (mps) here")
+    return device
+
+
+def pick_dtype(torch: Any, dtype: str, device: str) -> Any:
+    """The torch dtype named ``dtype``; ``"auto"`` is bfloat16 on CUDA GPUs that have it (float16 on
+    older ones and on mps), float32 on cpu."""
+    if dtype not in DTYPES:
+        raise PagesightError(f"dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
+    if dtype == "auto":
+        kind = torch.device(device).type
+        if kind == "cuda":
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "float16" if kind == "mps" else "float32"
+    return getattr(torch, dtype)
+
+
+def parse_seen_bboxes(
+    text: str,
+    context: Sequence[ContextItem],
+    coordinates: str,
+    seen_sizes: Sequence[tuple[int, int]] | None,
+) -> tuple[str, dict[int, list[Box]], list[str]]:
+    """``parse_bboxes`` for boxes on the images as the model saw them: ``seen_sizes`` (width,
+    height) are the sizes its processor resized them to (None: the images' own sizes)."""
+    if seen_sizes is None:
+        return parse_bboxes(text, context, coordinates)
+    seen = [
+        _Seen(hit=item.hit, spans=item.spans, item=item, size=size) for item, size in zip(context, seen_sizes)
+    ]
+    return parse_bboxes(text, seen, coordinates)
+
+
+@dataclass
+class _Seen(ContextItem):
+    """A context item as the model saw it: its image resized to ``size``."""
+
+    item: ContextItem | None = None
+    size: tuple[int, int] = (0, 0)
+
+    def image_size(self) -> tuple[int, int]:
+        return self.size
+
+    def to_page(self, box: Box) -> Box:
+        width, height = self.item.image_size()
+        sx, sy = width / self.size[0], height / self.size[1]
+        return self.item.to_page((box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy))
+
+
+def _apply_adapter(model: Any, adapter: str, where: str) -> Any:
+    """``model`` with the PEFT LoRA adapter at ``adapter`` merged into its weights."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise PagesightError(f"{where}: the adapter '{adapter}' needs peft: pip install peft") from None
+    if not Path(adapter).expanduser().is_dir():
+        raise PagesightError(f"{where}: no adapter folder '{adapter}'")
+    try:
+        return PeftModel.from_pretrained(model, str(Path(adapter).expanduser())).merge_and_unload()
+    except Exception as exc:  # peft's loader: anything it raises means the adapter does not fit
+        raise PagesightError(f"{where}: cannot apply adapter '{adapter}': {_one_line(exc)}") from exc
+
+
+def _check_options(max_tokens: int, inputs: str, coordinates: str, max_images: int | None) -> None:
+    if max_tokens < 1:
+        raise PagesightError(f"max_tokens must be 1 or more, got {max_tokens}")
+    if inputs not in INPUTS:
+        raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
+    if coordinates not in COORDINATES:
+        raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+    if max_images is not None and max_images < 1:
+        raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
+
+
+def _label(item: ContextItem) -> str:
+    hit = item.hit
+    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
+
+
+def _one_line(exc: Exception, limit: int = 200) -> str:
+    line = " ".join(str(exc).split()) or type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
