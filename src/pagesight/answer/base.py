@@ -158,7 +158,44 @@ def make_reader(name: str, **options) -> Reader:
     return getattr(importlib.import_module(module), factory)(**options)
 
 
+INPUTS = ("images", "text", "images+text")
+_INSTRUCTIONS = (
+    "You answer questions from the document pages you are given. Answer concisely, using only what "
+    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
+    "given pages."
+)
+_CITE_BOXES = (
+    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
+    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
+)
+_SCALES = {
+    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
+    "being its top left corner",
+    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner",
+}
+_CITE_LINES = (
+    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
+    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
+    "lines."
+)
+
+
+def instructions(inputs: str, coordinates: str, sizes_labelled: bool = False) -> str:
+    """The system prompt of the model readers: answer from the pages, then cite the regions
+    (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used.
+
+    ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
+    """
+    if inputs == "text":
+        return f"{_INSTRUCTIONS}\n{_CITE_LINES}"
+    scale = _SCALES[coordinates]
+    if coordinates == "pixels" and sizes_labelled:
+        scale += " (each image's size is given in its label)"
+    return f"{_INSTRUCTIONS}\n{_CITE_BOXES.format(scale=scale)}"
+
+
 _BBOXES = re.compile(r"<bboxes\s+image\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</bboxes>", re.DOTALL | re.IGNORECASE)
+_LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>", re.DOTALL | re.IGNORECASE)
 
 
 def parse_bboxes(
@@ -174,16 +211,7 @@ def parse_bboxes(
         raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
     cited: dict[int, list[Box]] = {}
     problems: list[str] = []
-    for match in _BBOXES.finditer(text):
-        number, body = int(match.group(1)), match.group(2)
-        if not 1 <= number <= len(context):
-            problems.append(f"bboxes for image {number}, but {len(context)} images were given")
-            continue
-        try:
-            boxes = json.loads(body)
-        except json.JSONDecodeError:
-            problems.append(f"image {number}: bboxes are not a JSON list: {body.strip()[:80]!r}")
-            continue
+    for number, boxes in _tagged(_BBOXES, text, len(context), "image", problems):
         if boxes and isinstance(boxes[0], (int, float)):
             boxes = [boxes]  # a single box written without the outer list
         item = context[number - 1]
@@ -206,3 +234,49 @@ def parse_bboxes(
             cited.setdefault(number - 1, []).append(item.to_page((x0, y0, x1, y1)))
     answer = " ".join(_BBOXES.sub(" ", text).split())
     return answer, cited, problems
+
+
+def _tagged(pattern: re.Pattern, text: str, count: int, what: str, problems: list[str]):
+    """``(number, value)`` for each tag of ``pattern`` in ``text`` whose number is 1..``count`` and
+    whose body is JSON; one line in ``problems`` for each other tag."""
+    for match in pattern.finditer(text):
+        number, body = int(match.group(1)), match.group(2)
+        if not 1 <= number <= count:
+            problems.append(f"a tag for {what} {number}, but {count} {what}s were given")
+            continue
+        try:
+            yield number, json.loads(body)
+        except json.JSONDecodeError:
+            problems.append(f"{what} {number}: not a JSON list: {body.strip()[:80]!r}")
+
+
+def numbered_lines(item: ContextItem) -> str:
+    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use."""
+    if not item.spans:
+        return "(no text)"
+    return "\n".join(f"[{k}] {span.text}" for k, span in enumerate(item.spans, 1))
+
+
+def parse_lines(
+    text: str, context: Sequence[ContextItem]
+) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
+    """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
+
+    Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
+    span boxes are already page pixels), their text per context index, and one problem line per
+    tag or line number that was dropped.
+    """
+    cited: dict[int, list[Box]] = {}
+    quoted: dict[int, list[str]] = {}
+    problems: list[str] = []
+    for number, lines in _tagged(_LINES, text, len(context), "passage", problems):
+        spans = context[number - 1].spans
+        for k in lines if isinstance(lines, list) else [lines]:
+            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
+                problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
+                continue
+            span = spans[k - 1]
+            cited.setdefault(number - 1, []).append(tuple(span.box))
+            quoted.setdefault(number - 1, []).append(span.text)
+    answer = " ".join(_LINES.sub(" ", text).split())
+    return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems

@@ -33,34 +33,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagesight.answer.base import COORDINATES, ContextItem, Reading, parse_bboxes
+from pagesight.answer.base import (
+    COORDINATES,
+    INPUTS,
+    ContextItem,
+    Reading,
+    instructions,
+    numbered_lines,
+    parse_bboxes,
+    parse_lines,
+)
 from pagesight.errors import PagesightError
-from pagesight.records import Box
 
-INPUTS = ("images", "text", "images+text")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_INSTRUCTIONS = (
-    "You answer questions from the document pages you are given. Answer concisely, using only what "
-    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
-    "given pages."
-)
-_CITE_BOXES = (
-    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
-    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
-)
-_SCALES = {
-    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
-    "being its top left corner",
-    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner (each "
-    "image's size is given in its label)",
-}
-_CITE_LINES = (
-    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
-    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
-    "lines."
-)
-_LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>", re.DOTALL | re.IGNORECASE)
 _TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _HTML_TAG = re.compile(r"<[^>]*>")
 _OVERLOADED = (429, 502, 503, 504, 529)
@@ -172,8 +158,7 @@ class OpenAIReader:
         return self._complete([{"role": "user", "content": prompt}], logprobs=False).text.strip()
 
     def _instructions(self) -> str:
-        cite = _CITE_LINES if self.inputs == "text" else _CITE_BOXES.format(scale=_SCALES[self.coordinates])
-        return f"{_INSTRUCTIONS}\n{cite}"
+        return instructions(self.inputs, self.coordinates, sizes_labelled=True)
 
     def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
         """The user message: each tile labelled, then its image and/or text, then the question.
@@ -275,47 +260,6 @@ def png_data_url(item: ContextItem) -> str:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def numbered_lines(item: ContextItem) -> str:
-    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use."""
-    if not item.spans:
-        return "(no text)"
-    return "\n".join(f"[{k}] {span.text}" for k, span in enumerate(item.spans, 1))
-
-
-def parse_lines(
-    text: str, context: Sequence[ContextItem]
-) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
-    """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
-
-    Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
-    span boxes are already page pixels), their text per context index, and one problem line per
-    tag or line number that was dropped.
-    """
-    cited: dict[int, list[Box]] = {}
-    quoted: dict[int, list[str]] = {}
-    problems: list[str] = []
-    for match in _LINES.finditer(text):
-        number, body = int(match.group(1)), match.group(2)
-        if not 1 <= number <= len(context):
-            problems.append(f"lines of passage {number}, but {len(context)} passages were given")
-            continue
-        try:
-            lines = json.loads(body)
-        except json.JSONDecodeError:
-            problems.append(f"passage {number}: lines are not a JSON list: {body.strip()[:80]!r}")
-            continue
-        spans = context[number - 1].spans
-        for k in lines if isinstance(lines, list) else [lines]:
-            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
-                problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
-                continue
-            span = spans[k - 1]
-            cited.setdefault(number - 1, []).append(tuple(span.box))
-            quoted.setdefault(number - 1, []).append(span.text)
-    answer = " ".join(_LINES.sub(" ", text).split())
-    return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
 
 
 def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> float:

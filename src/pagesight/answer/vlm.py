@@ -36,34 +36,21 @@ from typing import Any
 
 from PIL import Image
 
-from pagesight.answer.base import COORDINATES, ContextItem, Reading, parse_bboxes
-from pagesight.answer.openai_chat import numbered_lines, parse_lines
+from pagesight.answer.base import (
+    COORDINATES,
+    INPUTS,
+    ContextItem,
+    Reading,
+    instructions,
+    numbered_lines,
+    parse_bboxes,
+    parse_lines,
+)
 from pagesight.errors import PagesightError
 from pagesight.records import Box
 
-INPUTS = ("images", "text", "images+text")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 _INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
-
-_INSTRUCTIONS = (
-    "You answer questions from the document pages you are given. Answer concisely, using only what "
-    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
-    "given pages."
-)
-_CITE_BOXES = (
-    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
-    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
-)
-_SCALES = {
-    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
-    "being its top left corner",
-    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner",
-}
-_CITE_LINES = (
-    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
-    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
-    "lines."
-)
 
 
 @dataclass
@@ -201,8 +188,7 @@ class TransformersReader:
         then the question. Images are ``{"type": "image"}`` placeholders, given in order to the
         processor.
         """
-        cite = _CITE_LINES if self.inputs == "text" else _CITE_BOXES.format(scale=_SCALES[self.coordinates])
-        system = {"role": "system", "content": f"{_INSTRUCTIONS}\n{cite}"}
+        system = {"role": "system", "content": instructions(self.inputs, self.coordinates)}
         if self.inputs == "text":
             passages = [
                 f"Passage {n}: {_label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)
