@@ -15,7 +15,8 @@ $(BIN)/python:
 # pulled torch in as a dependency would fetch the CUDA build instead.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dense,ocr,eval,vlm,dev]'
+	$(BIN)/pip install -q -e '.[dense,ocr,eval,vlm,visual,dev]'
+	$(BIN)/pip install -q --no-deps 'colpali-engine>=0.3.18'  # it declares torchvision, which pulls CUDA torch
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -26,7 +27,13 @@ demo: $(STAMP)
 	$(BIN)/pagesight ask "What was the West region's revenue in Q3?" --index $(DEMO_INDEX)
 	$(BIN)/pagesight ask "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) --html demo-answer.html
 
-test: $(STAMP)
+# Debian packages the web tests use: Chromium (driven by Playwright) and the Python docs they render.
+system-packages:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3.11/html ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium python3.11-doc; \
+	  else echo "web tests skip without: sudo apt-get install chromium python3.11-doc"; fi; fi
+
+test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks samples
 	$(BIN)/python -m pytest -q
 

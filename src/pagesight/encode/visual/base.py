@@ -1,0 +1,412 @@
+"""What every visual encoder shares: the protocol, the registry, compatibility checks, loading helpers.
+
+A visual encoder turns page images and queries into vectors. Single-vector models (DSE,
+Qwen3-VL-Embedding, VisRAG-Ret, jina-embeddings-v4, CLIP, SigLIP) give one array of shape ``(dim,)``
+per input; late-interaction models (ColPali and its kin) give ``(n_tokens, dim)``, scored by MaxSim.
+Every vector is L2-normalised and float32, whatever dtype the model ran in.
+
+``spec()`` describes the vector space an encoder produces; an index records it, and
+``check_compatible`` refuses to search that index with an encoder of another space.
+
+Heavy libraries (torch, transformers, peft, colpali-engine) are imported only when an encoder is
+built, and their absence is reported with the extra to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+from PIL import Image
+
+from pagesight.errors import PagesightError
+
+if TYPE_CHECKING:
+    import torch
+
+Progress = Callable[[int], None]
+"""Called after each batch with the number of inputs it encoded (a progress bar's ``advance``)."""
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# The fields of a spec that define the vector space; the others (resolution, batch size) do not.
+SPACE_FIELDS = ("name", "model", "adapter", "revision", "dim", "multi_vector")
+
+
+@runtime_checkable
+class VisualEncoder(Protocol):
+    """Encodes page images, text queries and image queries into L2-normalised float32 vectors.
+
+    ``max_pixels`` is the largest image the model looks at without downscaling (render tiles no
+    larger); ``image_size`` is ``(width, height)`` when the model resizes every image to one size,
+    None when its resolution is dynamic.
+    """
+
+    name: str
+    multi_vector: bool
+    dim: int
+    max_pixels: int
+    image_size: tuple[int, int] | None
+    batch_size: int
+    device: str
+
+    def encode_images(
+        self, images: Sequence[Image.Image], progress: Progress | None = None
+    ) -> list[np.ndarray]:
+        """One array per image: ``(dim,)``, or ``(n_tokens, dim)`` for a multi-vector model."""
+        ...
+
+    def encode_queries(self, texts: Sequence[str], progress: Progress | None = None) -> list[np.ndarray]:
+        """One array per text query, shaped as ``encode_images``'s."""
+        ...
+
+    def encode_image_queries(
+        self, images: Sequence[Image.Image], progress: Progress | None = None
+    ) -> list[np.ndarray]:
+        """One array per image (or image region) used as a query."""
+        ...
+
+    def spec(self) -> dict:
+        """What an index records about the encoder that built it (see ``check_compatible``)."""
+        ...
+
+
+# name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
+# Every entry has run on a tiny random-weight model in tests/encode/visual. ColPali (PaliGemma),
+# ColSmol (Idefics3) and ColModernVBert are not registered: see the module docstring of late_interaction.
+ENCODERS: dict[str, str] = {
+    "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
+    "colqwen2.5": "pagesight.encode.visual.colqwen:ColQwen25Encoder",
+    "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
+    "dse": "pagesight.encode.visual.dse:DSEEncoder",
+    "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",
+    "jina-v4": "pagesight.encode.visual.jina_v4:JinaV4Encoder",
+    "clip": "pagesight.encode.visual.clip:CLIPEncoder",
+    "siglip": "pagesight.encode.visual.clip:SigLIPEncoder",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Make a visual encoder available by name; ``target`` is ``"module:factory"``."""
+    ENCODERS[name] = target
+
+
+def make_encoder(
+    name: str,
+    model: str | None = None,
+    device: str = "auto",
+    adapter: str | None = None,
+    **options: Any,
+) -> VisualEncoder:
+    """The encoder registered as ``name``, loaded from ``model`` (a hub id or a local folder; the
+    family's published checkpoint when None) on ``device``, with an optional PEFT ``adapter``.
+    ``options`` go to the factory (``batch_size``, ``dtype``, ``max_pixels``, ``revision``, ...)."""
+    if name not in ENCODERS:
+        raise PagesightError(f"unknown visual encoder '{name}'; choose one of {', '.join(sorted(ENCODERS))}")
+    module, _, factory = ENCODERS[name].partition(":")
+    return getattr(importlib.import_module(module), factory)(
+        model=model, device=device, adapter=adapter, **options
+    )
+
+
+def describe_spec(spec: dict) -> str:
+    """A one-line human description of an encoder spec."""
+    parts = [f"model {spec.get('model')}"]
+    if spec.get("adapter"):
+        parts.append(f"adapter {spec['adapter']}")
+    if spec.get("revision"):
+        parts.append(f"revision {spec['revision']}")
+    kind = "multi-vector" if spec.get("multi_vector") else "single-vector"
+    parts.append(f"{kind}, dim {spec.get('dim')}")
+    return f"'{spec.get('name')}' ({', '.join(parts)})"
+
+
+def check_compatible(recorded_spec: dict, encoder: VisualEncoder) -> None:
+    """Raise ``PagesightError`` unless ``encoder`` produces the vector space ``recorded_spec`` (the
+    spec of the encoder that built an index) describes. A revision is compared only when both
+    sides know theirs (a hub load records its commit; a local folder has none)."""
+    current = encoder.spec()
+    differs = [
+        field
+        for field in SPACE_FIELDS
+        if recorded_spec.get(field) != current.get(field)
+        and not (field == "revision" and (recorded_spec.get(field) is None or current.get(field) is None))
+    ]
+    if differs:
+        raise PagesightError(
+            f"the index was built with visual encoder {describe_spec(recorded_spec)}, but this search uses "
+            f"{describe_spec(current)} ({', '.join(differs)} differ): search with the recorded encoder "
+            "or re-index with this one"
+        )
+
+
+def resolve_device(device: str) -> str:
+    """``device`` checked and made concrete: "auto" is the first of cuda, mps and cpu available."""
+    torch = import_torch()
+    kind = device.split(":", 1)[0]
+    if kind not in DEVICES:
+        raise PagesightError(f"unknown device '{device}'; choose one of {', '.join(DEVICES)} (or cuda:N)")
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if kind == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if (kind == "cuda" and not cuda) or (kind == "mps" and not mps):
+        raise PagesightError(f"device '{device}' was asked for, but torch sees no {kind.upper()} device here")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """The torch dtype to load weights in: "auto" is bfloat16 on a CUDA device that has it, else float32."""
+    torch = import_torch()
+    if dtype not in DTYPES:
+        raise PagesightError(f"unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16 else torch.float32
+    return getattr(torch, dtype)
+
+
+def import_torch():
+    """The torch module, or a ``PagesightError`` saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise PagesightError(
+            "visual encoders need torch: pip install torch==2.13.0 'pagesight[visual]'"
+        ) from None
+    return torch
+
+
+def require(module: str, extra: str) -> Any:
+    """Import ``module``, or raise a ``PagesightError`` naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise PagesightError(
+            f"this visual encoder needs '{module.split('.')[0]}' ({error}): install the '{extra}' extra "
+            f"(pip install 'pagesight[{extra}]')"
+        ) from None
+
+
+def model_reference(model: str) -> str:
+    """A hub id as given; a local folder as an absolute path, so the spec names it unambiguously."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() else model
+
+
+def looks_like_path(model: str) -> bool:
+    """Whether ``model`` names a local folder rather than a hub id (``org/name``)."""
+    if Path(model).expanduser().exists():
+        return True
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+
+
+def load_pretrained(what: str, model: str, loader: Callable[..., Any], **kwargs: Any) -> Any:
+    """``loader(model, **kwargs)`` with loading failures (missing folder, unreachable hub, bad
+    checkpoint) turned into a one-line ``PagesightError`` naming the model."""
+    if looks_like_path(model) and not Path(model).expanduser().is_dir():
+        raise PagesightError(f"cannot load the {what} from '{model}': no such folder")
+    try:
+        with quiet_transformers():
+            return loader(model, **kwargs)
+    except PagesightError:
+        raise
+    except Exception as error:  # a third-party loader: anything it raises means the model is unusable
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "ignore_mismatched_sizes" in first:  # transformers' message points at a report it logged
+            first = "its weights have other shapes than this encoder's architecture (another model family?)"
+        raise PagesightError(f"cannot load the {what} from '{model}': {first}") from None
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' logging at error level while loading (its load reports list the LM head a
+    bare backbone leaves out, which is expected here); the caller's level is restored after."""
+    if "transformers" not in sys.modules:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def apply_adapter(model: Any, adapter: str | None, key_mapping: dict[str, str] | None = None) -> Any:
+    """``model`` with the PEFT (LoRA) adapter at ``adapter`` (hub id or folder) merged into its
+    weights; ``model`` itself when no adapter is given. ``key_mapping`` renames the adapter's weights
+    (regular expressions, as peft applies them) when it was trained on a model that nests this one.
+
+    peft only warns when an adapter's weights do not fit the model, and then leaves those layers
+    untouched; that would silently give the base model's vectors, so it is an error here."""
+    if adapter is None:
+        return model
+    peft = require("peft", "visual")
+
+    def load(path: str) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            wrapped = peft.PeftModel.from_pretrained(model, path, key_mapping=key_mapping)
+        if any("missing adapter keys" in str(warning.message) for warning in caught):
+            raise PagesightError(
+                f"cannot load the adapter from '{path}': its weights do not match the layers of the model "
+                f"({type(model).__name__})"
+            )
+        return wrapped
+
+    return load_pretrained("adapter", adapter, load).merge_and_unload()
+
+
+def hub_revision(config: Any) -> str | None:
+    """The commit a hub checkpoint was loaded at; None for a local folder."""
+    return getattr(config, "_commit_hash", None)
+
+
+class TorchEncoder:
+    """Shared machinery of the torch backends: device and dtype, batching with progress, float32
+    L2-normalised numpy output, the spec.
+
+    Subclasses load their model in ``__init__`` (so ``dim`` is known once built) and implement
+    ``_embed_images`` and ``_embed_queries`` for one batch, returning one tensor per input
+    (``(dim,)`` or ``(n_tokens, dim)``). ``_embed_image_queries`` defaults to ``_embed_images``.
+    """
+
+    name: ClassVar[str]
+    multi_vector: ClassVar[bool]
+    default_model: ClassVar[str | None]
+    extra: ClassVar[str] = "visual"
+    # Renames applied to an adapter's weights (None: peft's default, the model's own conversion map).
+    adapter_key_mapping: ClassVar[dict[str, str] | None] = None
+
+    dim: int
+    max_pixels: int
+    image_size: tuple[int, int] | None = None
+
+    def __init__(
+        self,
+        model: str | None,
+        device: str,
+        adapter: str | None,
+        batch_size: int,
+        dtype: str,
+        revision: str | None,
+    ):
+        if model is None:
+            if self.default_model is None:
+                raise PagesightError(
+                    f"visual encoder '{self.name}' needs a model: pass model=<hub id or folder>"
+                )
+            model = self.default_model
+        if batch_size < 1:
+            raise PagesightError(f"batch_size must be at least 1, got {batch_size}")
+        self.torch = import_torch()
+        self.model_id = model
+        self.adapter = adapter
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        self.revision = revision
+        self.loaded_revision: str | None = None
+
+    def _from_pretrained(self, what: str, loader: Callable[..., Any], **kwargs: Any) -> Any:
+        """``loader`` applied to this encoder's model at its revision, errors made readable."""
+        if self.revision is not None:
+            kwargs["revision"] = self.revision
+        return load_pretrained(what, self.model_id, loader, **kwargs)
+
+    def _load_model(self, model_class: Any, **kwargs: Any) -> Any:
+        """``model_class.from_pretrained`` on this encoder's model in its dtype, refused when the
+        checkpoint lacks weights the class needs (they would be random), then ``_finish_loading``."""
+        model, info = self._from_pretrained(
+            "model", model_class.from_pretrained, dtype=self.dtype, output_loading_info=True, **kwargs
+        )
+        missing = sorted(info.get("missing_keys") or [])
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            raise PagesightError(
+                f"cannot load the model from '{self.model_id}': it is not a {model_class.__name__} checkpoint "
+                f"for visual encoder '{self.name}' (missing weights: {shown})"
+            )
+        return self._finish_loading(model)
+
+    def _finish_loading(self, model: Any) -> Any:
+        """``model`` with the adapter merged, on the device, in eval mode; records its revision."""
+        self.loaded_revision = hub_revision(model.config)
+        return apply_adapter(model, self.adapter, self.adapter_key_mapping).to(self.device).eval()
+
+    def _to_device(self, batch: Any) -> dict:
+        """Tensors of a processor's output moved to the device; floating ones cast to the model dtype."""
+        moved = {}
+        for key, value in dict(batch).items():
+            if isinstance(value, self.torch.Tensor):
+                value = value.to(self.device)
+                if value.is_floating_point():
+                    value = value.to(self.dtype)
+            moved[key] = value
+        return moved
+
+    def encode_images(
+        self, images: Sequence[Image.Image], progress: Progress | None = None
+    ) -> list[np.ndarray]:
+        return self._batched([image.convert("RGB") for image in images], self._embed_images, progress)
+
+    def encode_queries(self, texts: Sequence[str], progress: Progress | None = None) -> list[np.ndarray]:
+        return self._batched(list(texts), self._embed_queries, progress)
+
+    def encode_image_queries(
+        self, images: Sequence[Image.Image], progress: Progress | None = None
+    ) -> list[np.ndarray]:
+        return self._batched([image.convert("RGB") for image in images], self._embed_image_queries, progress)
+
+    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def _embed_image_queries(self, images: list[Image.Image]) -> list[torch.Tensor]:
+        return self._embed_images(images)
+
+    def _batched(
+        self, items: list, embed: Callable[[list], list], progress: Progress | None
+    ) -> list[np.ndarray]:
+        vectors: list[np.ndarray] = []
+        with self.torch.inference_mode():
+            for start in range(0, len(items), self.batch_size):
+                batch = items[start : start + self.batch_size]
+                vectors.extend(normalize(tensor.float().cpu().numpy()) for tensor in embed(batch))
+                if progress is not None:
+                    progress(len(batch))
+        return vectors
+
+    def options(self) -> dict:
+        """Settings that shape the vectors beyond the model (prompts, pooling); recorded in the spec."""
+        return {}
+
+    def spec(self) -> dict:
+        return {
+            "name": self.name,
+            "model": model_reference(self.model_id),
+            "adapter": model_reference(self.adapter) if self.adapter else None,
+            "revision": self.loaded_revision,
+            "dim": self.dim,
+            "multi_vector": self.multi_vector,
+            "max_pixels": self.max_pixels,
+            "image_size": list(self.image_size) if self.image_size else None,
+            "options": self.options(),
+        }
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    """Each vector (the last axis) scaled to unit L2 norm, as float32; zero vectors stay zero."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, np.finfo(np.float32).tiny)

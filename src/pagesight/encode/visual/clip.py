@@ -1,0 +1,69 @@
+"""CLIP and SigLIP dual encoders: the projected image and text features of ``CLIPModel`` /
+``SiglipModel`` (``get_image_features``, ``get_text_features``).
+
+They resize every image to one square (224 or 384 pixels), so a page keeps little legible text;
+they are the natural-image baselines of the papers and the cheapest image-to-image search for
+region queries. SigLIP's text tower was trained on text padded to the full ``max_length`` (64)
+without an attention mask (it pools the last position), so queries are fed that way too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from PIL import Image
+
+from pagesight.encode.visual.base import TorchEncoder, require
+
+if TYPE_CHECKING:
+    import torch
+
+
+class CLIPEncoder(TorchEncoder):
+    name: ClassVar[str] = "clip"
+    multi_vector: ClassVar[bool] = False
+    default_model: ClassVar[str | None] = "openai/clip-vit-base-patch32"
+    model_class: ClassVar[str] = "CLIPModel"
+    processor_class: ClassVar[str] = "CLIPProcessor"
+    text_padding: ClassVar[dict[str, Any]] = {"padding": True, "truncation": True}
+    text_inputs: ClassVar[tuple[str, ...]] = ("input_ids", "attention_mask")
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "auto",
+        adapter: str | None = None,
+        batch_size: int = 16,
+        dtype: str = "auto",
+        revision: str | None = None,
+    ):
+        super().__init__(model, device, adapter, batch_size, dtype, revision)
+        transformers = require("transformers", self.extra)
+        self.processor = self._from_pretrained(
+            "processor", getattr(transformers, self.processor_class).from_pretrained
+        )
+        self.model = self._load_model(getattr(transformers, self.model_class))
+        config = self.model.config
+        # CLIP projects both towers to projection_dim; SigLIP's towers share the text width instead.
+        self.dim = int(getattr(config, "projection_dim", None) or config.text_config.hidden_size)
+        side = int(config.vision_config.image_size)
+        self.image_size = (side, side)
+        self.max_pixels = side * side
+
+    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
+        pixels = self._to_device(self.processor.image_processor(images=images, return_tensors="pt"))
+        return list(self.model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output)
+
+    def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        tokens = self._to_device(self.processor.tokenizer(texts, return_tensors="pt", **self.text_padding))
+        tokens = {name: tokens[name] for name in self.text_inputs}
+        return list(self.model.get_text_features(**tokens).pooler_output)
+
+
+class SigLIPEncoder(CLIPEncoder):
+    name: ClassVar[str] = "siglip"
+    default_model: ClassVar[str | None] = "google/siglip-so400m-patch14-384"
+    model_class: ClassVar[str] = "SiglipModel"
+    processor_class: ClassVar[str] = "SiglipProcessor"
+    text_padding: ClassVar[dict[str, Any]] = {"padding": "max_length", "max_length": 64, "truncation": True}
+    text_inputs: ClassVar[tuple[str, ...]] = ("input_ids",)  # trained without an attention mask

@@ -1,0 +1,101 @@
+"""Late-interaction (ColBERT-style) encoders through colpali-engine's own model and processor classes.
+
+A page becomes one 128-dim vector per token (image patches and prompt tokens), a query one vector
+per query token; MaxSim scores them. Padding positions, which colpali-engine's models zero out,
+are dropped, so each array holds exactly the input's real tokens.
+
+colpali-engine's package ``__init__`` imports every model family, and its Qwen processors import
+``smart_resize`` from transformers' torchvision image-processor module. Without torchvision (a CPU
+install) that import fails although the function itself needs no torchvision, so ``import_colpali``
+lends colpali-engine transformers' PIL copy of the function for the duration of the import, then
+removes the loan: nothing else in the process ever sees it.
+
+Not registered yet: ColPali (PaliGemma) loads and runs here, but with transformers 5.23 its LM head
+(tied to the embeddings, omitted from checkpoints) stays on the meta device after
+``ColPali.from_pretrained`` (only the nested model's ``tie_weights`` restores it), and its query
+vectors depend on the batch under SDPA attention (a query alone and the same query padded beside a
+longer one differ by 0.13; eager attention agrees with itself), so which attention mask matches
+the trained model needs settling first. ColSmol (Idefics3) and ColModernVBert have not been run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from PIL import Image
+
+from pagesight.encode.visual.base import TorchEncoder, require
+from pagesight.encode.visual.processors import image_only
+
+if TYPE_CHECKING:
+    import torch
+
+EXTRA = "colpali"
+_TORCHVISION_MODULE = "transformers.models.qwen2_vl.image_processing_qwen2_vl"
+
+
+def import_colpali() -> Any:
+    """``colpali_engine.models``, importable without torchvision."""
+    if "colpali_engine.models" in sys.modules:
+        return sys.modules["colpali_engine.models"]
+    require("transformers", EXTRA)
+    loaned = False
+    if importlib.util.find_spec("torchvision") is None and _TORCHVISION_MODULE not in sys.modules:
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+        stand_in = types.ModuleType(_TORCHVISION_MODULE, "smart_resize only, for colpali-engine's import")
+        stand_in.smart_resize = smart_resize
+        sys.modules[_TORCHVISION_MODULE] = stand_in
+        loaned = True
+    try:
+        return require("colpali_engine.models", EXTRA)
+    finally:
+        if loaned:
+            del sys.modules[_TORCHVISION_MODULE]
+
+
+class LateInteractionEncoder(TorchEncoder):
+    """A colpali-engine ``Col*`` model and processor: ``process_images`` for pages and image
+    queries, ``process_queries`` (with its query augmentation tokens) for text queries."""
+
+    multi_vector: ClassVar[bool] = True
+    extra: ClassVar[str] = EXTRA
+    model_class: ClassVar[str]
+    processor_class: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "auto",
+        adapter: str | None = None,
+        batch_size: int = 4,
+        dtype: str = "auto",
+        revision: str | None = None,
+        max_pixels: int | None = None,
+    ):
+        super().__init__(model, device, adapter, batch_size, dtype, revision)
+        models = import_colpali()
+        processor_class = image_only(getattr(models, self.processor_class))
+        self.processor = self._from_pretrained("processor", processor_class.from_pretrained)
+        self.max_pixels = self._configure_images(max_pixels)
+        self.model = self._load_model(getattr(models, self.model_class))
+        self.dim = int(self.model.dim)
+
+    def _configure_images(self, max_pixels: int | None) -> int:
+        """Apply ``max_pixels`` to the processor; returns the largest image the model sees unscaled."""
+        raise NotImplementedError
+
+    def _embed(self, batch: Any) -> list[torch.Tensor]:
+        batch = self._to_device(batch)
+        output = self.model(**batch)
+        mask = batch["attention_mask"].bool()
+        return [vectors[keep] for vectors, keep in zip(output, mask)]
+
+    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
+        return self._embed(self.processor.process_images(images))
+
+    def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
+        return self._embed(self.processor.process_queries(texts))

@@ -1,0 +1,296 @@
+"""Tiny random-weight models of every visual encoder family, built from a config and saved to a folder.
+
+Each builder saves what a hub checkpoint holds (weights, config, tokenizer, image processor) with
+``save_pretrained``, so the encoders load it through their own ``model=<folder>`` path. Tokenizers
+are byte-level BPEs trained here on a few words plus the family's special tokens; image processors
+are transformers' PIL ones (no torchvision here). The pixel budgets are tiny so a page is a handful
+of vision tokens and the whole folder runs in seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+QWEN_SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+QWEN_IDS = dict(zip(QWEN_SPECIALS, range(len(QWEN_SPECIALS))))
+WORDS = [
+    "Annual report 2023: revenue grew 12% in 2023.",
+    "Outlook: costs fell by 4%. Staff: 120.",
+    "Describe the image. What is shown in this image? Query: Passage: ",
+    "Represent the user's input. Retrieve images or text relevant to the user's query.",
+    "Represent this query for retrieving relevant documents: ",
+    "system user assistant Question: Answer:",
+]
+QUERIES = ["revenue growth in 2023", "how many staff", "costs fell"]
+PAGE_LINES = [
+    ["Annual report", "Revenue +12%"],
+    ["Outlook", "Costs -4%", "Staff 120"],
+    ["Appendix", "Table 3"],
+]
+PAGE_SIZES = [(84, 112), (112, 84), (56, 84)]  # (width, height)
+QWEN_PIXELS = (28 * 28 * 2, 28 * 28 * 12)  # min and max pixels saved in the Qwen image processors
+
+
+def train_tokenizer(
+    specials: list[str], vocab_size: int = 300, **kwargs
+) -> transformers.PreTrainedTokenizerFast:
+    """A byte-level BPE over ``WORDS`` whose first ids are ``specials``, in order."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(WORDS + QUERIES + [" ".join(lines) for lines in PAGE_LINES], trainer)
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, **kwargs)
+    assert tokenizer.convert_tokens_to_ids(specials) == list(range(len(specials)))
+    return tokenizer
+
+
+def qwen_tokenizer() -> transformers.PreTrainedTokenizerFast:
+    return train_tokenizer(
+        QWEN_SPECIALS,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        extra_special_tokens=QWEN_SPECIALS[1:],
+    )
+
+
+def render_page(size: tuple[int, int], lines: list[str], seed: int = 0) -> Image.Image:
+    """A white page with black text lines and a grey box, like a rendered tile."""
+    page = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(page)
+    for row, line in enumerate(lines):
+        draw.text((4, 4 + 14 * row), line, fill="black")
+    draw.rectangle((4 + seed * 3, size[1] - 20, size[0] // 2, size[1] - 6), fill=(120, 120, 120))
+    return page
+
+
+@pytest.fixture(scope="session")
+def pages() -> list[Image.Image]:
+    return [render_page(size, lines, seed) for seed, (size, lines) in enumerate(zip(PAGE_SIZES, PAGE_LINES))]
+
+
+@pytest.fixture(scope="session")
+def queries() -> list[str]:
+    return list(QUERIES)
+
+
+def qwen_text_config(**overrides) -> dict:
+    config = {
+        "vocab_size": 320,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0},
+        "bos_token_id": 0,
+        "eos_token_id": QWEN_IDS["<|im_end|>"],
+        "pad_token_id": 0,
+    }
+    return {**config, **overrides}
+
+
+QWEN_TOKEN_IDS = {
+    "image_token_id": QWEN_IDS["<|image_pad|>"],
+    "video_token_id": QWEN_IDS["<|video_pad|>"],
+    "vision_start_token_id": QWEN_IDS["<|vision_start|>"],
+    "vision_end_token_id": QWEN_IDS["<|vision_end|>"],
+}
+
+
+def qwen_config(family: str):
+    """A two-layer config of ``family``: "qwen2-vl", "qwen2.5-vl" or "qwen3-vl"."""
+    if family == "qwen2-vl":
+        vision = {"depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "patch_size": 14}
+        return transformers.Qwen2VLConfig(
+            text_config=qwen_text_config(), vision_config=vision, **QWEN_TOKEN_IDS
+        )
+    if family == "qwen2.5-vl":
+        vision = {
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "window_size": 56,
+            "fullatt_block_indexes": [0],
+            "patch_size": 14,
+        }
+        return transformers.Qwen2_5_VLConfig(
+            text_config=qwen_text_config(), vision_config=vision, **QWEN_TOKEN_IDS
+        )
+    if family == "qwen3-vl":
+        vision = {
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [0],
+            "patch_size": 16,
+        }
+        text = qwen_text_config(
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "default",
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+                "rope_theta": 10000.0,
+            },
+        )
+        return transformers.Qwen3VLConfig(text_config=text, vision_config=vision, **QWEN_TOKEN_IDS)
+    raise ValueError(family)
+
+
+def save_qwen_processor(folder: Path, family: str, processor_class: type) -> object:
+    """Save a Qwen-family processor (image-only: no torchvision for a video processor) to ``folder``."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from pagesight.encode.visual.processors import image_only
+
+    patch = 16 if family == "qwen3-vl" else 14
+    factor = (patch * 2) ** 2 / 28**2
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=patch,
+        min_pixels=int(QWEN_PIXELS[0] * factor),
+        max_pixels=int(QWEN_PIXELS[1] * factor),
+    )
+    processor = image_only(processor_class)(image_processor=image_processor, tokenizer=qwen_tokenizer())
+    processor.save_pretrained(folder)
+    return processor
+
+
+def build_qwen(folder: Path, family: str, model_class: type, processor_class: type, seed: int = 0):
+    """A random-weight ``model_class`` of ``family`` and its processor, saved to ``folder``."""
+    torch.manual_seed(seed)
+    model = model_class(qwen_config(family)).eval()
+    model.save_pretrained(folder)
+    save_qwen_processor(folder, family, processor_class)
+    return model
+
+
+def assert_unit_vectors(vectors: list, count: int, dim: int, multi_vector: bool) -> None:
+    """``count`` float32 arrays of unit-norm vectors: ``(dim,)``, or ``(n, dim)`` with n > 0."""
+    import numpy as np
+
+    assert len(vectors) == count
+    for array in vectors:
+        assert array.dtype == np.float32
+        if multi_vector:
+            assert array.ndim == 2 and array.shape[0] > 0 and array.shape[1] == dim
+        else:
+            assert array.shape == (dim,)
+        assert np.allclose(np.linalg.norm(array, axis=-1), 1.0, atol=1e-5)
+        assert np.isfinite(array).all()
+
+
+def assert_same(a: list, b: list, atol: float = 1e-5) -> None:
+    import numpy as np
+
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape
+        assert np.allclose(x, y, atol=atol), float(np.abs(x - y).max())
+
+
+def assert_differ(a: list, b: list, by: float = 1e-3) -> None:
+    import numpy as np
+
+    assert all(x.shape != y.shape or float(np.abs(x - y).max()) > by for x, y in zip(a, b))
+
+
+def assert_encoder_contract(encoder, pages: list, queries: list[str]) -> tuple[list, list]:
+    """What every encoder promises: shapes, unit norm, float32, the same vectors on a second run and
+    at batch size 1 as at 3, progress reported per input. Returns the page and query vectors."""
+    from pagesight.encode.visual.base import VisualEncoder
+
+    assert isinstance(encoder, VisualEncoder)
+    done: list[int] = []
+    page_vectors = encoder.encode_images(pages, progress=done.append)
+    assert sum(done) == len(pages)
+    query_vectors = encoder.encode_queries(queries)
+    image_query_vectors = encoder.encode_image_queries([pages[0].crop((0, 0, 56, 56))])
+    for vectors, count in (
+        (page_vectors, len(pages)),
+        (query_vectors, len(queries)),
+        (image_query_vectors, 1),
+    ):
+        assert_unit_vectors(vectors, count, encoder.dim, encoder.multi_vector)
+    assert_same(encoder.encode_images(pages), page_vectors, atol=0)
+    batch_size = encoder.batch_size
+    try:
+        encoder.batch_size = 1
+        assert_same(encoder.encode_images(pages), page_vectors)
+        assert_same(encoder.encode_queries(queries), query_vectors)
+        encoder.batch_size = 3
+        assert_same(encoder.encode_images(pages), page_vectors)
+    finally:
+        encoder.batch_size = batch_size
+    assert encoder.encode_images([]) == []
+    spec = encoder.spec()
+    assert (spec["dim"], spec["multi_vector"], spec["name"]) == (
+        encoder.dim,
+        encoder.multi_vector,
+        encoder.name,
+    )
+    return page_vectors, query_vectors
+
+
+def unit(vector) -> object:
+    """``vector`` (a torch tensor) as a float32 numpy array of unit norm."""
+    import numpy as np
+
+    array = vector.detach().float().cpu().numpy()
+    return (array / np.linalg.norm(array, axis=-1, keepdims=True)).astype(np.float32)
+
+
+class perturbed:
+    """Within the block, ``parameter`` (of a loaded encoder's model) has random noise added."""
+
+    def __init__(self, parameter, scale: float = 0.5):
+        self.parameter, self.scale = parameter, scale
+
+    def __enter__(self):
+        self.saved = self.parameter.detach().clone()
+        generator = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            noise = torch.randn(self.parameter.shape, generator=generator, dtype=self.parameter.dtype)
+            self.parameter.add_(self.scale * noise)
+        return self
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            self.parameter.copy_(self.saved)
+
+
+def save_lora(model, folder: Path, target_modules: list[str], seed: int = 3):
+    """A random (non-identity) LoRA on ``model``'s ``target_modules``, saved to ``folder``; returns
+    the adapted model with the adapter merged, to compare with."""
+    import copy
+
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(seed)
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=target_modules, init_lora_weights=False)
+    tuned = peft.get_peft_model(copy.deepcopy(model), config)
+    tuned.save_pretrained(folder)
+    return tuned.merge_and_unload()

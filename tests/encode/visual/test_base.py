@@ -1,0 +1,112 @@
+"""The registry, specs and compatibility checks, pooling and normalisation, device and option errors:
+what every visual encoder shares, without building a model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pagesight.encode.visual import ENCODERS, check_compatible, describe_spec, make_encoder
+from pagesight.encode.visual.base import load_pretrained, normalize, resolve_device, resolve_dtype
+from pagesight.errors import PagesightError
+
+torch = pytest.importorskip("torch")
+
+from pagesight.encode.visual.pooling import (  # noqa: E402
+    last_token_pool,
+    mean_pool,
+    position_weighted_mean_pool,
+)
+
+SPEC = {
+    "name": "dse",
+    "model": "MrLight/dse-qwen2-2b-mrl-v1",
+    "adapter": None,
+    "revision": "abc",
+    "dim": 1536,
+}
+
+
+class FakeSpec:
+    """Stands in for an encoder where only ``spec()`` is read."""
+
+    def __init__(self, **changes):
+        self.value = {**SPEC, "multi_vector": False, **changes}
+
+    def spec(self) -> dict:
+        return self.value
+
+
+def test_registry_resolves_every_entry():
+    import importlib
+
+    for name, target in ENCODERS.items():
+        module, _, factory = target.partition(":")
+        encoder_class = getattr(importlib.import_module(module), factory)
+        assert encoder_class.name == name
+    with pytest.raises(PagesightError, match="unknown visual encoder 'colbert'; choose one of .*dse"):
+        make_encoder("colbert")
+
+
+def test_check_compatible():
+    recorded = {**SPEC, "multi_vector": False}
+    check_compatible(recorded, FakeSpec())
+    check_compatible(recorded, FakeSpec(revision=None))  # a local copy of the same model
+    check_compatible(recorded, FakeSpec(max_pixels=1))  # resolution does not change the space
+    with pytest.raises(
+        PagesightError,
+        match=r"built with visual encoder 'dse' \(model MrLight.*adapter /x.*\(adapter differ\)",
+    ):
+        check_compatible(recorded, FakeSpec(adapter="/x"))
+    with pytest.raises(PagesightError, match="revision differ"):
+        check_compatible(recorded, FakeSpec(revision="def"))
+    with pytest.raises(PagesightError, match="dim, multi_vector differ"):
+        check_compatible(recorded, FakeSpec(dim=128, multi_vector=True))
+    assert describe_spec({**recorded, "multi_vector": True}).endswith("multi-vector, dim 1536)")
+
+
+def test_pooling():
+    hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+    left = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    assert torch.equal(last_token_pool(hidden, left), hidden[[0, 1], [3, 3]])
+    assert torch.equal(last_token_pool(hidden, right), hidden[[0, 1], [1, 3]])
+    assert torch.allclose(mean_pool(hidden, right)[0], hidden[0, :2].mean(0))
+    weighted = position_weighted_mean_pool(hidden, left)
+    assert torch.allclose(weighted[0], (1 * hidden[0, 1] + 2 * hidden[0, 2] + 3 * hidden[0, 3]) / 6)
+    assert torch.allclose(
+        position_weighted_mean_pool(hidden, right)[0], (hidden[0, 0] + 2 * hidden[0, 1]) / 3
+    )
+
+
+def test_normalize():
+    vectors = normalize(np.array([[3.0, 4.0], [0.0, 0.0]], dtype=np.float64))
+    assert vectors.dtype == np.float32
+    assert np.allclose(vectors, [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_devices_and_dtypes():
+    assert resolve_device("cpu") == "cpu"
+    assert (
+        resolve_dtype("auto", "cpu") == torch.float32 and resolve_dtype("bfloat16", "cpu") == torch.bfloat16
+    )
+    with pytest.raises(PagesightError, match="unknown device 'gpu'"):
+        resolve_device("gpu")
+    with pytest.raises(PagesightError, match="unknown dtype 'int8'"):
+        resolve_dtype("int8", "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(PagesightError, match="torch sees no CUDA device"):
+            resolve_device("cuda")
+
+
+def test_load_errors_name_the_model(tmp_path):
+    with pytest.raises(
+        PagesightError, match=f"cannot load the model from '{tmp_path / 'a' / 'b'}': no such folder"
+    ):
+        load_pretrained("model", str(tmp_path / "a" / "b"), lambda path: path)
+
+    def broken(path):
+        raise RuntimeError("bad header\nmore detail")
+
+    with pytest.raises(PagesightError, match=f"cannot load the model from '{tmp_path}': bad header$"):
+        load_pretrained("model", str(tmp_path), broken)

@@ -1,0 +1,109 @@
+"""CLIP and SigLIP on tiny random-weight dual encoders: projected image and text features, CLIP's
+pooling at the end-of-text token, SigLIP's text padded to its full length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pagesight.encode.visual import check_compatible, make_encoder
+from pagesight.errors import PagesightError
+
+from .conftest import assert_differ, assert_encoder_contract, perturbed, train_tokenizer, unit
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tokenizers import processors  # noqa: E402
+
+TOWER = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+
+
+def tokenizer(start: str | None, end: str, pad: str):
+    specials = [token for token in (start, end, pad) if token]
+    specials = list(dict.fromkeys(specials))
+    tok = train_tokenizer(specials, eos_token=end, pad_token=pad, **({"bos_token": start} if start else {}))
+    template = f"{start} $A {end}" if start else f"$A {end}"
+    ids = [(token, tok.convert_tokens_to_ids(token)) for token in specials]
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single=template, special_tokens=ids)
+    return tok
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    folder = tmp_path_factory.mktemp("tiny-clip")
+    tok = tokenizer("<|startoftext|>", "<|endoftext|>", "<|endoftext|>")
+    text = {
+        **TOWER,
+        "vocab_size": 320,
+        "max_position_embeddings": 64,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 1,
+    }
+    vision = {**TOWER, "image_size": 56, "patch_size": 14}
+    torch.manual_seed(0)
+    model = transformers.CLIPModel(
+        transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    )
+    model.eval().save_pretrained(folder)
+    images = CLIPImageProcessorPil(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
+    transformers.CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    return folder, model, make_encoder("clip", model=str(folder), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def siglip(tmp_path_factory):
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    folder = tmp_path_factory.mktemp("tiny-siglip")
+    tok = tokenizer(None, "</s>", "<pad>")
+    text = {
+        **TOWER,
+        "vocab_size": 320,
+        "max_position_embeddings": 64,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "pad_token_id": 1,
+    }
+    vision = {**TOWER, "image_size": 56, "patch_size": 14}
+    torch.manual_seed(0)
+    model = transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))
+    model.eval().save_pretrained(folder)
+    images = SiglipImageProcessorPil(size={"height": 56, "width": 56})
+    transformers.SiglipProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    return folder, model, make_encoder("siglip", model=str(folder), device="cpu")
+
+
+def test_clip(clip, pages, queries):
+    _, model, encoder = clip
+    assert (encoder.dim, encoder.image_size, encoder.max_pixels) == (16, (56, 56), 56 * 56)
+    page_vectors, query_vectors = assert_encoder_contract(encoder, pages, queries)
+    tokens = encoder.processor.tokenizer([queries[0]], return_tensors="pt")
+    ids = tokens["input_ids"][0]
+    assert ids[0] == 0 and ids[-1] == 1  # <|startoftext|> ... <|endoftext|>
+    with torch.no_grad():
+        hidden = model.text_model(**tokens).last_hidden_state[0]
+        expected = model.text_projection(hidden[-1])  # pooled at the end-of-text token
+        pixels = encoder.processor.image_processor(images=[pages[1]], return_tensors="pt")["pixel_values"]
+        image = model.visual_projection(model.vision_model(pixel_values=pixels).pooler_output[0])
+    assert np.allclose(query_vectors[0], unit(expected), atol=1e-5)
+    assert np.allclose(page_vectors[1], unit(image), atol=1e-5)
+    with perturbed(encoder.model.visual_projection.weight):
+        assert_differ(encoder.encode_images(pages), page_vectors)
+
+
+def test_siglip(siglip, clip, pages, queries):
+    _, model, encoder = siglip
+    assert (encoder.dim, encoder.image_size) == (32, (56, 56))
+    page_vectors, query_vectors = assert_encoder_contract(encoder, pages, queries)
+    tokens = encoder.processor.tokenizer(
+        [queries[1]], padding="max_length", max_length=64, truncation=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        expected = model.text_model(input_ids=tokens["input_ids"]).pooler_output[0]
+    assert np.allclose(query_vectors[1], unit(expected), atol=1e-5)
+    with pytest.raises(PagesightError, match="'clip'.*'siglip'"):
+        check_compatible(clip[2].spec(), encoder)
