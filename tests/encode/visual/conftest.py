@@ -189,6 +189,143 @@ def build_qwen(folder: Path, family: str, model_class: type, processor_class: ty
     return model
 
 
+PALIGEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]
+PALIGEMMA_IMAGE = (56, 14)  # image side and patch: 16 image tokens per page
+
+
+def build_colpali(folder: Path, model_class: type, processor_class: type, seed: int = 0):
+    """A random-weight ColPali (two-layer PaliGemma) and its processor, saved to ``folder``. The
+    tokenizer pads on the right, as the published ColPali checkpoints do; the processor adds
+    PaliGemma's 1,152 location and segmentation tokens to it, hence the vocabulary of 1,536."""
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    side, patch = PALIGEMMA_IMAGE
+    tokenizer = train_tokenizer(
+        PALIGEMMA_SPECIALS,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+        padding_side="right",
+    )
+    image_processor = SiglipImageProcessorPil(
+        size={"height": side, "width": side}, image_seq_length=(side // patch) ** 2
+    )
+    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer)
+    config = transformers.PaliGemmaConfig(
+        text_config={
+            "model_type": "gemma",
+            "vocab_size": 1536,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "pad_token_id": 0,
+            "eos_token_id": 1,
+            "bos_token_id": 2,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": side,
+            "patch_size": patch,
+        },
+        image_token_id=PALIGEMMA_SPECIALS.index("<image>"),
+        projection_dim=64,
+        hidden_size=64,
+    )
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return model
+
+
+IDEFICS3_SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|begin_of_text|>",
+    "<end_of_utterance>",
+    "<fake_token_around_image>",
+    "<image>",
+    "<global-img>",
+] + [f"<row_{row}_col_{col}>" for row in range(1, 7) for col in range(1, 7)]
+IDEFICS3_IMAGE = (56, 14, 112)  # tile side, patch, longest edge: 4 vectors per tile, up to 2x2 tiles
+
+
+def build_idefics3(folder: Path, family: str, model_class: type, processor_class: type, seed: int = 0):
+    """A random-weight ColSmol (``family`` "idefics3": SigLIP + Llama) or ColModernVBert
+    ("modernvbert": SigLIP + ModernBERT) and its Idefics3 processor, saved to ``folder``. The
+    vision tower sees 56-pixel tiles of 14-pixel patches, merged 2x2: 4 vectors per tile."""
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    tile, patch, longest = IDEFICS3_IMAGE
+    bos = "<|im_start|>" if family == "idefics3" else "<|begin_of_text|>"
+    tokenizer = train_tokenizer(
+        IDEFICS3_SPECIALS,
+        pad_token="<|endoftext|>",
+        bos_token=bos,
+        eos_token="<end_of_utterance>",
+        extra_special_tokens=IDEFICS3_SPECIALS[1:],
+    )
+    image_processor = Idefics3ImageProcessorPil(
+        size={"longest_edge": longest}, max_image_size={"longest_edge": tile}
+    )
+    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4)
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": tile,
+        "patch_size": patch,
+    }
+    image_token_id = IDEFICS3_SPECIALS.index("<image>")
+    text = {
+        "vocab_size": 320,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "pad_token_id": 0,
+    }
+    if family == "idefics3":
+        config = transformers.Idefics3Config(
+            vision_config=vision,
+            text_config={**text, "model_type": "llama", "num_key_value_heads": 2},
+            image_token_id=image_token_id,
+            scale_factor=2,
+            pad_token_id=0,
+        )
+    elif family == "modernvbert":
+        config = transformers.ModernVBertConfig(
+            vision_config={**vision, "model_type": "siglip_vision_model"},
+            text_config={
+                **text,
+                "model_type": "modernbert",
+                "bos_token_id": 2,
+                "eos_token_id": 3,
+                "cls_token_id": 2,
+                "sep_token_id": 3,
+                "local_attention": 16,
+                "layer_types": ["full_attention", "sliding_attention"],
+            },
+            image_token_id=image_token_id,
+            pixel_shuffle_factor=2,
+        )
+    else:
+        raise ValueError(family)
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return model
+
+
 def assert_unit_vectors(vectors: list, count: int, dim: int, multi_vector: bool) -> None:
     """``count`` float32 arrays of unit-norm vectors: ``(dim,)``, or ``(n, dim)`` with n > 0."""
     import numpy as np

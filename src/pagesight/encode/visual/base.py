@@ -78,11 +78,13 @@ class VisualEncoder(Protocol):
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
-# Every entry has run on a tiny random-weight model in tests/encode/visual. ColPali (PaliGemma),
-# ColSmol (Idefics3) and ColModernVBert are not registered: see the module docstring of late_interaction.
+# Every entry has run on a tiny random-weight model in tests/encode/visual.
 ENCODERS: dict[str, str] = {
+    "colpali": "pagesight.encode.visual.colpali:ColPaliEncoder",
     "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
     "colqwen2.5": "pagesight.encode.visual.colqwen:ColQwen25Encoder",
+    "colsmol": "pagesight.encode.visual.colsmol:ColSmolEncoder",
+    "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
     "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
     "dse": "pagesight.encode.visual.dse:DSEEncoder",
     "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",

@@ -10,12 +10,10 @@ install) that import fails although the function itself needs no torchvision, so
 lends colpali-engine transformers' PIL copy of the function for the duration of the import, then
 removes the loan: nothing else in the process ever sees it.
 
-Not registered yet: ColPali (PaliGemma) loads and runs here, but with transformers 5.23 its LM head
-(tied to the embeddings, omitted from checkpoints) stays on the meta device after
-``ColPali.from_pretrained`` (only the nested model's ``tie_weights`` restores it), and its query
-vectors depend on the batch under SDPA attention (a query alone and the same query padded beside a
-longer one differ by 0.13; eager attention agrees with itself), so which attention mask matches
-the trained model needs settling first. ColSmol (Idefics3) and ColModernVBert have not been run.
+Each family's padding behaviour is settled in its module: ColQwen derives rotary positions from the
+attention mask; ColSmol (causal Llama) and ColModernVBert (bidirectional ModernBERT) mask padding
+keys and use relative rotary positions; ColPali needs ``token_type_ids`` to get the bidirectional
+attention it was trained with under every batch, and its tied LM head restored (see ``colpali``).
 """
 
 from __future__ import annotations

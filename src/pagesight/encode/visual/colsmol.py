@@ -1,0 +1,39 @@
+"""ColSmol (vidore/colSmol-256M, -500M): Idefics3 / SmolVLM with a 128-dim projection per token,
+through colpali-engine.
+
+Images keep their aspect ratio: the longest edge is resized to the processor's ``size`` (a multiple
+of its ``max_image_size`` tile), the page is cut into tiles of that size, and a downscaled copy of
+the whole page follows; each tile becomes ``image_seq_len`` vectors. ``max_pixels`` bounds the
+longest edge (to ``sqrt(max_pixels)``, rounded down to whole tiles, at least one).
+
+The language model is causal, with rotary positions: a padded query or page attends only to its
+own real tokens, so its vectors do not depend on its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pagesight.encode.visual.late_interaction import LateInteractionEncoder
+
+
+def set_longest_edge(image_processor: Any, max_pixels: int | None) -> int:
+    """Bound the longest edge an Idefics3-style image processor resizes a page to, in whole tiles
+    (``max_image_size``); returns the pixels of the largest image it then keeps (a square)."""
+    tile = int(image_processor.max_image_size["longest_edge"])
+    edge = int(image_processor.size["longest_edge"])
+    if max_pixels is not None:
+        edge = max(tile, math.isqrt(max_pixels) // tile * tile)
+        image_processor.size = {**dict(image_processor.size), "longest_edge": edge}
+    return edge * edge
+
+
+class ColSmolEncoder(LateInteractionEncoder):
+    name: ClassVar[str] = "colsmol"
+    default_model: ClassVar[str | None] = "vidore/colSmol-256M"
+    model_class: ClassVar[str] = "ColIdefics3"
+    processor_class: ClassVar[str] = "ColIdefics3Processor"
+
+    def _configure_images(self, max_pixels: int | None) -> int:
+        return set_longest_edge(self.processor.image_processor, max_pixels)

@@ -1,0 +1,137 @@
+"""ColSmol (Idefics3) and ColModernVBert (ModernVBERT) through colpali-engine on tiny random-weight
+models: both use Idefics3's processor (pages cut into tiles plus a global view), one 128-dim vector
+per real token, MaxSim scores equal to colpali-engine's, LoRA adapters."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pagesight.encode.visual import check_compatible, make_encoder
+from pagesight.errors import PagesightError
+
+from .conftest import (
+    IDEFICS3_IMAGE,
+    IDEFICS3_SPECIALS,
+    assert_differ,
+    assert_encoder_contract,
+    assert_same,
+    build_idefics3,
+    perturbed,
+    render_page,
+    save_lora,
+)
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+if importlib.util.find_spec("colpali_engine") is None:
+    pytest.skip("colpali-engine is not installed", allow_module_level=True)
+
+from pagesight.encode.visual.late_interaction import import_colpali  # noqa: E402
+
+TILE, _, LONGEST = IDEFICS3_IMAGE
+IMAGE_TOKEN = IDEFICS3_SPECIALS.index("<image>")
+# name, family, model class, processor class, projection layer, LoRA targets
+FAMILIES = [
+    ("colsmol", "idefics3", "ColIdefics3", "ColIdefics3Processor", "linear", ["q_proj", "v_proj"]),
+    (
+        "colmodernvbert",
+        "modernvbert",
+        "ColModernVBert",
+        "ColModernVBertProcessor",
+        "custom_text_proj",
+        ["Wqkv", "q_proj"],
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=FAMILIES, ids=[family[0] for family in FAMILIES])
+def tiny(request, tmp_path_factory):
+    name, family, model_class, processor_class, projection, targets = request.param
+    models = import_colpali()
+    folder = tmp_path_factory.mktemp(f"tiny-{name}")
+    model = build_idefics3(folder, family, getattr(models, model_class), getattr(models, processor_class))
+    encoder = make_encoder(name, model=str(folder), device="cpu", batch_size=2)
+    return name, folder, model, encoder, projection, targets
+
+
+def maxsim(query: np.ndarray, page: np.ndarray) -> float:
+    return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())
+
+
+def image_tokens(processor, images: list[Image.Image]) -> list[int]:
+    return (processor.process_images(images)["input_ids"] == IMAGE_TOKEN).sum(1).tolist()
+
+
+def test_contract_and_tokens(tiny, pages, queries):
+    name, _, _, encoder, _, _ = tiny
+    assert (encoder.name, encoder.multi_vector, encoder.dim) == (name, True, 128)
+    assert (encoder.image_size, encoder.max_pixels) == (None, LONGEST * LONGEST)
+    page_vectors, query_vectors = assert_encoder_contract(encoder, pages, queries)
+    batch = encoder.processor.process_images(pages[:1])
+    assert image_tokens(encoder.processor, pages[:1]) == [4 * (2 * 2 + 1)]  # 2x2 tiles and the global view
+    assert page_vectors[0].shape[0] == batch["input_ids"].shape[1]  # image and prompt tokens, no padding
+    lengths = encoder.processor.process_queries(queries)["attention_mask"].sum(1).tolist()
+    assert [v.shape[0] for v in query_vectors] == lengths  # padding dropped
+    assert min(lengths) < max(lengths)  # so the batch-size checks above padded some queries
+
+
+def test_pages_of_different_tilings_batch_together(tiny, pages):
+    """A wide strip is one row of tiles: its batch is padded (tokens and tile images), and each page's
+    vectors are still those it gets alone."""
+    _, _, _, encoder, _, _ = tiny
+    mixed = [render_page((112, 30), ["Strip"]), pages[0]]
+    assert image_tokens(encoder.processor, mixed[:1]) == [4 * (1 * 2 + 1)]
+    together = encoder.encode_images(mixed)
+    assert together[0].shape[0] < together[1].shape[0]
+    assert_same(together, encoder.encode_images(mixed[:1]) + encoder.encode_images(mixed[1:]))
+
+
+def test_vectors_are_colpali_engines(tiny, pages, queries):
+    """The vectors are the model's own output on the real tokens; scores equal colpali-engine's
+    score_multi_vector on the same tensors."""
+    _, _, model, encoder, projection, _ = tiny
+    batch = encoder.processor.process_images(pages)
+    with torch.no_grad():
+        output = model(**batch)
+    page_vectors = encoder.encode_images(pages)
+    for vectors, expected, mask in zip(page_vectors, output, batch["attention_mask"].bool()):
+        assert np.allclose(vectors, expected[mask].numpy(), atol=1e-5)
+    query_vectors = encoder.encode_queries(queries)
+    queries_t = [torch.from_numpy(q) for q in query_vectors]
+    scores = np.concatenate(
+        [
+            encoder.processor.score_multi_vector(queries_t, [torch.from_numpy(p)], device="cpu").numpy()
+            for p in page_vectors
+        ],
+        axis=1,
+    )
+    ours = np.array([[maxsim(q, p) for p in page_vectors] for q in query_vectors])
+    assert np.allclose(ours, scores, atol=1e-4)
+    with perturbed(getattr(encoder.model, projection).weight):
+        assert_differ(encoder.encode_queries(queries), query_vectors)
+
+
+def test_max_pixels(tiny, pages):
+    name, folder, _, encoder, _, _ = tiny
+    small = make_encoder(name, model=str(folder), device="cpu", max_pixels=TILE * TILE + 100)
+    assert small.max_pixels == TILE * TILE  # whole tiles only
+    assert image_tokens(small.processor, pages[:1]) == [4]  # one tile: no split, no global view
+    assert small.encode_images(pages[:1])[0].shape[0] < encoder.encode_images(pages[:1])[0].shape[0]
+
+
+def test_lora_and_compatibility(tiny, pages, queries, tmp_path):
+    name, folder, model, encoder, _, targets = tiny
+    merged = save_lora(model, tmp_path / "adapter", targets)
+    merged.save_pretrained(tmp_path / "merged")
+    encoder.processor.save_pretrained(tmp_path / "merged")
+    adapted = make_encoder(name, model=str(folder), adapter=str(tmp_path / "adapter"), device="cpu")
+    reference = make_encoder(name, model=str(tmp_path / "merged"), device="cpu")
+    assert_same(adapted.encode_images(pages), reference.encode_images(pages))
+    assert_same(adapted.encode_queries(queries), reference.encode_queries(queries))
+    assert_differ(adapted.encode_queries(queries), encoder.encode_queries(queries))
+    with pytest.raises(PagesightError, match=f"adapter {tmp_path / 'adapter'}"):
+        check_compatible(adapted.spec(), encoder)
