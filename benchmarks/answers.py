@@ -28,7 +28,6 @@ from pagesight.eval.synthetic import generate, iou, union
 ROOT = Path(__file__).resolve().parents[1]
 
 
-
 def score(index: Index, questions: list[dict], k: int) -> dict:
     """Containment of the expected answer (reader and top-snippet baseline) and box IoU > 0.5."""
     contained = baseline = grounded = with_region = 0

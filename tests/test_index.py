@@ -74,8 +74,10 @@ def test_unknown_mode_and_lexical_only_index_errors(tmp_path: Path):
     index.add(make_pdf(tmp_path / "a.pdf", [["alpha beta gamma delta epsilon zeta eta theta"]]))
     with pytest.raises(PagesightError, match="no dense vectors"):
         index.search("alpha", mode="dense")
-    with pytest.raises(PagesightError, match="mode must be"):
+    with pytest.raises(PagesightError, match="no visual vectors"):
         index.search("alpha", mode="visual")
+    with pytest.raises(PagesightError, match="mode must be"):
+        index.search("alpha", mode="pixels")
     assert index.search("alpha")[0].doc_id == "a"
     assert index.search("   ") == []
 

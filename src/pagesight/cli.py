@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from PIL import Image
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pagesight.encode.visual.base import model_reference
 from pagesight.errors import PagesightError
 from pagesight.index import DEFAULT_ALPHA, Index
 from pagesight.settings import Settings
@@ -27,6 +29,9 @@ err = Console(stderr=True)
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index directory.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DeviceOption = Annotated[
+    str, typer.Option(help="Where the visual encoder runs: auto, cpu, cuda, cuda:N or mps.")
+]
 
 
 class Ocr(str, Enum):
@@ -38,7 +43,15 @@ class Ocr(str, Enum):
 class Mode(str, Enum):
     lexical = "lexical"
     dense = "dense"
+    visual = "visual"
     hybrid = "hybrid"
+
+
+class VisualKind(str, Enum):
+    flat = "flat"
+    ivf = "ivf"
+    hnsw = "hnsw"
+    ivfpq = "ivfpq"
 
 
 class Fusion(str, Enum):
@@ -60,7 +73,12 @@ def _open(path: Path, create: bool = False, settings: Settings | None = None) ->
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files and folders (searched recursively).")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Files, folders (searched recursively) and URLs; PDFs, images, HTML, ZIM archives."
+        ),
+    ],
     index: IndexOption,
     ocr: Annotated[
         Ocr, typer.Option(help="OCR pages without a usable text layer (auto), all, or none.")
@@ -73,14 +91,69 @@ def ingest(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds allowed to read one file.")] = 120.0,
     max_memory: Annotated[float, typer.Option(help="GiB of memory a reader process may use.")] = 4.0,
+    viewport_width: Annotated[
+        int, typer.Option(help="Web pages: browser viewport width in CSS pixels (new index only).")
+    ] = 875,
+    javascript: Annotated[bool, typer.Option(help="Web pages: run the pages' scripts.")] = True,
+    allow_network: Annotated[
+        bool, typer.Option(help="Web pages: let pages load resources from outside their folder or archive.")
+    ] = False,
+    max_page_height: Annotated[
+        int, typer.Option(help="Web pages: capture at most this many pixels of a page, noting the cut.")
+    ] = 60_000,
+    keep_images: Annotated[
+        bool, typer.Option(help="Web pages: keep tile images in the index, or render them again on demand.")
+    ] = True,
+    tabs: Annotated[int, typer.Option(help="Web pages: browser tabs rendering at once.")] = 3,
+    encoder: Annotated[
+        str | None,
+        typer.Option(
+            help="Visual encoder embedding every tile image: colqwen2, dse, clip, ... (new index only)."
+        ),
+    ] = None,
+    encoder_model: Annotated[
+        str | None, typer.Option(help="The visual encoder's hub id or local folder (new index only).")
+    ] = None,
+    encoder_adapter: Annotated[
+        str | None, typer.Option(help="A LoRA adapter on the visual encoder (new index only).")
+    ] = None,
+    visual_index: Annotated[
+        VisualKind,
+        typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
+    ] = VisualKind.ivf,
+    device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Add files to the index (created if missing). Unchanged files are skipped."""
-    settings = Settings(dpi=dpi, tile_height=tile_height, dense_model=Settings.dense_model if dense else None)
+    """Add files, folders and URLs to the index (created if missing). Unchanged inputs are skipped."""
+    settings = Settings(
+        dpi=dpi,
+        tile_height=tile_height,
+        viewport_width=viewport_width,
+        dense_model=Settings.dense_model if dense else None,
+        visual_encoder=encoder,
+        visual_model=model_reference(encoder_model) if encoder_model else None,
+        visual_adapter=model_reference(encoder_adapter) if encoder_adapter else None,
+        visual_index=visual_index.value,
+    )
     exists = (index / "catalog.sqlite").exists()
+    if not exists and encoder is None and (encoder_model or encoder_adapter):
+        _fail("--encoder-model and --encoder-adapter need --encoder")
     idx = _open(index, create=True, settings=None if exists else settings)
+    idx.device = device
     if exists and idx.settings.dense_model is None and dense and _given("--dense"):
         _fail(f"{index}: index was created without dense vectors; make a new index for --dense")
+    given = [flag for flag in ("--encoder", "--encoder-model", "--encoder-adapter") if _given(flag)]
+    if (
+        exists
+        and given
+        and (encoder, settings.visual_model, settings.visual_adapter)
+        != (
+            idx.settings.visual_encoder,
+            idx.settings.visual_model,
+            idx.settings.visual_adapter,
+        )
+    ):
+        _fail(f"{index}: the visual encoder is chosen when an index is made; make a new index for {given[0]}")
     try:
         report = _add_with_progress(
             idx,
@@ -90,9 +163,18 @@ def ingest(
             jobs=jobs or None,
             timeout=timeout,
             max_memory=int(max_memory * (1 << 30)) if max_memory > 0 else None,
+            web={
+                "javascript": javascript,
+                "allow_network": allow_network,
+                "max_height": max_page_height,
+                "keep_images": keep_images,
+                "concurrency": max(1, tabs),
+            },
         )
     except PagesightError as exc:
         _fail(str(exc))
+    for path, note in report.notes:
+        err.print(f"{path}: note: {note}", highlight=False, markup=False, soft_wrap=True)
     for path, reason in report.failed:
         err.print(f"{path}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
@@ -141,12 +223,32 @@ def _given(flag: str) -> bool:
     return flag in sys.argv
 
 
+def _query_image(path: Path) -> Image.Image:
+    try:
+        with Image.open(path) as opened:
+            return opened.convert("RGB")
+    except (OSError, ValueError) as exc:
+        raise PagesightError(f"{path}: cannot read the query image ({exc})") from None
+
+
+def _region(text: str | None) -> tuple[float, float, float, float] | None:
+    if text is None:
+        return None
+    try:
+        x0, y0, x1, y1 = (float(v) for v in text.split(","))
+    except ValueError:
+        raise PagesightError(f"--region must be x0,y0,x1,y1 in pixels, got '{text}'") from None
+    return x0, y0, x1, y1
+
+
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="The question or keywords.")],
     index: IndexOption,
+    query: Annotated[str, typer.Argument(help="The question or keywords (none with --image).")] = "",
     k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 10,
-    mode: Annotated[Mode | None, typer.Option(help="Retrievers: lexical, dense or hybrid (default).")] = None,
+    mode: Annotated[
+        Mode | None, typer.Option(help="Retrievers: lexical, dense, visual or hybrid (default).")
+    ] = None,
     fusion: Annotated[
         Fusion, typer.Option(help="Hybrid fusion: reciprocal rank or relative score.")
     ] = Fusion.rsf,
@@ -154,14 +256,28 @@ def search(
         float, typer.Option(help="Relative score fusion: weight of the dense side.")
     ] = DEFAULT_ALPHA,
     doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
+    image: Annotated[
+        Path | None,
+        typer.Option(help="Search with this image (or --region of it) instead of QUERY: visual indexes."),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="With --image: x0,y0,x1,y1 in the image's pixels.")
+    ] = None,
+    device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Search the index with a text query."""
+    """Search the index with a text query, or an image or image region (--image)."""
     idx = _open(index)
+    idx.device = device
     try:
-        hits = idx.search(
-            query, k=k, mode=mode.value if mode else None, fusion=fusion.value, alpha=alpha, doc_ids=doc
-        )
+        if image is not None:
+            hits = idx.search_image(_query_image(image), k=k, region=_region(region), doc_ids=doc)
+        else:
+            if region is not None:
+                raise PagesightError("--region needs --image")
+            hits = idx.search(
+                query, k=k, mode=mode.value if mode else None, fusion=fusion.value, alpha=alpha, doc_ids=doc
+            )
     except PagesightError as exc:
         _fail(str(exc))
     if as_json:
@@ -190,7 +306,9 @@ def ask(
         str, typer.Option(help="Reader: extractive (offline default), openai, transformers.")
     ] = "extractive",
     k: Annotated[int, typer.Option("-k", help="Tiles given to the reader.")] = 5,
-    mode: Annotated[Mode | None, typer.Option(help="Retrievers: lexical, dense or hybrid (default).")] = None,
+    mode: Annotated[
+        Mode | None, typer.Option(help="Retrievers: lexical, dense, visual or hybrid (default).")
+    ] = None,
     compression: Annotated[
         float, typer.Option("-c", "--compression", help="Tile images shrink by sqrt(c) per side.")
     ] = 1.0,
@@ -202,7 +320,9 @@ def ask(
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
-    device: Annotated[str | None, typer.Option(help="transformers reader: cpu, cuda, mps or auto.")] = None,
+    device: Annotated[
+        str | None, typer.Option(help="transformers reader and visual encoder: cpu, cuda, mps or auto.")
+    ] = None,
     max_tokens: Annotated[
         int | None, typer.Option(help="Model readers: the longest answer, in tokens (default 512).")
     ] = None,
@@ -232,6 +352,7 @@ def ask(
     if reader == "openai" and strategy == Strategy.weighted:
         options["logprobs"] = True  # weighted selection weighs each answer by its probability
     idx = _open(index)
+    idx.device = device or "auto"
     try:
         try:
             chosen = make_reader(reader, **options)

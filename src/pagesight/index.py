@@ -9,6 +9,7 @@ for hit in index.search("reciprocal rank fusion", k=5):
 
 from __future__ import annotations
 
+import io
 import os
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -23,17 +24,22 @@ from pagesight.ingest import pipeline
 from pagesight.records import Hit
 from pagesight.render import open_source
 from pagesight.render.tiles import downscale
+from pagesight.render.web.sites import WEB_SOURCES
 from pagesight.search.fusion import reciprocal_rank_fusion, relative_score_fusion
 from pagesight.settings import Settings
 from pagesight.store import retrievers as store
 from pagesight.store.catalog import Catalog, TileRow
 from pagesight.store.lock import WriteLock
 
-MODES = ("lexical", "dense", "hybrid")
+MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rrf", "rsf")
 # Weight of the dense side in relative score fusion. Swept on IRPAPERS (BENCHMARKS.md): with
 # MiniLM text vectors the best hybrid keeps BM25 dominant and lets dense break its ties.
 DEFAULT_ALPHA = 0.1
+# Weight of the visual side in relative score fusion when the index has visual vectors; the text
+# side (BM25 and dense, split by alpha) has the rest. IRPAPERS' multimodal hybrid weighs its text
+# and image runs evenly; no visual model can be measured here to tune it.
+DEFAULT_VISUAL_WEIGHT = 0.5
 
 
 class Index:
@@ -42,6 +48,9 @@ class Index:
         self.catalog = catalog
         self._retrievers: store.Retrievers | None = None
         self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
+        self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
+        self._visual = None  # the visual encoder, loaded on first use
+        self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, settings: Settings | None = None) -> Index:
@@ -76,7 +85,10 @@ class Index:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         with WriteLock(self.root):
-            report = pipeline.run(self.catalog, paths, **options)
+            visual = self.visual_encoder()
+            if visual is not None and self.catalog.visual_spec() is None:
+                self.catalog.set_visual_spec(visual.spec())
+            report = pipeline.run(self.catalog, paths, visual=visual, **options)
             self._refresh_locked()
         return report
 
@@ -100,6 +112,26 @@ class Index:
             return
         self._retrievers = store.build(self.catalog, previous, self._dense_dim())
         store.save(self.root, self._retrievers)
+
+    def visual_encoder(self):
+        """The visual encoder the index was created with, loaded once on ``self.device`` and checked
+        against the encoder that wrote the stored vectors; None when the index has none."""
+        if self.settings.visual_encoder is None:
+            return None
+        if self._visual is None:
+            from pagesight.encode.visual import check_compatible, make_encoder
+
+            encoder = make_encoder(
+                self.settings.visual_encoder,
+                model=self.settings.visual_model,
+                adapter=self.settings.visual_adapter,
+                device=self.device,
+            )
+            recorded = self.catalog.visual_spec()
+            if recorded is not None:
+                check_compatible(recorded, encoder)
+            self._visual = encoder
+        return self._visual
 
     def _dense_dim(self) -> int | None:
         name = self.settings.dense_model
@@ -135,25 +167,22 @@ class Index:
         fusion: str = "rsf",
         alpha: float = DEFAULT_ALPHA,
         rrf_k: float = 60.0,
+        visual_weight: float = DEFAULT_VISUAL_WEIGHT,
         doc_ids: Sequence[str] | None = None,
         candidates: int = 100,
         evidence: bool = True,
     ) -> list[Hit]:
         """The ``k`` best tiles for a text query.
 
-        ``mode`` is lexical, dense or hybrid (default: hybrid when the index has dense vectors).
-        Hybrid fuses the two rankings by reciprocal rank fusion (``fusion="rrf"``, constant
-        ``rrf_k``) or relative score fusion (``"rsf"``, ``alpha`` weighing the dense side).
+        ``mode`` is lexical, dense, visual or hybrid (default: hybrid when the index has dense or
+        visual vectors). Hybrid fuses the rankings of every retriever the index has by reciprocal
+        rank fusion (``fusion="rrf"``, constant ``rrf_k``) or relative score fusion (``"rsf"``:
+        ``visual_weight`` for the visual run, and of the rest, ``alpha`` for dense, the remainder
+        for BM25).
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
         """
-        mode = mode or ("hybrid" if self.settings.dense_model else "lexical")
-        if mode not in MODES:
-            raise PagesightError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
-        if fusion not in FUSIONS:
-            raise PagesightError(f"fusion must be one of {', '.join(FUSIONS)}, got '{fusion}'")
-        if mode != "lexical" and not self.settings.dense_model:
-            raise PagesightError(f"{self.root}: index has no dense vectors; use --mode lexical")
+        mode = self._check_mode(mode, fusion)
         if not query.strip() or k <= 0:
             return []
         current = self._current()
@@ -164,20 +193,76 @@ class Index:
         runs: dict[str, list[tuple[int, float]]] = {}
         if mode in ("lexical", "hybrid"):
             runs["bm25"] = current.lexical.search(query, pool, allowed)
-        if mode in ("dense", "hybrid"):
+        if mode == "dense" or (mode == "hybrid" and self.settings.dense_model):
             vector = dense_model(self.settings.dense_model).encode([query])[0]
             runs["dense"] = current.dense.search(vector, pool, allowed)
+        if mode == "visual" or (mode == "hybrid" and self.settings.visual_encoder):
+            runs["visual"] = self._visual_run(self.visual_encoder().encode_queries([query])[0], pool, allowed)
         if mode == "hybrid":
             if fusion == "rrf":
                 ranked = reciprocal_rank_fusion(runs, k=rrf_k)
             else:
-                ranked = relative_score_fusion(runs, {"dense": alpha, "bm25": 1.0 - alpha})
+                text = 1.0 - visual_weight if "visual" in runs else 1.0
+                weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
+                if "dense" not in runs:
+                    weights["bm25"] = text
+                ranked = relative_score_fusion(runs, weights)
         else:
             ranked = next(iter(runs.values()))
-        ranked = ranked[:k]
+        return self._hits(ranked[:k], runs, query, evidence)
+
+    def search_image(
+        self,
+        image: Image.Image,
+        k: int = 10,
+        *,
+        region: tuple[float, float, float, float] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best tiles for an image query (PixSearch): a whole image, or the ``region``
+        (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder."""
+        self._check_mode("visual", "rsf")
+        if region is not None:
+            x0, y0, x1, y1 = region
+            if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
+                raise PagesightError(
+                    f"region {list(region)} is not inside the {image.width}x{image.height} query image"
+                )
+            image = image.crop((round(x0), round(y0), round(x1), round(y1)))
+        allowed = self.catalog.tile_ids_of(doc_ids) if doc_ids else None
+        if (allowed is not None and len(allowed) == 0) or k <= 0:
+            return []
+        vector = self.visual_encoder().encode_image_queries([image.convert("RGB")])[0]
+        runs = {"visual": self._visual_run(vector, k, allowed)}
+        return self._hits(runs["visual"], runs, "", evidence=True)
+
+    def _check_mode(self, mode: str | None, fusion: str) -> str:
+        """``mode`` (None: the default of this index) checked against what the index holds."""
+        settings = self.settings
+        mode = mode or ("hybrid" if settings.dense_model or settings.visual_encoder else "lexical")
+        if mode not in MODES:
+            raise PagesightError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+        if fusion not in FUSIONS:
+            raise PagesightError(f"fusion must be one of {', '.join(FUSIONS)}, got '{fusion}'")
+        if mode == "dense" and not settings.dense_model:
+            raise PagesightError(f"{self.root}: index has no dense vectors; use --mode lexical")
+        if mode == "hybrid" and not (settings.dense_model or settings.visual_encoder):
+            raise PagesightError(f"{self.root}: index has no dense vectors to fuse with; use --mode lexical")
+        if mode == "visual" and not settings.visual_encoder:
+            raise PagesightError(
+                f"{self.root}: index has no visual vectors (create it with a visual encoder: --encoder)"
+            )
+        return mode
+
+    def _visual_run(self, vector, pool: int, allowed) -> list[tuple[int, float]]:
+        visual = self._current().visual
+        return visual.search(vector, pool, allowed) if visual is not None else []
+
+    def _hits(self, ranked, runs: dict, query: str, evidence: bool) -> list[Hit]:
+        """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
         rows = self.catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
         per_retriever = {name: dict(run) for name, run in runs.items()}
-        matcher = term_matcher(query)
+        matcher = term_matcher(query) if query else (lambda text: 0)
         hits = []
         for tile_id, score in ranked:
             row = rows.get(tile_id)
@@ -206,23 +291,58 @@ class Index:
             raise PagesightError(f"{self.root}: no document '{doc_id}'")
         if not 1 <= page <= document.n_pages:
             raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
-        source = open_source(document.source, document.type)
-        try:
-            image = source.render(page, self.settings.dpi)
-        finally:
-            source.close()
+        if document.type in WEB_SOURCES:
+            image = self._web_page(document, page)
+        else:
+            source = open_source(document.source, document.type)
+            try:
+                image = source.render(page, self.settings.dpi)
+            finally:
+                source.close()
         self._pages[key] = image
         while len(self._pages) > 8:
             self._pages.popitem(last=False)
         return image
 
-    def tile_image(self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0) -> Image.Image:
-        """A tile cut from its re-rendered page, each side divided by sqrt(``compression``)."""
+    def tile_image(
+        self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False
+    ) -> Image.Image:
+        """A tile cut from its re-rendered page, each side divided by sqrt(``compression``).
+
+        Web page tiles come from the image kept in the index, or are rendered again from their
+        source (always, with ``rerender``), pixel-identical to the first render.
+        """
         row = self.catalog.tile_at(doc_id, page, tile)
         if row is None:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
+        document = self.catalog.document(doc_id)
+        if document is not None and document.type in WEB_SOURCES:
+            return downscale(self._web_tile(document, row, rerender), compression)
         x0, y0, x1, y1 = (round(v) for v in row.box)
         return downscale(self.page_image(doc_id, page).crop((x0, y0, x1, y1)), compression)
+
+    def _web_tile(self, document, row: TileRow, rerender: bool = False) -> Image.Image:
+        data = None if rerender else self.catalog.tile_image(row.id)
+        if data is None:
+            from pagesight.render.web import OnDemand
+
+            self._web = self._web or OnDemand()
+            try:
+                data = self._web.tile(document.type, document.source, document.meta, row.box)
+            except PagesightError as exc:
+                raise PagesightError(f"{document.id}: cannot render the page again ({exc})") from None
+        return Image.open(io.BytesIO(data)).convert("RGB")
+
+    def _web_page(self, document, page: int) -> Image.Image:
+        """A web page put together from its tiles (kept or rendered again)."""
+        rows = [
+            self.catalog.tile_at(document.id, page, i) for i in range(self.catalog.n_tiles(document.id, page))
+        ]
+        width, height = rows[0].page_size
+        image = Image.new("RGB", (width, height), "white")
+        for row in rows:
+            image.paste(self._web_tile(document, row), (round(row.box[0]), round(row.box[1])))
+        return image
 
     def info(self) -> dict:
         current = store.load(self.root)
@@ -233,6 +353,7 @@ class Index:
             "generation": self.catalog.generation(),
             "retrievers_generation": current.generation if current else None,
             "settings": self.settings.to_dict(),
+            "visual_encoder": self.catalog.visual_spec(),
             "bytes_on_disk": size,
         }
 
@@ -240,6 +361,9 @@ class Index:
         return [d.id for d in self.catalog.documents()]
 
     def close(self) -> None:
+        if self._web is not None:
+            self._web.close()
+            self._web = None
         self.catalog.close()
 
     def __enter__(self) -> Index:

@@ -17,8 +17,17 @@ class Span:
 
     text: str
     box: Box
-    source: str  # "pdf" (text layer) or "ocr"
+    source: str  # "pdf" (text layer), "ocr" or "dom" (a web page's own text)
     conf: float = 1.0
+
+
+@dataclass
+class Link:
+    """A hyperlink on a web page: anchor text, resolved target, one box per line it covers."""
+
+    text: str
+    url: str
+    boxes: list[Box]
 
 
 @dataclass
@@ -28,6 +37,9 @@ class Tile:
     index: int
     box: Box
     spans: list[Span] = field(default_factory=list)
+    kind: str = ""  # web pages: the content covering most of the tile (paragraph, table, list, ...)
+    links: list[Link] = field(default_factory=list)  # web pages: hyperlinks inside the tile
+    image: bytes | None = None  # PNG kept in the index (web pages captured with images kept)
 
     @property
     def text(self) -> str:
@@ -48,7 +60,7 @@ class Document:
     id: str
     source: str  # path of the source file
     sha256: str
-    type: str  # "pdf" or "image"
+    type: str  # "pdf", "image", or a web source: "html", "zim", "url"
     size: int
     mtime_ns: int
     pages: list[Page] = field(default_factory=list)

@@ -11,11 +11,18 @@ OCR_MODES = ("auto", "always", "never")
 class Settings:
     dpi: float = 100.0  # rendering resolution of PDF pages; boxes are in pixels at this DPI
     tile_height: int = 1024  # PixelRAG's viewport-shaped tile
+    viewport_width: int = 875  # web pages render at this CSS width, device scale 1 (PixelRAG's default)
     min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
     ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
     dense_model: str | None = "minilm-l6-v2"  # None: lexical only
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
+    visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
+    visual_model: str | None = None  # its hub id or local folder; None: the family's default checkpoint
+    visual_adapter: str | None = None  # a PEFT LoRA adapter applied on top of it
+    visual_index: str = (
+        "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)

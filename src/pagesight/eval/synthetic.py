@@ -190,9 +190,7 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
                 for f, (question, answer, _) in enumerate(facts):
                     kind = "wrapped" if len(boxes[f]) > 1 else "sentence"
                     questions.append(
-                        Question(
-                            f"q{len(questions) + 1}", question, answer, doc_id, p, union(boxes[f]), kind
-                        )
+                        Question(f"q{len(questions) + 1}", question, answer, doc_id, p, union(boxes[f]), kind)
                     )
             y -= LEADING / 2
             pdf.drawString(MARGIN, y, "Revenue by quarter (thousands of euros)")

@@ -7,6 +7,7 @@ encodes dense vectors and commits each document in its own transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -18,10 +19,14 @@ import numpy as np
 from pebble import ProcessExpired, ProcessPool
 
 from pagesight.encode.dense import chunk_words, dense_model
+from pagesight.encode.visual import VisualEncoder
 from pagesight.errors import InputError
+from pagesight.ingest import web as web_pages
 from pagesight.ingest.extract import UNCHANGED, extract, limit_memory
+from pagesight.ingest.visual import encode_tiles
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
+from pagesight.render.web.browser import RenderOptions
 from pagesight.settings import OCR_MODES
 from pagesight.store.catalog import Catalog
 
@@ -33,6 +38,7 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     pages: int = 0  # pages read in this run
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (path, note): ingested, with a caveat
 
     @property
     def ok(self) -> bool:
@@ -45,6 +51,7 @@ class IngestReport:
             "unchanged": len(self.unchanged),
             "failed": [{"path": p, "reason": r} for p, r in self.failed],
             "pages": self.pages,
+            "notes": [{"path": p, "note": n} for p, n in self.notes],
         }
 
 
@@ -123,21 +130,81 @@ def run(
     max_memory: int | None = 4 << 30,
     progress: Progress | None = None,
     on_planned: Callable[[int], None] | None = None,
+    web: dict | None = None,
+    visual: VisualEncoder | None = None,
 ) -> IngestReport:
+    """Ingest ``paths``: PDFs and images in worker processes, then web pages in one browser.
+
+    ``web`` holds web rendering options (see ``render.web.browser.RenderOptions``: javascript,
+    allow_network, max_height, keep_images, concurrency, ...); width and tile height come from
+    the index settings, the per-page timeout from ``timeout``. ``visual`` is the index's visual
+    encoder, which encodes every tile image it stores.
+    """
     if ocr not in OCR_MODES:
         raise ValueError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{ocr}'")
     report = IngestReport()
+    web_inputs, paths = web_pages.split_inputs(paths)
     files = expand(paths, report)
     for path, _ in report.failed:
         if progress:
             progress(path, "failed", 0)
     todo = plan(catalog, files, report, progress)
-    if on_planned:
-        on_planned(len(todo))
-    if not todo:
-        return report
     settings = catalog.settings
+    web_options = RenderOptions(
+        width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
+    )
+    keep_images = web_options.keep_images
+    if visual is not None:  # the visual encoder reads the screenshots; unkept ones are dropped after
+        web_options = dataclasses.replace(web_options, keep_images=True)
+    web_todo = web_pages.plan(
+        catalog,
+        web_inputs,
+        web_options,
+        fail=lambda label, reason: _fail(report, progress, label, reason),
+        unchanged=lambda label, doc_id: _unchanged(report, progress, label, doc_id),
+        claimed={job.doc_id: str(job.path) for job in todo},
+    )
+    if on_planned:
+        on_planned(len(todo) + len(web_todo))
+    if not todo and not web_todo:
+        return report
     encoder = dense_model(settings.dense_model) if settings.dense_model else None
+    if todo:
+        _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress)
+    if web_todo:
+
+        def stored(page, document: Document) -> None:
+            (report.replaced if page.doc_id in replacing else report.added).append(page.doc_id)
+            report.pages += 1
+            report.notes.extend((page.label, note) for note in document.meta.get("notes", []))
+            if progress:
+                progress(page.label, "replaced" if page.doc_id in replacing else "added", 1)
+
+        replacing = {page.doc_id for page in web_todo if catalog.document(page.doc_id) is not None}
+        web_pages.render(
+            catalog,
+            web_todo,
+            web_options,
+            encode=lambda document: _encode_web(document, encoder, visual, settings, keep_images),
+            stored=stored,
+            fail=lambda label, reason: _fail(report, progress, label, reason),
+        )
+    return report
+
+
+def _encode_web(document: Document, encoder, visual, settings, keep_images: bool) -> tuple[dict, dict]:
+    """Dense and visual vectors of a rendered web page; its screenshots dropped unless kept."""
+    images = encode_tiles(document, visual, settings)
+    if not keep_images:
+        for page in document.pages:
+            for tile in page.tiles:
+                tile.image = None
+    return _encode(document, encoder, settings.chunk_words, settings.chunk_overlap), images
+
+
+def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress) -> None:
+    """PDFs and images, read by worker processes and committed one by one."""
+    settings = catalog.settings
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     # forkserver: workers must not inherit the parent's torch threads or open SQLite handles.
     context = multiprocessing.get_context("forkserver")
@@ -153,8 +220,13 @@ def run(
                 if progress:
                     progress(str(job.path), "unchanged", 0)
             else:
+                try:
+                    images = encode_tiles(outcome, visual, settings)
+                except InputError as exc:
+                    _fail(report, progress, job.path, str(exc))
+                    continue
                 vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
-                catalog.put_document(outcome, vectors)
+                catalog.put_document(outcome, vectors, images)
                 kind = "replaced" if job.known_sha256 else "added"
                 (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
                 report.pages += len(outcome.pages)
@@ -221,7 +293,13 @@ def _reason(exc: Exception, timeout: float, max_memory: int | None) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-def _fail(report: IngestReport, progress: Progress | None, path: Path, reason: str) -> None:
+def _unchanged(report: IngestReport, progress: Progress | None, label: str, doc_id: str) -> None:
+    report.unchanged.append(doc_id)
+    if progress:
+        progress(label, "unchanged", 0)
+
+
+def _fail(report: IngestReport, progress: Progress | None, path: Path | str, reason: str) -> None:
     report.failed.append((str(path), reason))
     if progress:
         progress(str(path), "failed", 0)

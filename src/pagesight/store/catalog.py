@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,11 @@ from pagesight.errors import IndexFormatError
 from pagesight.records import Document
 from pagesight.settings import Settings
 
-FORMAT_VERSION = 1
+# Version 2 adds each tile's content kind and hyperlinks, kept tile images (web pages) and the
+# vectors of a visual encoder. A
+# version 1 catalog is upgraded in place when opened: the additions are columns with defaults and a
+# new table, so every version 1 row stays valid.
+FORMAT_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,7 +55,11 @@ CREATE TABLE IF NOT EXISTS tiles (
     idx INTEGER NOT NULL,
     x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
     text TEXT NOT NULL,
-    spans TEXT NOT NULL          -- JSON list of [text, [x0, y0, x1, y1], source, conf]
+    spans TEXT NOT NULL,         -- JSON list of [text, [x0, y0, x1, y1], source, conf]
+    -- web pages: the content kind (paragraph, table, list, infobox, figure, code) and the links,
+    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]]
+    kind TEXT NOT NULL DEFAULT '',
+    links TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS tiles_by_doc ON tiles (doc_id, page, idx);
 CREATE TABLE IF NOT EXISTS vectors (
@@ -60,7 +68,28 @@ CREATE TABLE IF NOT EXISTS vectors (
     vector BLOB NOT NULL,        -- float32, L2-normalised
     PRIMARY KEY (tile_id, chunk)
 );
+CREATE TABLE IF NOT EXISTS tile_images (  -- tiles whose pixels are kept rather than re-rendered
+    tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE,
+    format TEXT NOT NULL,        -- "png"
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS visual_vectors (  -- page-image vectors of the index's visual encoder
+    tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE,
+    rows INTEGER NOT NULL,       -- 1 for a single-vector encoder, tokens for late interaction
+    vector BLOB NOT NULL         -- float16, rows x dim, L2-normalised rows
+);
 """
+
+# Version 1 -> 2, run in one write transaction.
+_UPGRADE_1 = (
+    "ALTER TABLE tiles ADD COLUMN kind TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tiles ADD COLUMN links TEXT NOT NULL DEFAULT '[]'",
+    "CREATE TABLE IF NOT EXISTS tile_images (tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE, "
+    "format TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS visual_vectors (tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) "
+    "ON DELETE CASCADE, rows INTEGER NOT NULL, vector BLOB NOT NULL)",
+    "UPDATE meta SET value = '2' WHERE key = 'format_version'",
+)
 
 
 @dataclass
@@ -72,6 +101,7 @@ class DocumentRow:
     size: int
     mtime_ns: int
     n_pages: int
+    meta: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +113,8 @@ class TileRow:
     box: tuple[float, float, float, float]
     spans: list
     page_size: tuple[int, int]
+    kind: str = ""
+    links: list = field(default_factory=list)  # [anchor text, url, [box, ...]] per link
 
 
 class Catalog:
@@ -106,12 +138,28 @@ class Catalog:
             raise IndexFormatError(f"{self.root}: not a pagesight index ({exc})") from None
         if version is None:
             raise IndexFormatError(f"{self.root}: not a pagesight index (no format version)")
+        if int(version) == 1:
+            self._upgrade_from_1()
+            version = self._get("format_version")
         if int(version) != FORMAT_VERSION:
             newer = "a newer" if int(version) > FORMAT_VERSION else "an older"
             raise IndexFormatError(
                 f"{self.root}: index format version {version} was written by {newer} pagesight; "
                 f"this build reads version {FORMAT_VERSION}"
             )
+
+    def _upgrade_from_1(self) -> None:
+        """Bring a version 1 catalog to version 2 (another process may have done it meanwhile)."""
+        try:
+            with self.transaction():
+                if self._get("format_version") == "1":
+                    for statement in _UPGRADE_1:
+                        self.db.execute(statement)
+        except sqlite3.OperationalError as exc:  # read-only file or directory
+            raise IndexFormatError(
+                f"{self.root}: index format version 1 needs an upgrade to {FORMAT_VERSION}, "
+                f"which failed ({exc})"
+            ) from None
 
     def transaction(self):
         """A write transaction (``BEGIN IMMEDIATE``), committed on success."""
@@ -141,13 +189,14 @@ class Catalog:
 
     def document(self, doc_id: str) -> DocumentRow | None:
         row = self.db.execute(
-            "SELECT id, source, sha256, type, size, mtime_ns, n_pages FROM documents WHERE id = ?", (doc_id,)
+            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents WHERE id = ?",
+            (doc_id,),
         ).fetchone()
         return self._document_row(row) if row else None
 
     def documents(self) -> list[DocumentRow]:
         rows = self.db.execute(
-            "SELECT id, source, sha256, type, size, mtime_ns, n_pages FROM documents ORDER BY id"
+            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents ORDER BY id"
         )
         return [self._document_row(r) for r in rows]
 
@@ -155,13 +204,28 @@ class Catalog:
         source = Path(row[1])
         if not source.is_absolute():
             source = Path(os.path.normpath(self.root / source))
-        return DocumentRow(row[0], source, *row[2:])
+        return DocumentRow(row[0], source, *row[2:7], json.loads(row[7] or "{}"))
 
-    def put_document(self, document: Document, vectors: dict[tuple[int, int], np.ndarray]) -> None:
+    def documents_from(self, source: str) -> list[DocumentRow]:
+        """The documents read from file ``source`` (a ZIM archive holds one per article)."""
+        rows = self.db.execute(
+            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents WHERE source = ?",
+            (self._relative(source),),
+        )
+        return [self._document_row(r) for r in rows]
+
+    def put_document(
+        self,
+        document: Document,
+        vectors: dict[tuple[int, int], np.ndarray],
+        visual: dict[tuple[int, int], np.ndarray] | None = None,
+    ) -> None:
         """Store ``document`` whole, replacing any earlier version, in one transaction.
 
-        ``vectors`` maps (page number, tile index) to that tile's chunk vectors (n_chunks x dim).
+        ``vectors`` maps (page number, tile index) to that tile's chunk vectors (n_chunks x dim);
+        ``visual`` to its visual encoder's vector (dim,) or multi-vector (n_tokens x dim).
         """
+        visual = visual or {}
         with self.transaction():
             self.db.execute("DELETE FROM documents WHERE id = ?", (document.id,))
             self.db.execute(
@@ -185,11 +249,33 @@ class Catalog:
                 )
                 for tile in page.tiles:
                     spans = [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans]
+                    links = [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links]
                     cursor = self.db.execute(
-                        "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (document.id, page.number, tile.index, *tile.box, tile.text, json.dumps(spans)),
+                        "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            document.id,
+                            page.number,
+                            tile.index,
+                            *tile.box,
+                            tile.text,
+                            json.dumps(spans),
+                            tile.kind,
+                            json.dumps(links),
+                        ),
                     )
+                    if tile.image is not None:
+                        self.db.execute(
+                            "INSERT INTO tile_images (tile_id, format, data) VALUES (?, 'png', ?)",
+                            (cursor.lastrowid, tile.image),
+                        )
+                    image_vectors = visual.get((page.number, tile.index))
+                    if image_vectors is not None:
+                        rows = np.atleast_2d(np.asarray(image_vectors, dtype=np.float16))
+                        self.db.execute(
+                            "INSERT INTO visual_vectors (tile_id, rows, vector) VALUES (?, ?, ?)",
+                            (cursor.lastrowid, len(rows), rows.tobytes()),
+                        )
                     matrix = vectors.get((page.number, tile.index))
                     if matrix is not None:
                         self.db.executemany(
@@ -245,21 +331,65 @@ class Catalog:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         return ids, matrix
 
+    def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The visual vectors of the given tiles that have them: (tile ids, one float32 array each,
+        ``(dim,)`` for a single-vector encoder's tiles, ``(n_tokens, dim)`` for a multi-vector one's)."""
+        spec = self.visual_spec()
+        if spec is None:
+            return np.zeros(0, dtype=np.int64), []
+        ids, arrays = [], []
+        wanted = list(tile_ids)
+        for start in range(0, len(wanted), 900):
+            batch = wanted[start : start + 900]
+            marks = ",".join("?" * len(batch))
+            for tile_id, rows, blob in self.db.execute(
+                f"SELECT tile_id, rows, vector FROM visual_vectors WHERE tile_id IN ({marks}) ORDER BY tile_id",
+                batch,
+            ):
+                matrix = np.frombuffer(blob, dtype=np.float16).reshape(rows, -1).astype(np.float32)
+                ids.append(tile_id)
+                arrays.append(matrix if spec["multi_vector"] else matrix[0])
+        return np.array(ids, dtype=np.int64), arrays
+
+    def visual_spec(self) -> dict | None:
+        """The spec of the visual encoder whose vectors the catalog holds (None: no visual vectors)."""
+        value = self._get("visual_spec")
+        return json.loads(value) if value else None
+
+    def set_visual_spec(self, spec: dict) -> None:
+        """Record the visual encoder that writes this catalog's visual vectors (once, at its first use)."""
+        with self.transaction():
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('visual_spec', ?)", (json.dumps(spec),)
+            )
+
     def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]:
         """Tile rows by id; with ``spans=False`` their text spans are left out (empty)."""
         found = {}
         spans_column = "t.spans" if spans else "'[]'"
+        links_column = "t.links" if spans else "'[]'"
         for start in range(0, len(tile_ids), 900):
             batch = tile_ids[start : start + 900]
             marks = ",".join("?" * len(batch))
             rows = self.db.execute(
-                f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height "
+                f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height, "
+                f"t.kind, {links_column} "
                 "FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
                 f"WHERE t.id IN ({marks})",
                 batch,
             )
             for r in rows:
-                found[r[0]] = TileRow(r[0], r[1], r[2], r[3], tuple(r[4:8]), json.loads(r[8]), (r[9], r[10]))
+                found[r[0]] = TileRow(
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[3],
+                    tuple(r[4:8]),
+                    json.loads(r[8]),
+                    (r[9], r[10]),
+                    r[11],
+                    json.loads(r[12]),
+                )
         return found
 
     def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None:
@@ -268,6 +398,16 @@ class Catalog:
             "SELECT id FROM tiles WHERE doc_id = ? AND page = ? AND idx = ?", (doc_id, page, idx)
         ).fetchone()
         return self.tiles([row[0]]).get(row[0]) if row else None
+
+    def tile_image(self, tile_id: int) -> bytes | None:
+        """The kept image (PNG) of tile ``tile_id``; None when it is rendered on demand."""
+        row = self.db.execute("SELECT data FROM tile_images WHERE tile_id = ?", (tile_id,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def n_tiles(self, doc_id: str, page: int) -> int:
+        return self.db.execute(
+            "SELECT COUNT(*) FROM tiles WHERE doc_id = ? AND page = ?", (doc_id, page)
+        ).fetchone()[0]
 
     def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray:
         ids = list(doc_ids)
@@ -284,6 +424,7 @@ class Catalog:
             "pages": one("SELECT COUNT(*) FROM pages"),
             "tiles": one("SELECT COUNT(*) FROM tiles"),
             "vectors": one("SELECT COUNT(*) FROM vectors"),
+            "visual_vectors": one("SELECT COUNT(*) FROM visual_vectors"),
             "ocr_pages": one("SELECT COUNT(*) FROM pages WHERE text_source = 'ocr'"),
         }
 

@@ -2,9 +2,11 @@
 
 Layout inside the index directory::
 
-    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G.faiss"}
+    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G.faiss",
+                                   "visual": "visual-G"}
     retrievers/bm25-G/            bm25s index + tile_ids.npy
     retrievers/dense-G.faiss      FAISS IndexIDMap2 whose ids are tile ids
+    retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
 
 New files are written under new names and ``current.json`` is replaced atomically, so a reader
 sees either the old set or the new one. Files that ``current.json`` does not name are leftovers of
@@ -24,6 +26,7 @@ import numpy as np
 from pagesight.encode.dense import DenseRetriever
 from pagesight.encode.lexical import LexicalRetriever
 from pagesight.store.catalog import Catalog
+from pagesight.store.visual import VisualRetriever
 
 FOLDER = "retrievers"
 POINTER = "current.json"
@@ -34,6 +37,7 @@ class Retrievers:
     generation: int
     lexical: LexicalRetriever
     dense: DenseRetriever | None
+    visual: VisualRetriever | None = None
 
 
 def load(root: Path) -> Retrievers | None:
@@ -44,7 +48,8 @@ def load(root: Path) -> Retrievers | None:
             pointer = json.loads((folder / POINTER).read_text())
             lexical = LexicalRetriever.load(folder / pointer["lexical"])
             dense = DenseRetriever.load(folder / pointer["dense"]) if pointer.get("dense") else None
-            return Retrievers(pointer["generation"], lexical, dense)
+            visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
+            return Retrievers(pointer["generation"], lexical, dense, visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
                 return None
@@ -52,7 +57,8 @@ def load(root: Path) -> Retrievers | None:
 
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
-    """Retrievers for the catalog as it is now; the dense index is updated from ``previous``."""
+    """Retrievers for the catalog as it is now; the dense and visual indexes are updated from
+    ``previous``."""
     with catalog.snapshot():
         generation = catalog.generation()
         pairs = list(catalog.tile_texts())
@@ -68,7 +74,18 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             missing = np.setdiff1d(tile_ids, have)
             new_ids, vectors = catalog.vectors(missing.tolist())
             dense.add(new_ids, vectors)
-    return Retrievers(generation, lexical, dense)
+        visual = None
+        spec = catalog.visual_spec()
+        if spec is not None:
+            visual = previous.visual if previous is not None else None
+            visual = visual or VisualRetriever.empty(
+                spec["dim"], spec["multi_vector"], catalog.settings.visual_index
+            )
+            have = visual.tile_ids()
+            visual.remove(np.setdiff1d(have, tile_ids))
+            new_ids, arrays = catalog.visual_vectors(np.setdiff1d(tile_ids, have).tolist())
+            visual.add(new_ids, arrays)
+    return Retrievers(generation, lexical, dense, visual)
 
 
 def save(root: Path, retrievers: Retrievers) -> None:
@@ -76,16 +93,19 @@ def save(root: Path, retrievers: Retrievers) -> None:
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    pointer = {"generation": retrievers.generation, "lexical": f"bm25-{tag}", "dense": None}
+    pointer = {"generation": retrievers.generation, "lexical": f"bm25-{tag}", "dense": None, "visual": None}
     retrievers.lexical.save(folder / pointer["lexical"])
     if retrievers.dense is not None:
         pointer["dense"] = f"dense-{tag}.faiss"
         retrievers.dense.save(folder / pointer["dense"])
+    if retrievers.visual is not None:
+        pointer["visual"] = f"visual-{tag}"
+        retrievers.visual.save(folder / pointer["visual"])
     _fsync_tree(folder)
     temporary = folder / f"{POINTER}.new-{os.getpid()}"
     temporary.write_text(json.dumps(pointer))
     os.replace(temporary, folder / POINTER)
-    keep = {POINTER, pointer["lexical"], pointer["dense"]}
+    keep = {POINTER, pointer["lexical"], pointer["dense"], pointer["visual"]}
     for entry in folder.iterdir():
         if entry.name not in keep:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)

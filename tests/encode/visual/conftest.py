@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 
 QWEN_SPECIALS = [
     "<|endoftext|>",
@@ -431,3 +431,42 @@ def save_lora(model, folder: Path, target_modules: list[str], seed: int = 3):
     tuned = peft.get_peft_model(copy.deepcopy(model), config)
     tuned.save_pretrained(folder)
     return tuned.merge_and_unload()
+
+
+# A CLIP or SigLIP tower: two layers, 32 wide.
+TOWER = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+
+
+def clip_tokenizer(start: str | None, end: str, pad: str):
+    """A CLIP-style tokenizer: ``start`` (if any) and ``end`` wrap every text, ``pad`` pads it."""
+    specials = [token for token in (start, end, pad) if token]
+    specials = list(dict.fromkeys(specials))
+    tok = train_tokenizer(specials, eos_token=end, pad_token=pad, **({"bos_token": start} if start else {}))
+    template = f"{start} $A {end}" if start else f"$A {end}"
+    ids = [(token, tok.convert_tokens_to_ids(token)) for token in specials]
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single=template, special_tokens=ids)
+    return tok
+
+
+def build_clip(folder: Path, seed: int = 0):
+    """A random-weight CLIP and its processor (56-pixel images), saved to ``folder``."""
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    tok = clip_tokenizer("<|startoftext|>", "<|endoftext|>", "<|endoftext|>")
+    text = {
+        **TOWER,
+        "vocab_size": 320,
+        "max_position_embeddings": 64,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 1,
+    }
+    vision = {**TOWER, "image_size": 56, "patch_size": 14}
+    torch.manual_seed(seed)
+    model = transformers.CLIPModel(
+        transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    )
+    model.eval().save_pretrained(folder)
+    images = CLIPImageProcessorPil(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
+    transformers.CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    return model

@@ -9,48 +9,24 @@ import pytest
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
 
-from .conftest import assert_differ, assert_encoder_contract, perturbed, train_tokenizer, unit
+from .conftest import (
+    TOWER,
+    assert_differ,
+    assert_encoder_contract,
+    build_clip,
+    clip_tokenizer,
+    perturbed,
+    unit,
+)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tokenizers import processors  # noqa: E402
-
-TOWER = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
-
-
-def tokenizer(start: str | None, end: str, pad: str):
-    specials = [token for token in (start, end, pad) if token]
-    specials = list(dict.fromkeys(specials))
-    tok = train_tokenizer(specials, eos_token=end, pad_token=pad, **({"bos_token": start} if start else {}))
-    template = f"{start} $A {end}" if start else f"$A {end}"
-    ids = [(token, tok.convert_tokens_to_ids(token)) for token in specials]
-    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single=template, special_tokens=ids)
-    return tok
-
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
-
     folder = tmp_path_factory.mktemp("tiny-clip")
-    tok = tokenizer("<|startoftext|>", "<|endoftext|>", "<|endoftext|>")
-    text = {
-        **TOWER,
-        "vocab_size": 320,
-        "max_position_embeddings": 64,
-        "bos_token_id": 0,
-        "eos_token_id": 1,
-        "pad_token_id": 1,
-    }
-    vision = {**TOWER, "image_size": 56, "patch_size": 14}
-    torch.manual_seed(0)
-    model = transformers.CLIPModel(
-        transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
-    )
-    model.eval().save_pretrained(folder)
-    images = CLIPImageProcessorPil(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
-    transformers.CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    model = build_clip(folder)
     return folder, model, make_encoder("clip", model=str(folder), device="cpu")
 
 
@@ -59,7 +35,7 @@ def siglip(tmp_path_factory):
     from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
     folder = tmp_path_factory.mktemp("tiny-siglip")
-    tok = tokenizer(None, "</s>", "<pad>")
+    tok = clip_tokenizer(None, "</s>", "<pad>")
     text = {
         **TOWER,
         "vocab_size": 320,

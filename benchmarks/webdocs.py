@@ -1,0 +1,178 @@
+"""Web rendering benchmark: the Python documentation Debian ships, through ``pagesight ingest``.
+
+Measures, in one run on this machine:
+
+- the whole corpus (``/usr/share/doc/python3.11/html``, about 530 pages) ingested end to end into a
+  new temporary index: pages/s and tiles/s (render, DOM text and links, tile PNGs kept, BM25);
+- a fixed subset (every n-th page, sorted by path, with the shared ``_static`` and ``_images``)
+  rendered both by pagesight and by a naive baseline (one fresh Playwright page per URL, one after
+  the other, full-page screenshot, the browser started once and not timed), and the ratio;
+- questions whose answer sits in a table or list on one page, checked by page id on the full index.
+
+Prints JSON. The machine is shared: the load averages before and after are part of the output.
+``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--concurrency 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+DOCS = Path("/usr/share/doc/python3.11/html")
+
+# (question, page id of the one page whose table or list holds the answer)
+QUESTIONS = [
+    ("strftime directive %j day of the year as a zero-padded decimal number", "library/datetime_1"),
+    ("struct format character q long long standard size 8", "library/struct_1"),
+    ("array type code d C type double minimum size in bytes 8", "library/array_1"),
+    ("HTTP status code 418 IM_A_TEAPOT", "library/http_1"),
+    ("logging level numeric value CRITICAL 50 ERROR 40 WARNING 30", "library/logging_1"),
+    (
+        "sqlite3 adapters Python type None int float str bytes SQLite type NULL INTEGER REAL TEXT BLOB",
+        "library/sqlite3_1",
+    ),
+    ("calendar firstweekday MONDAY TUESDAY constants", "library/calendar_1"),
+    ("unicodedata category Lu Ll east_asian_width", "library/unicodedata_1"),
+]
+
+
+def load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def subset(docs: Path, every: int, into: Path) -> list[Path]:
+    """Every ``every``-th page (sorted) copied with the shared assets, so both renderers see the same site."""
+    pages = sorted(docs.rglob("*.html"))[::every]
+    for folder in ("_static", "_images"):
+        if (docs / folder).is_dir():
+            shutil.copytree(docs / folder, into / folder)
+    copied = []
+    for page in pages:
+        target = into / page.relative_to(docs)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(page, target)
+        copied.append(target)
+    return copied
+
+
+def ingest(paths: list[Path], index_dir: Path, concurrency: int, dense: bool) -> dict:
+    from pagesight import Index
+    from pagesight.settings import Settings
+
+    settings = Settings() if dense else Settings(dense_model=None)
+    index = Index.open(index_dir, settings=settings)
+    started = time.perf_counter()
+    report = index.add(paths, ocr="never", web={"concurrency": concurrency})
+    seconds = time.perf_counter() - started
+    rows = index.catalog.db.execute(
+        "SELECT COUNT(DISTINCT d.id), COUNT(t.id) FROM documents d JOIN tiles t ON t.doc_id = d.id "
+        "WHERE d.type = 'html'"
+    ).fetchone()
+    result = {
+        "seconds": round(seconds, 2),
+        "web_pages": rows[0],
+        "tiles": rows[1],
+        "pages_per_s": round(rows[0] / seconds, 2),
+        "tiles_per_s": round(rows[1] / seconds, 2),
+        "failed": report.failed,
+        "notes": len(report.notes),
+        "other_documents": index.catalog.counts()["documents"] - rows[0],
+    }
+    return index, result
+
+
+def naive(pages: list[Path], width: int = 875, height: int = 1024) -> dict:
+    """One fresh page per URL, sequential, full-page screenshot (the browser started once, untimed)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+        started = time.perf_counter()
+        pixels = 0
+        for path in pages:
+            page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+            page.goto(path.as_uri())
+            image = page.screenshot(full_page=True)
+            pixels += len(image)
+            page.close()
+        seconds = time.perf_counter() - started
+        browser.close()
+    return {"seconds": round(seconds, 2), "pages": len(pages), "pages_per_s": round(len(pages) / seconds, 2)}
+
+
+def questions(index) -> dict:
+    found = []
+    for question, page_id in QUESTIONS:
+        hits = index.search(question, k=5, mode="lexical")
+        ranks = [h.page_id for h in hits]
+        found.append(
+            {
+                "question": question,
+                "page_id": page_id,
+                "rank": ranks.index(page_id) + 1 if page_id in ranks else None,
+                "top": ranks[:3],
+            }
+        )
+    return {
+        "n": len(found),
+        "at_1": sum(f["rank"] == 1 for f in found),
+        "at_5": sum(f["rank"] is not None for f in found),
+        "questions": found,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=Path, default=DOCS, help="Folder of the Python HTML docs.")
+    parser.add_argument("--subset-every", type=int, default=5, help="Baseline subset: every n-th page.")
+    parser.add_argument("--concurrency", type=int, default=3, help="Browser tabs rendering at once.")
+    parser.add_argument("--dense", action="store_true", help="Also embed text with MiniLM.")
+    parser.add_argument("--skip-full", action="store_true", help="Only the subset comparison.")
+    args = parser.parse_args()
+    if not args.docs.is_dir():
+        raise SystemExit(f"{args.docs}: not found (apt-get install python3.11-doc)")
+    out: dict = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "load_before": load(),
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch_dir = Path(scratch)
+        if not args.skip_full:
+            index, full = ingest([args.docs], scratch_dir / "full", args.concurrency, args.dense)
+            full["html_files"] = len(list(args.docs.rglob("*.html")))
+            full["questions"] = questions(index)
+            full["index_bytes"] = sum(
+                p.stat().st_size for p in (scratch_dir / "full").rglob("*") if p.is_file()
+            )
+            index.close()
+            out["full"] = full
+            out["load_after_full"] = load()
+        site = scratch_dir / "subset"
+        pages = subset(args.docs, args.subset_every, site)
+        index, ours = ingest([site], scratch_dir / "subset-index", args.concurrency, args.dense)
+        index.close()
+        baseline = naive(pages)
+        out["subset"] = {
+            "pages": len(pages),
+            "every": args.subset_every,
+            "pagesight": ours,
+            "naive": baseline,
+            "speedup": round(baseline["seconds"] / ours["seconds"], 2),
+        }
+    out["load_after"] = load()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Ingest web pages: HTML files and folders, ZIM archives and URLs, rendered by one Chromium.
+
+PDFs and images are read by a pool of worker processes, one file each; web pages instead go to a
+single browser that renders several at once in its own tabs (a browser per worker would cost a
+second or more to start and hundreds of megabytes each). The main process plans which pages
+changed, feeds the browser, and stores each rendered page as its own document in its own
+transaction, so a run killed at any moment leaves whole pages and the next run renders the rest.
+
+A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
+links and content kinds come from the DOM. A page's content hash covers its bytes and the render
+options that decide its pixels, so changing either re-renders it and nothing else does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pagesight.errors import InputError, PagesightError
+from pagesight.records import Box, Document, Link, Page, Span, Tile
+from pagesight.render.sources import PDF_SUFFIXES
+from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer
+from pagesight.render.web.sites import (
+    WEB_SOURCES,
+    UrlSite,
+    WebPage,
+    is_url,
+    page_again,
+    web_type,
+)
+from pagesight.store.catalog import Catalog
+
+KINDS = ("paragraph", "table", "list", "infobox", "figure", "code")
+
+
+@dataclass
+class WebInput:
+    type: str  # a web source name
+    value: str | Path  # file, or URL
+    root: Path | None = None  # the folder it was found under
+
+
+def split_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[WebInput], list[str | os.PathLike]]:
+    """Web inputs (URLs, web files, web files below folders) and what is left for the file pipeline.
+
+    A folder holding HTML pages is a site: its PDFs go on to the file pipeline, but its images are
+    the pages' own pictures, icons and backgrounds, not documents (the Python docs' ``_static`` and
+    ``_images``). A folder without HTML pages goes on whole.
+    """
+    web: list[WebInput] = []
+    rest: list[str | os.PathLike] = []
+    for raw in paths:
+        text = str(raw)
+        if is_url(text):
+            web.append(WebInput("url", text))
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            found = [p for p in files if web_type(p) is not None]
+            web.extend(WebInput(web_type(p), p, path) for p in found)
+            if any(item.type == "html" for item in web[len(web) - len(found) :]):
+                rest.extend(p for p in files if p.suffix.lower() in PDF_SUFFIXES)
+            else:
+                rest.append(raw)
+        elif path.is_file() and web_type(path) is not None:
+            web.append(WebInput(web_type(path), path))
+        else:
+            rest.append(raw)
+    return web, rest
+
+
+def content_hash(page: WebPage, body_sha256: str, options: RenderOptions) -> str:
+    """The document hash: the page's bytes and every option that decides its pixels."""
+    recipe = json.dumps(options.pixel_dict(), sort_keys=True)
+    return hashlib.sha256(f"{body_sha256}\n{recipe}".encode()).hexdigest()
+
+
+def plan(
+    catalog: Catalog,
+    inputs: list[WebInput],
+    options: RenderOptions,
+    fail: Callable[[str, str], None],
+    unchanged: Callable[[str, str], None],
+    claimed: dict[str, str],
+) -> list[WebPage]:
+    """The pages to render: new or changed ones. Unchanged pages are reported, failures too.
+
+    Articles that a changed ZIM archive no longer holds are deleted from the index.
+    """
+    todo: list[WebPage] = []
+    for web_input in inputs:
+        label = str(web_input.value)
+        try:
+            if web_input.type == "url":
+                pages = list(WEB_SOURCES["url"].pages(web_input.value, catalog.root))
+            else:
+                pages = list(WEB_SOURCES[web_input.type].pages(Path(web_input.value), web_input.root))
+        except InputError as exc:
+            fail(label, str(exc))
+            continue
+        except Exception as exc:  # a source that breaks while listing fails alone
+            fail(label, f"{type(exc).__name__}: {exc}")
+            continue
+        if web_input.type == "zim":
+            present = {page.doc_id for page in pages}
+            for gone in catalog.documents_from(label):
+                if gone.id not in present:
+                    catalog.delete_document(gone.id)
+        for page in pages:
+            if page.doc_id in claimed:
+                fail(page.label, f"document id '{page.doc_id}' is also the id of {claimed[page.doc_id]}")
+                continue
+            claimed[page.doc_id] = page.label
+            known = catalog.document(page.doc_id)
+            same_source = known is not None and known.source.resolve() == Path(page.source).resolve()
+            if known is not None and not same_source and known.source.exists():
+                fail(page.label, f"document id '{page.doc_id}' is already taken by {known.source}")
+                continue
+            if known is not None and same_source and page.type == "url":
+                unchanged(page.label, page.doc_id)  # rendered from its cache: nothing can have changed
+                continue
+            if (
+                known is not None
+                and page.content_sha256 is not None
+                and known.sha256 == content_hash(page, page.content_sha256, options)
+            ):
+                if (known.size, known.mtime_ns) != (page.size, page.mtime_ns) or not same_source:
+                    catalog.touch_document(page.doc_id, page.source, page.mtime_ns)
+                unchanged(page.label, page.doc_id)
+                continue
+            todo.append(page)
+    return todo
+
+
+def render(
+    catalog: Catalog,
+    pages: list[WebPage],
+    options: RenderOptions,
+    encode: Callable[[Document], tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], np.ndarray]]],
+    stored: Callable[[WebPage, Document], None],
+    fail: Callable[[str, str], None],
+) -> None:
+    """Render ``pages`` in one browser and store each as it finishes, with the dense and visual
+    vectors ``encode`` gives it."""
+    if not pages:
+        return
+    try:
+        renderer = WebRenderer(options)
+    except PagesightError as exc:
+        for page in pages:
+            fail(page.label, str(exc))
+        return
+    sites: dict[tuple[str, str], object] = {}
+    jobs = []
+    for page in pages:
+        try:
+            url, site = _site(page, sites)
+        except InputError as exc:
+            fail(page.label, str(exc))
+            continue
+        jobs.append(RenderJob(page, url, site))
+
+    with renderer:
+        for job, result in renderer.render(jobs):
+            if job is None:  # the job source itself broke; the pages not yet given are lost
+                raise result
+            page: WebPage = job.key
+            if isinstance(result, Exception):
+                fetch_errors = job.site.errors if isinstance(job.site, UrlSite) else []
+                fail(page.label, f"cannot fetch {fetch_errors[0]}" if fetch_errors else str(result))
+                continue
+            body_sha = page.content_sha256
+            if isinstance(job.site, UrlSite):
+                job.site.save()
+                body = job.site.body(page.url)
+                if body is None:
+                    fail(page.label, "; ".join(job.site.errors[:1]) or "page could not be fetched")
+                    continue
+                body_sha = hashlib.sha256(body).hexdigest()
+                page.size = len(body)
+            document = to_document(page, result, content_hash(page, body_sha, options), options)
+            catalog.put_document(document, *encode(document))
+            stored(page, document)
+
+
+def _site(page: WebPage, sites: dict) -> tuple[str, object]:
+    """The browser URL and the site of ``page``; one site per folder, archive or cache."""
+    if page.type == "url":
+        return page.url, UrlSite(Path(page.source), fetch=True)
+    url, site = page_again(page.type, Path(page.source), page.meta)
+    key = (page.type, str(getattr(site, "root", page.source)))
+    return url, sites.setdefault(key, site)
+
+
+def to_document(page: WebPage, capture: Capture, sha256: str, options: RenderOptions) -> Document:
+    """The rendered page as a one-page document: tiles with their lines, links, kind and image."""
+    meta = {
+        **page.meta,
+        "render": options.pixel_dict(),
+        "title": capture.title,
+        "url": page.meta.get("url", page.url),
+        "height": capture.full_height,
+    }
+    if capture.notes:
+        meta["notes"] = capture.notes
+    document = Document(
+        id=page.doc_id,
+        source=page.source,
+        sha256=sha256,
+        type=page.type,
+        size=page.size,
+        mtime_ns=page.mtime_ns,
+        meta=meta,
+    )
+    result = Page(number=1, width=capture.width, height=capture.height, text_source="dom")
+    for index, (box, image) in enumerate(capture.tiles):
+        result.tiles.append(
+            Tile(
+                index=index,
+                box=box,
+                spans=_spans_in(capture.spans, box),
+                kind=dominant_kind(capture.blocks, box),
+                links=_links_in(capture.links, box),
+                image=image,
+            )
+        )
+    document.pages.append(result)
+    return document
+
+
+def _spans_in(spans: list[Span], box: Box) -> list[Span]:
+    top, bottom = box[1], box[3]
+    return [s for s in spans if top <= (s.box[1] + s.box[3]) / 2 < bottom]
+
+
+def _links_in(links: list[Link], box: Box) -> list[Link]:
+    """Each link with the boxes whose centre lies in the band; a link split by a tile edge is in both."""
+    top, bottom = box[1], box[3]
+    found = []
+    for link in links:
+        boxes = [b for b in link.boxes if top <= (b[1] + b[3]) / 2 < bottom]
+        if boxes:
+            found.append(Link(link.text, link.url, boxes))
+    return found
+
+
+def dominant_kind(blocks: list[tuple[str, Box]], box: Box) -> str:
+    """The kind of content covering most of the tile's area ("none" for an empty tile)."""
+    area: dict[str, float] = {}
+    for kind, (x0, y0, x1, y1) in blocks:
+        overlap = max(0.0, min(y1, box[3]) - max(y0, box[1])) * max(0.0, min(x1, box[2]) - max(x0, box[0]))
+        if overlap > 0:
+            area[kind] = area.get(kind, 0.0) + overlap
+    return max(area, key=area.get) if area else "none"

@@ -1,0 +1,92 @@
+"""The visual retriever of an index: the page-image vectors of one visual encoder, searchable.
+
+Single-vector encoders (DSE, Qwen3-VL-Embedding, VisRAG-Ret, jina-embeddings-v4, CLIP, SigLIP) go
+into a ``VectorIndex`` of the index's chosen kind (exact while small, then the ANN structure). Late
+interaction encoders (ColQwen2, ...) go into a ``MuveraRetriever``: MUVERA encodings find candidates
+and exact MaxSim over the stored multi-vectors ranks them, so an index smaller than ``ef`` pages is
+searched exactly. A filter to some documents scores the allowed tiles exactly when they are few.
+
+Ids are tile ids of the catalog, which are never reused, so a retriever file can never mix tiles up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
+
+# Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
+_EXACT_FILTER_LIMIT = 4096
+
+
+class VisualRetriever:
+    """Tile vectors of one encoder (``multi_vector`` or not) in a ``VectorIndex`` or MUVERA."""
+
+    def __init__(self, engine: VectorIndex | MuveraRetriever, ef: int = 512):
+        self.engine = engine
+        self.multi_vector = isinstance(engine, MuveraRetriever)
+        self.ef = ef
+
+    @classmethod
+    def empty(cls, dim: int, multi_vector: bool, kind: str = "hnsw") -> VisualRetriever:
+        """An empty retriever for ``dim``-dimensional vectors, the ANN structure of ``kind``."""
+        storage = "pq" if kind == "ivfpq" else "fp16"
+        if multi_vector:
+            encoder = Muvera(dim)
+            index = VectorIndex(encoder.output_dim, kind=kind, storage=storage, normalize=False)
+            return cls(MuveraRetriever(encoder, index=index))
+        return cls(VectorIndex(dim, kind=kind, storage=storage))
+
+    def __len__(self) -> int:
+        return len(self.engine)
+
+    def tile_ids(self) -> np.ndarray:
+        return self.engine.ids()
+
+    def add(self, tile_ids: np.ndarray, vectors: Sequence[np.ndarray]) -> None:
+        """Add tiles with one array each: ``(dim,)``, or ``(n, dim)`` for a multi-vector encoder."""
+        if not len(tile_ids):
+            return
+        if self.multi_vector:
+            self.engine.add(tile_ids, list(vectors))
+        else:
+            self.engine.add(tile_ids, np.stack([np.asarray(v).reshape(-1) for v in vectors]))
+
+    def remove(self, tile_ids: np.ndarray) -> None:
+        if len(tile_ids):
+            self.engine.remove(tile_ids)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best tiles for one encoded query, as (tile id, score), best first."""
+        if not len(self):
+            return []
+        if not self.multi_vector:
+            scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed)
+            return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+        if allowed is not None:
+            allowed = np.intersect1d(allowed, self.tile_ids())
+            if len(allowed) <= _EXACT_FILTER_LIMIT:
+                if not len(allowed):
+                    return []
+                scores = maxsim([query], self.engine.multivectors(allowed))[0]
+                best = np.argsort(-scores, kind="stable")[:k]
+                return [(int(allowed[i]), float(scores[i])) for i in best]
+        # A large filter: widen the candidate pool, then keep the allowed tiles.
+        wanted = k if allowed is None else min(len(self), k * 8)
+        scores, ids = self.engine.search([query], wanted, ef=max(self.ef, wanted))
+        found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+        if allowed is not None:
+            keep = set(allowed.tolist())
+            found = [pair for pair in found if pair[0] in keep]
+        return found[:k]
+
+    def save(self, path: Path) -> None:
+        """A file (single vectors) or a folder (MUVERA) at ``path``."""
+        self.engine.save(path)
+
+    @classmethod
+    def load(cls, path: Path) -> VisualRetriever:
+        return cls(MuveraRetriever.load(path) if path.is_dir() else VectorIndex.load(path))

@@ -1,0 +1,218 @@
+"""Visual retrieval through the index: tiles embedded at ingest by a visual encoder (tiny random-weight
+CLIP and ColQwen2 built here), searched by text, by an image or an image region, fused with BM25,
+kept across reopening and deletion, and refused when queried with another encoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pagesight import Index
+from pagesight.errors import PagesightError
+from pagesight.settings import Settings
+from pagesight.vectors import maxsim
+from tests.conftest import make_pdf
+from tests.test_cli import pagesight
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pagesight.encode.visual import make_encoder  # noqa: E402
+from tests.encode.visual.conftest import build_clip, build_qwen  # noqa: E402
+
+PAGES = [  # lines, and a filled block (x, y, width, height in points, RGB) that tells pages apart
+    (["Quarterly revenue by region", "West 4.2 million"], (72, 300, 460, 300, (0.1, 0.2, 0.8))),
+    (
+        ["Warehouse Delta ships 1,200 orders a day", "Lens blank lot 22K"],
+        (300, 60, 250, 500, (0.9, 0.1, 0.1)),
+    ),
+    (
+        ["Supplier change: Halvorsen Glassworks replaces Brightmere Supply"],
+        (60, 60, 200, 200, (0.1, 0.7, 0.2)),
+    ),
+]
+
+
+def _pdf(path: Path, pages: list) -> Path:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path), pagesize=letter, invariant=1)
+    for lines, (x, y, width, height, colour) in pages:
+        pdf.setFillColorRGB(*colour)
+        pdf.rect(x, y, width, height, stroke=0, fill=1)
+        pdf.setFillColorRGB(0, 0, 0)
+        pdf.setFont("Helvetica", 12)
+        for row, line in enumerate(lines):
+            pdf.drawString(72, 720 - 14 * row, line)
+        pdf.showPage()
+    pdf.save()
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("visual-corpus")
+    _pdf(folder / "report.pdf", PAGES[:2])
+    _pdf(folder / "memo.pdf", PAGES[2:])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clip_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-clip")
+    build_clip(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clip_index(tmp_path_factory, corpus, clip_folder) -> Index:
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder))
+    index = Index.open(tmp_path_factory.mktemp("clip") / "index", settings=settings)
+    index.device = "cpu"
+    report = index.add([corpus], ocr="never")
+    assert report.ok, report.failed
+    return index
+
+
+def _tiles(index: Index) -> list[tuple[str, int, int]]:
+    """Every (doc id, page, tile) of the corpus, in a fixed order (one tile per Letter page)."""
+    return [("memo", 1, 0), ("report", 1, 0), ("report", 2, 0)]
+
+
+def test_text_query_scores_are_the_models(clip_index, clip_folder):
+    assert clip_index.info()["visual_vectors"] == 3
+    encoder = make_encoder("clip", model=str(clip_folder), device="cpu")
+    tiles = _tiles(clip_index)
+    vectors = np.stack(encoder.encode_images([clip_index.tile_image(*tile) for tile in tiles]))
+    query = "Which supplier replaces Brightmere Supply?"
+    expected = vectors @ encoder.encode_queries([query])[0]
+    hits = clip_index.search(query, k=3, mode="visual")
+    assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
+    assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], abs=2e-3)
+    assert all(set(h.scores) == {"visual"} for h in hits)
+
+
+def test_image_and_region_queries(clip_index):
+    tile = clip_index.tile_image("report", 2, 0)
+    (first, *_) = clip_index.search_image(tile, k=3)
+    assert (first.doc_id, first.page, first.scores["visual"]) == ("report", 2, pytest.approx(1.0, abs=2e-3))
+    region = (40, 40, tile.width // 2, tile.height // 3)
+    by_region = clip_index.search_image(tile, k=3, region=region)
+    by_crop = clip_index.search_image(tile.crop(region), k=3)
+    assert [(h.page_id, h.score) for h in by_region] == [(h.page_id, h.score) for h in by_crop]
+    assert [h.doc_id for h in clip_index.search_image(tile, k=3, doc_ids=["memo"])] == ["memo"]
+    with pytest.raises(PagesightError, match="not inside the"):
+        clip_index.search_image(tile, region=(0, 0, tile.width + 10, 10))
+
+
+def test_hybrid_fuses_bm25_and_visual(clip_index):
+    hits = clip_index.search("Halvorsen Glassworks", k=3)
+    assert hits[0].page_id == "memo_1"  # BM25 alone knows the words; the random model does not
+    assert set(hits[0].scores) == {"bm25", "visual"}
+    visual_only = clip_index.search("Halvorsen Glassworks", k=3, mode="visual", visual_weight=1.0)
+    fused_all_visual = clip_index.search("Halvorsen Glassworks", k=3, visual_weight=1.0)
+    assert [h.page_id for h in fused_all_visual] == [h.page_id for h in visual_only]
+
+
+def test_reopen_delete_and_another_encoder(tmp_path, corpus, clip_folder):
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder))
+    index = Index.open(tmp_path / "ix", settings=settings)
+    index.device = "cpu"
+    assert index.add([corpus], ocr="never").ok
+    query = "Warehouse Delta"
+    before = [(h.page_id, h.score) for h in index.search(query, k=3, mode="visual")]
+    index.close()
+
+    reopened = Index.open(tmp_path / "ix")
+    reopened.device = "cpu"
+    assert [(h.page_id, h.score) for h in reopened.search(query, k=3, mode="visual")] == before
+    assert reopened.delete("memo")
+    after = [(h.page_id, h.score) for h in reopened.search(query, k=3, mode="visual")]
+    assert after == [(page, score) for page, score in before if page != "memo_1"]
+    assert reopened.info()["visual_vectors"] == 2
+    reopened.close()
+
+    other = tmp_path / "other-clip"
+    build_clip(other, seed=1)
+    spec = Index.open(tmp_path / "ix").catalog.visual_spec()
+    spec["model"] = str(other)
+    Index.open(tmp_path / "ix").catalog.set_visual_spec(spec)  # as if an index built by another model
+    stale = Index.open(tmp_path / "ix")
+    stale.device = "cpu"
+    with pytest.raises(PagesightError, match="built with visual encoder 'clip'.*model differ"):
+        stale.search(query, mode="visual")
+
+
+def test_lexical_index_has_no_visual_search(tmp_path):
+    index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
+    index.add(make_pdf(tmp_path / "a.pdf", [["alpha beta"]]), ocr="never")
+    with pytest.raises(PagesightError, match="no visual vectors"):
+        index.search_image(index.tile_image("a", 1, 0))
+
+
+def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus):
+    from pagesight.encode.visual.late_interaction import import_colpali
+
+    models = import_colpali()
+    folder = tmp_path / "tiny-colqwen2"
+    build_qwen(folder, "qwen2-vl", models.ColQwen2, models.ColQwen2Processor)
+    settings = Settings(dense_model=None, visual_encoder="colqwen2", visual_model=str(folder))
+    index = Index.open(tmp_path / "ix", settings=settings)
+    index.device = "cpu"
+    assert index.add([corpus], ocr="never").ok
+    encoder = make_encoder("colqwen2", model=str(folder), device="cpu")
+    tiles = _tiles(index)
+    pages = encoder.encode_images([index.tile_image(*tile) for tile in tiles])
+    query = "lens blank lot"
+    expected = maxsim(encoder.encode_queries([query]), [page.astype(np.float16) for page in pages])[0]
+    hits = index.search(query, k=3, mode="visual")
+    assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
+    assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
+    assert index.catalog.visual_spec()["multi_vector"] is True
+
+
+def test_cli_ingest_with_an_encoder_and_search_by_image(tmp_path, corpus, clip_folder):
+    index = str(tmp_path / "ix")
+    pagesight(
+        "ingest", str(corpus), "--index", index, "--no-dense", "--ocr", "never",
+        "--encoder", "clip", "--encoder-model", str(clip_folder), "--device", "cpu",
+    )  # fmt: skip
+    opened = Index.open(index)
+    assert opened.settings.visual_encoder == "clip" and opened.info()["visual_vectors"] == 3
+    query = tmp_path / "query.png"
+    opened.tile_image("memo", 1, 0).save(query)
+    found = json.loads(
+        pagesight("search", "--image", str(query), "--index", index, "-k", "1", "--json").stdout
+    )
+    assert found[0]["page_id"] == "memo_1" and found[0]["scores"]["visual"] == pytest.approx(1.0, abs=2e-3)
+    bad = pagesight("search", "--image", str(query), "--region", "1,2,3", "--index", index, check=False)
+    assert bad.returncode == 2 and "--region must be x0,y0,x1,y1" in bad.stderr
+    changed = pagesight("ingest", str(corpus), "--index", index, "--encoder", "dse", check=False)
+    assert changed.returncode == 2 and "chosen when an index is made" in changed.stderr
+
+
+def test_web_pages_are_embedded_from_their_screenshots(tmp_path, clip_folder):
+    from tests.render.web.conftest import MISSING, page
+
+    if MISSING is not None:
+        pytest.skip(f"web rendering needs Chromium: {MISSING}")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "orders.html").write_text(page("Orders", "<h1>Orders</h1><p>Warehouse Delta ships daily.</p>"))
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder))
+    index = Index.open(tmp_path / "ix", settings=settings)
+    index.device = "cpu"
+    assert index.add([site], web={"keep_images": False}).ok
+    row = index.catalog.tile_at("orders", 1, 0)
+    assert index.catalog.tile_image(row.id) is None  # the screenshot was read, then not kept
+    shot = index.tile_image("orders", 1, 0)  # rendered again, pixel-identical
+    encoder = make_encoder("clip", model=str(clip_folder), device="cpu")
+    (hit,) = index.search_image(shot, k=1)
+    assert hit.page_id == "orders_1"
+    stored = index.catalog.visual_vectors([row.id])[1][0]
+    assert stored == pytest.approx(encoder.encode_images([shot])[0], abs=2e-3)
+    index.close()
