@@ -14,10 +14,19 @@ SAMPLES = ROOT / "samples" / "corpus"
 SHARED = ROOT.parent / "shared" / "data"
 
 
-def make_pdf(path: Path, pages: list[list[str]], **canvas_options) -> Path:
-    """A Letter PDF with one line of text per entry, 14 pt apart, from the top left (72, 720)."""
+def make_pdf(path: Path, pages: list[list[str]], blocks: list | None = None, **canvas_options) -> Path:
+    """A Letter PDF with one line of text per entry, 14 pt apart, from the top left (72, 720).
+
+    ``blocks`` gives each page a filled rectangle under its text, ``(x, y, width, height, (r, g, b))``
+    in points, so pages also differ in their pixels.
+    """
     pdf = canvas.Canvas(str(path), pagesize=letter, invariant=1, **canvas_options)
-    for lines in pages:
+    for number, lines in enumerate(pages):
+        if blocks:
+            x, y, width, height, colour = blocks[number]
+            pdf.setFillColorRGB(*colour)
+            pdf.rect(x, y, width, height, stroke=0, fill=1)
+            pdf.setFillColorRGB(0, 0, 0)
         pdf.setFont("Helvetica", 12)
         for row, line in enumerate(lines):
             pdf.drawString(72, 720 - 14 * row, line)

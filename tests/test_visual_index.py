@@ -36,28 +36,11 @@ PAGES = [  # lines, and a filled block (x, y, width, height in points, RGB) that
 ]
 
 
-def _pdf(path: Path, pages: list) -> Path:
-    from reportlab.lib.pagesizes import letter
-    from reportlab.pdfgen import canvas
-
-    pdf = canvas.Canvas(str(path), pagesize=letter, invariant=1)
-    for lines, (x, y, width, height, colour) in pages:
-        pdf.setFillColorRGB(*colour)
-        pdf.rect(x, y, width, height, stroke=0, fill=1)
-        pdf.setFillColorRGB(0, 0, 0)
-        pdf.setFont("Helvetica", 12)
-        for row, line in enumerate(lines):
-            pdf.drawString(72, 720 - 14 * row, line)
-        pdf.showPage()
-    pdf.save()
-    return path
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("visual-corpus")
-    _pdf(folder / "report.pdf", PAGES[:2])
-    _pdf(folder / "memo.pdf", PAGES[2:])
+    for name, pages in (("report", PAGES[:2]), ("memo", PAGES[2:])):
+        make_pdf(folder / f"{name}.pdf", [lines for lines, _ in pages], blocks=[block for _, block in pages])
     return folder
 
 
