@@ -3,8 +3,8 @@
 //    whose detector matches; fixed and sticky elements become static, so a full-length capture
 //    does not repeat or overlay them.
 // 2. Settle: lazy images become eager, and the pass waits (at most options.settle ms) until every
-//    image has loaded or failed and the fonts are ready, so the pixels do not depend on timing and
-//    a re-render gives the same tile.
+//    image has loaded and decoded (or failed) and the fonts are ready, so the pixels do not depend
+//    on timing and a re-render gives the same tile.
 // 3. Measure: the content height, and every line of visible text, every hyperlink and every
 //    content block (paragraph, table, list, infobox, figure, code) with their boxes in page pixels.
 // Everything is returned as plain JSON; nothing in the page is read back later.
@@ -63,7 +63,9 @@ async (options) => {
   const pending = [];
   for (const image of doc.images) {
     if (image.loading === "lazy") image.loading = "eager";
-    if (!image.complete) pending.push(new Promise((done) => { image.addEventListener("load", done, { once: true }); image.addEventListener("error", done, { once: true }); }));
+    // decode() settles once the image is loaded and decoded, ready to paint (or has failed): a loaded
+    // but undecoded image can still be painted blank in the first capture and not in a later one.
+    pending.push(image.decode().catch(() => undefined));
   }
   if (doc.fonts && doc.fonts.ready) pending.push(doc.fonts.ready);
   let settled = true;
