@@ -199,3 +199,33 @@ def test_web_pages_are_embedded_from_their_screenshots(tmp_path, clip_folder):
     stored = index.catalog.visual_vectors([row.id])[1][0]
     assert stored == pytest.approx(encoder.encode_images([shot])[0], abs=2e-3)
     index.close()
+
+
+def test_eval_compares_visual_with_lexical(tmp_path, corpus, clip_folder):
+    data = tmp_path / "dataset"
+    (data / "pdfs").mkdir(parents=True)
+    for pdf in corpus.glob("*.pdf"):
+        (data / "pdfs" / pdf.name).write_bytes(pdf.read_bytes())
+    questions = {"q1": ("Halvorsen Glassworks supplier", "memo_1"), "q2": ("lens blank lot", "report_2")}
+    (data / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, (text, _) in questions.items())
+    )
+    (data / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{qid}\t{page}\t1\n" for qid, (_, page) in questions.items())
+    )
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder))
+    index = Index.open(tmp_path / "ix", settings=settings)
+    index.device = "cpu"
+    assert index.add(data / "pdfs", ocr="never").ok
+    top = {qid: index.search(text, k=1, mode="visual")[0].page_id for qid, (text, _) in questions.items()}
+    index.close()
+    out = pagesight(
+        "eval", str(data), "--index", str(tmp_path / "ix"), "-m", "visual", "-m", "lexical", "-m", "hybrid",
+        "--json",
+    )  # fmt: skip
+    configs = {c["config"]: c for c in json.loads(out.stdout)["configs"]}
+    assert set(configs) == {"visual", "lexical", "rsf:0.1"}
+    hits = sum(top[qid] == page for qid, (_, page) in questions.items())
+    assert configs["visual"]["recall@1"] == hits / len(questions)
+    assert configs["lexical"]["recall@1"] == 1.0

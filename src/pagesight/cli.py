@@ -429,7 +429,7 @@ def evaluate(
         typer.Option(
             "--mode",
             "-m",
-            help="Configuration(s): lexical, dense, hybrid (the search default), rrf, rsf:ALPHA. Repeatable.",
+            help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA. Repeatable.",
         ),
     ] = None,
     sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,

@@ -19,7 +19,9 @@ from pagesight.settings import Settings
 
 @dataclass(frozen=True)
 class Config:
-    """A search configuration, named as on the command line: lexical, dense, hybrid, rrf, rsf:ALPHA."""
+    """A search configuration, named as on the command line: lexical, dense, visual, hybrid, rrf,
+    rsf:ALPHA. ``visual`` needs an index made with a visual encoder (``pagesight ingest --encoder``);
+    on such an index the hybrid configurations fuse its visual run too."""
 
     name: str
     mode: str
@@ -29,7 +31,7 @@ class Config:
     @classmethod
     def parse(cls, text: str) -> Config:
         text = text.strip()
-        if text in ("lexical", "dense"):
+        if text in ("lexical", "dense", "visual"):
             return cls(text, text)
         if text == "hybrid":
             return cls(f"rsf:{DEFAULT_ALPHA:g}", "hybrid")
@@ -43,11 +45,13 @@ class Config:
             if not 0.0 <= alpha <= 1.0:
                 raise PagesightError(f"configuration '{text}': alpha must be a number from 0 to 1")
             return cls(f"rsf:{alpha:g}", "hybrid", alpha=alpha)
-        raise PagesightError(f"unknown configuration '{text}' (lexical, dense, hybrid, rrf, rsf:ALPHA)")
+        raise PagesightError(
+            f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA)"
+        )
 
     @property
     def needs_dense(self) -> bool:
-        return self.mode != "lexical"
+        return self.mode in ("dense", "hybrid")
 
     def search_options(self) -> dict:
         return {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
@@ -99,11 +103,12 @@ def default_index_dir(dataset: Dataset) -> Path:
 def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[Index, list]:
     """The dataset's index at ``path``, created or brought up to date; returns it with the failures.
 
-    A new index gets dense vectors only when ``dense``; an existing one must have them if asked.
+    A new index gets dense vectors only when ``dense``; an existing one must have them if asked
+    (or, for hybrid configurations, visual vectors to fuse with BM25 instead).
     """
     exists = (path / "catalog.sqlite").exists()
     index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
-    if dense and not index.settings.dense_model:
+    if dense and not (index.settings.dense_model or index.settings.visual_encoder):
         index.close()
         raise PagesightError(
             f"{path}: index has no dense vectors, which dense and hybrid configurations need;"
