@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
@@ -328,8 +329,6 @@ def build_idefics3(folder: Path, family: str, model_class: type, processor_class
 
 def assert_unit_vectors(vectors: list, count: int, dim: int, multi_vector: bool) -> None:
     """``count`` float32 arrays of unit-norm vectors: ``(dim,)``, or ``(n, dim)`` with n > 0."""
-    import numpy as np
-
     assert len(vectors) == count
     for array in vectors:
         assert array.dtype == np.float32
@@ -342,8 +341,6 @@ def assert_unit_vectors(vectors: list, count: int, dim: int, multi_vector: bool)
 
 
 def assert_same(a: list, b: list, atol: float = 1e-5) -> None:
-    import numpy as np
-
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert x.shape == y.shape
@@ -351,8 +348,6 @@ def assert_same(a: list, b: list, atol: float = 1e-5) -> None:
 
 
 def assert_differ(a: list, b: list, by: float = 1e-3) -> None:
-    import numpy as np
-
     assert all(x.shape != y.shape or float(np.abs(x - y).max()) > by for x, y in zip(a, b))
 
 
@@ -395,8 +390,6 @@ def assert_encoder_contract(encoder, pages: list, queries: list[str]) -> tuple[l
 
 def unit(vector) -> object:
     """``vector`` (a torch tensor) as a float32 numpy array of unit norm."""
-    import numpy as np
-
     array = vector.detach().float().cpu().numpy()
     return (array / np.linalg.norm(array, axis=-1, keepdims=True)).astype(np.float32)
 
@@ -470,3 +463,36 @@ def build_clip(folder: Path, seed: int = 0):
     images = CLIPImageProcessorPil(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
     transformers.CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
     return model
+
+
+def maxsim(query, page) -> float:
+    """MaxSim of one query's vectors against one page's, written out."""
+    return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())
+
+
+def assert_matches_colpali_engine(encoder, model, pages: list, queries: list[str], projection: str) -> None:
+    """The encoder's page vectors are the model's own output on the real tokens; its MaxSim equals
+    colpali-engine's ``score_multi_vector`` on the same tensors; the query vectors come from the
+    model's ``projection`` layer."""
+    batch = encoder.processor.process_images(pages)
+    with torch.no_grad():
+        output = model(**batch)
+    page_vectors = encoder.encode_images(pages)
+    for vectors, expected, mask in zip(page_vectors, output, batch["attention_mask"].bool()):
+        assert np.allclose(vectors, expected[mask].numpy(), atol=1e-5)
+    query_vectors = encoder.encode_queries(queries)
+    # One page per call: colpali-engine pads the pages of a call with zero vectors, which raise the
+    # MaxSim of a shorter page wherever a query token's best real match is negative; dropping the
+    # padding (as the encoder does) avoids that.
+    queries_t = [torch.from_numpy(q) for q in query_vectors]
+    scores = np.concatenate(
+        [
+            encoder.processor.score_multi_vector(queries_t, [torch.from_numpy(p)], device="cpu").numpy()
+            for p in page_vectors
+        ],
+        axis=1,
+    )
+    ours = np.array([[maxsim(q, p) for p in page_vectors] for q in query_vectors])
+    assert np.allclose(ours, scores, atol=1e-4)
+    with perturbed(getattr(encoder.model, projection).weight):
+        assert_differ(encoder.encode_queries(queries), query_vectors)

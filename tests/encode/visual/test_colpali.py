@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 
-import numpy as np
 import pytest
 
 from pagesight.encode.visual import check_compatible, make_encoder
@@ -18,9 +17,9 @@ from .conftest import (
     PALIGEMMA_SPECIALS,
     assert_differ,
     assert_encoder_contract,
+    assert_matches_colpali_engine,
     assert_same,
     build_colpali,
-    perturbed,
     save_lora,
 )
 
@@ -40,10 +39,6 @@ def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-colpali")
     model = build_colpali(folder, models.ColPali, models.ColPaliProcessor)
     return folder, model, make_encoder("colpali", model=str(folder), device="cpu", batch_size=2)
-
-
-def maxsim(query: np.ndarray, page: np.ndarray) -> float:
-    return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())
 
 
 def test_contract_and_tokens(tiny, pages, queries):
@@ -89,26 +84,8 @@ def test_vectors_are_colpali_engines(tiny, pages, queries):
     """The vectors are the model's own output on the real tokens; scores equal colpali-engine's
     score_multi_vector on the same tensors."""
     _, model, encoder = tiny
-    batch = encoder.processor.process_images(pages)
-    assert not batch["token_type_ids"].any()  # a page is all prefix, as the encoder feeds queries
-    with torch.no_grad():
-        output = model(**batch)
-    page_vectors = encoder.encode_images(pages)
-    for vectors, expected, mask in zip(page_vectors, output, batch["attention_mask"].bool()):
-        assert np.allclose(vectors, expected[mask].numpy(), atol=1e-5)
-    query_vectors = encoder.encode_queries(queries)
-    queries_t = [torch.from_numpy(q) for q in query_vectors]
-    scores = np.concatenate(
-        [
-            encoder.processor.score_multi_vector(queries_t, [torch.from_numpy(p)], device="cpu").numpy()
-            for p in page_vectors
-        ],
-        axis=1,
-    )
-    ours = np.array([[maxsim(q, p) for p in page_vectors] for q in query_vectors])
-    assert np.allclose(ours, scores, atol=1e-4)
-    with perturbed(encoder.model.custom_text_proj.weight):
-        assert_differ(encoder.encode_queries(queries), query_vectors)
+    assert not encoder.processor.process_images(pages)["token_type_ids"].any()  # pages are all prefix
+    assert_matches_colpali_engine(encoder, model, pages, queries, "custom_text_proj")
 
 
 def test_fixed_resolution(tiny):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import numpy as np
 import pytest
 
 from pagesight.encode.visual import check_compatible, make_encoder
@@ -15,9 +14,9 @@ from .conftest import (
     QWEN_IDS,
     assert_differ,
     assert_encoder_contract,
+    assert_matches_colpali_engine,
     assert_same,
     build_qwen,
-    perturbed,
     save_lora,
 )
 
@@ -47,10 +46,6 @@ def tiny(request, tmp_path_factory, colpali_models):
     return name, folder, model, make_encoder(name, model=str(folder), device="cpu", batch_size=2)
 
 
-def maxsim(query: np.ndarray, page: np.ndarray) -> float:
-    return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())
-
-
 def test_contract_and_tokens(tiny, pages, queries):
     name, _, model, encoder = tiny
     assert (encoder.name, encoder.multi_vector, encoder.dim) == (name, True, 128)
@@ -69,28 +64,7 @@ def test_vectors_are_colpali_engines(tiny, pages, queries):
     """The vectors are the model's own output on the real tokens; scores equal colpali-engine's
     score_multi_vector on the same tensors."""
     _, _, model, encoder = tiny
-    batch = encoder.processor.process_images(pages)
-    with torch.no_grad():
-        output = model(**batch)
-    page_vectors = encoder.encode_images(pages)
-    for vectors, expected, mask in zip(page_vectors, output, batch["attention_mask"].bool()):
-        assert np.allclose(vectors, expected[mask].numpy(), atol=1e-5)
-    query_vectors = encoder.encode_queries(queries)
-    # One page per call: colpali-engine pads the pages of a call with zero vectors, which raise the
-    # MaxSim of a shorter page wherever a query token's best real match is negative; dropping the
-    # padding (as the encoder does) avoids that.
-    queries_t = [torch.from_numpy(q) for q in query_vectors]
-    scores = np.concatenate(
-        [
-            encoder.processor.score_multi_vector(queries_t, [torch.from_numpy(p)], device="cpu").numpy()
-            for p in page_vectors
-        ],
-        axis=1,
-    )
-    ours = np.array([[maxsim(q, p) for p in page_vectors] for q in query_vectors])
-    assert np.allclose(ours, scores, atol=1e-4)
-    with perturbed(encoder.model.custom_text_proj.weight):
-        assert_differ(encoder.encode_queries(queries), query_vectors)
+    assert_matches_colpali_engine(encoder, model, pages, queries, "custom_text_proj")
 
 
 def test_max_pixels(tiny, pages):

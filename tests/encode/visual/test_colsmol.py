@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import numpy as np
 import pytest
 from PIL import Image
 
@@ -18,9 +17,9 @@ from .conftest import (
     IDEFICS3_SPECIALS,
     assert_differ,
     assert_encoder_contract,
+    assert_matches_colpali_engine,
     assert_same,
     build_idefics3,
-    perturbed,
     render_page,
     save_lora,
 )
@@ -58,10 +57,6 @@ def tiny(request, tmp_path_factory):
     return name, folder, model, encoder, projection, targets
 
 
-def maxsim(query: np.ndarray, page: np.ndarray) -> float:
-    return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())
-
-
 def image_tokens(processor, images: list[Image.Image]) -> list[int]:
     return (processor.process_images(images)["input_ids"] == IMAGE_TOKEN).sum(1).tolist()
 
@@ -94,25 +89,7 @@ def test_vectors_are_colpali_engines(tiny, pages, queries):
     """The vectors are the model's own output on the real tokens; scores equal colpali-engine's
     score_multi_vector on the same tensors."""
     _, _, model, encoder, projection, _ = tiny
-    batch = encoder.processor.process_images(pages)
-    with torch.no_grad():
-        output = model(**batch)
-    page_vectors = encoder.encode_images(pages)
-    for vectors, expected, mask in zip(page_vectors, output, batch["attention_mask"].bool()):
-        assert np.allclose(vectors, expected[mask].numpy(), atol=1e-5)
-    query_vectors = encoder.encode_queries(queries)
-    queries_t = [torch.from_numpy(q) for q in query_vectors]
-    scores = np.concatenate(
-        [
-            encoder.processor.score_multi_vector(queries_t, [torch.from_numpy(p)], device="cpu").numpy()
-            for p in page_vectors
-        ],
-        axis=1,
-    )
-    ours = np.array([[maxsim(q, p) for p in page_vectors] for q in query_vectors])
-    assert np.allclose(ours, scores, atol=1e-4)
-    with perturbed(getattr(encoder.model, projection).weight):
-        assert_differ(encoder.encode_queries(queries), query_vectors)
+    assert_matches_colpali_engine(encoder, model, pages, queries, projection)
 
 
 def test_max_pixels(tiny, pages):
