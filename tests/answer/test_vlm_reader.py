@@ -1,6 +1,6 @@
 """The ``transformers`` reader on a tiny Qwen2-VL with random weights, built from a config here.
 
-The tokenizer is a byte-level BPE trained on a few sentences with the Qwen special tokens; the
+The tokenizer is the encoder tests' byte-level BPE with the Qwen special tokens; the
 processor is Qwen2-VL's, with its PIL image processor and Qwen2-VL's chat template. Both are saved
 with ``save_pretrained`` and loaded through the reader's own ``model=<folder>`` path. Qwen2-VL's
 processor class also wants a video processor, which needs torchvision (not installed here), so the
@@ -30,24 +30,17 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (  # noqa: E402
     Qwen2VLImageProcessorPil,
     smart_resize,
 )
 
 from pagesight.answer.vlm import TransformersReader, parse_seen_bboxes  # noqa: E402
+from tests.encode.visual.conftest import QWEN_IDS, qwen_tokenizer  # noqa: E402
 
-SPECIALS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
-END, IMAGE_PAD, VISION_START, VISION_END = 2, 5, 3, 4  # ids of the special tokens, in SPECIALS order
+END, IMAGE_PAD, VISION_START, VISION_END = (
+    QWEN_IDS[token] for token in ("<|im_end|>", "<|image_pad|>", "<|vision_start|>", "<|vision_end|>")
+)
 # Qwen2-VL-Instruct's chat template.
 TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
@@ -95,30 +88,11 @@ class Tiny:
     processor: object
 
 
-def _tokenizer() -> transformers.PreTrainedTokenizerFast:
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    sentences = [QUESTION, "Revenue grew 12% in 2023.", "Answer from the given pages.", "Image page tile"]
-    bpe.train_from_iterator(sentences, trainer)
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        extra_special_tokens=SPECIALS[1:],
-    )
-    assert tokenizer.convert_tokens_to_ids(SPECIALS) == list(range(len(SPECIALS)))
-    return tokenizer
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Tiny:
     """A random-weight Qwen2-VL (about 190k parameters) and its processor, saved to a folder."""
     transformers.AutoProcessor.register(_ImageOnlyConfig, ImageOnlyQwen2VLProcessor, exist_ok=True)
-    tokenizer = _tokenizer()
+    tokenizer = qwen_tokenizer()
     image_processor = Qwen2VLImageProcessorPil(min_pixels=SAVED_PIXELS[0], max_pixels=SAVED_PIXELS[1])
     processor = ImageOnlyQwen2VLProcessor(image_processor, tokenizer, chat_template=TEMPLATE)
     config = transformers.Qwen2VLConfig(
@@ -145,7 +119,7 @@ def tiny(tmp_path_factory) -> Tiny:
             "temporal_patch_size": 2,
         },
         image_token_id=IMAGE_PAD,
-        video_token_id=6,
+        video_token_id=QWEN_IDS["<|video_pad|>"],
         vision_start_token_id=VISION_START,
         vision_end_token_id=VISION_END,
     )
@@ -354,7 +328,7 @@ def test_text_only_language_model(tmp_path):
         eos_token_id=END,
     )
     transformers.Qwen2ForCausalLM(config).save_pretrained(folder)
-    tokenizer = _tokenizer()
+    tokenizer = qwen_tokenizer()
     tokenizer.chat_template = TEMPLATE
     tokenizer.save_pretrained(folder)
     text_reader = TransformersReader(model=str(folder), device="cpu", inputs="text", max_tokens=3)
