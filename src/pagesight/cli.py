@@ -104,7 +104,10 @@ def ingest(
     keep_images: Annotated[
         bool, typer.Option(help="Web pages: keep tile images in the index, or render them again on demand.")
     ] = True,
-    tabs: Annotated[int, typer.Option(help="Web pages: browser tabs rendering at once.")] = 3,
+    tabs: Annotated[
+        int,
+        typer.Option(help="Web pages: browser tabs rendering at once (more are faster, see README)."),
+    ] = 1,
     encoder: Annotated[
         str | None,
         typer.Option(

@@ -58,7 +58,10 @@ class RenderOptions:
     # Run-only fields: they change how fast pages render, never their pixels.
     timeout: float = 60.0  # seconds for one page, load to last tile
     retries: int = 1  # more attempts after a crash (a timeout is not retried: it would hang again)
-    concurrency: int = 3  # tabs rendering at once
+    # Tabs rendering at once. One by default: with several, a tile's pixels have been seen to differ
+    # from its re-render now and then (a band near the tile's bottom), so render on demand would
+    # not be pixel-identical; more tabs are faster where that matters less.
+    concurrency: int = 1
     executable: str = str(CHROMIUM)
 
     def pixel_dict(self) -> dict:
