@@ -85,9 +85,7 @@ class Index:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         with WriteLock(self.root):
-            visual = self.visual_encoder()
-            if visual is not None and self.catalog.visual_spec() is None:
-                self.catalog.set_visual_spec(visual.spec())
+            visual = self._ingest_encoder if self.settings.visual_encoder else None
             report = pipeline.run(self.catalog, paths, visual=visual, **options)
             self._refresh_locked()
         return report
@@ -132,6 +130,13 @@ class Index:
                 check_compatible(recorded, encoder)
             self._visual = encoder
         return self._visual
+
+    def _ingest_encoder(self):
+        """The visual encoder for ingestion, its spec recorded by the first ingestion."""
+        encoder = self.visual_encoder()
+        if self.catalog.visual_spec() is None:
+            self.catalog.set_visual_spec(encoder.spec())
+        return encoder
 
     def _dense_dim(self) -> int | None:
         name = self.settings.dense_model

@@ -36,7 +36,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (  # noqa
 )
 
 from pagesight.answer.vlm import TransformersReader, parse_seen_bboxes  # noqa: E402
-from tests.encode.visual.conftest import QWEN_IDS, qwen_tokenizer  # noqa: E402
+from tests.encode.visual.conftest import QWEN_IDS, qwen_config, qwen_tokenizer  # noqa: E402
 
 END, IMAGE_PAD, VISION_START, VISION_END = (
     QWEN_IDS[token] for token in ("<|im_end|>", "<|image_pad|>", "<|vision_start|>", "<|vision_end|>")
@@ -95,36 +95,8 @@ def tiny(tmp_path_factory) -> Tiny:
     tokenizer = qwen_tokenizer()
     image_processor = Qwen2VLImageProcessorPil(min_pixels=SAVED_PIXELS[0], max_pixels=SAVED_PIXELS[1])
     processor = ImageOnlyQwen2VLProcessor(image_processor, tokenizer, chat_template=TEMPLATE)
-    config = transformers.Qwen2VLConfig(
-        text_config={
-            "vocab_size": 320,
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 2048,
-            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0},
-            "bos_token_id": 0,
-            "eos_token_id": END,
-            "pad_token_id": 0,
-        },
-        vision_config={
-            "depth": 1,
-            "embed_dim": 32,
-            "hidden_size": 64,
-            "num_heads": 2,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-        },
-        image_token_id=IMAGE_PAD,
-        video_token_id=QWEN_IDS["<|video_pad|>"],
-        vision_start_token_id=VISION_START,
-        vision_end_token_id=VISION_END,
-    )
     torch.manual_seed(0)
-    model = transformers.Qwen2VLForConditionalGeneration(config).eval()
+    model = transformers.Qwen2VLForConditionalGeneration(qwen_config("qwen2-vl")).eval()
     folder = tmp_path_factory.mktemp("tiny-qwen2-vl")
     model.save_pretrained(folder)
     processor.save_pretrained(folder)

@@ -131,14 +131,15 @@ def run(
     progress: Progress | None = None,
     on_planned: Callable[[int], None] | None = None,
     web: dict | None = None,
-    visual: VisualEncoder | None = None,
+    visual: Callable[[], VisualEncoder] | None = None,
 ) -> IngestReport:
     """Ingest ``paths``: PDFs and images in worker processes, then web pages in one browser.
 
     ``web`` holds web rendering options (see ``render.web.browser.RenderOptions``: javascript,
     allow_network, max_height, keep_images, concurrency, ...); width and tile height come from
-    the index settings, the per-page timeout from ``timeout``. ``visual`` is the index's visual
-    encoder, which encodes every tile image it stores.
+    the index settings, the per-page timeout from ``timeout``. ``visual`` loads the index's
+    visual encoder, which encodes every tile image stored; it is called only when some input is
+    new or changed, so an unchanged re-ingest loads no model.
     """
     if ocr not in OCR_MODES:
         raise ValueError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{ocr}'")
@@ -154,7 +155,7 @@ def run(
         width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
     )
     keep_images = web_options.keep_images
-    if visual is not None:  # the visual encoder reads the screenshots; unkept ones are dropped after
+    if visual:  # the visual encoder reads the screenshots; unkept ones are dropped after
         web_options = dataclasses.replace(web_options, keep_images=True)
     web_todo = web_pages.plan(
         catalog,
@@ -169,6 +170,7 @@ def run(
     if not todo and not web_todo:
         return report
     encoder = dense_model(settings.dense_model) if settings.dense_model else None
+    visual = visual() if visual else None
     if todo:
         _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress)
     if web_todo:
