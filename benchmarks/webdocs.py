@@ -10,7 +10,7 @@ Measures, in one run on this machine:
 - questions whose answer sits in a table or list on one page, checked by page id on the full index.
 
 Prints JSON. The machine is shared: the load averages before and after are part of the output.
-``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--concurrency 3]``
+``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--concurrency 2]``
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=Path, default=DOCS, help="Folder of the Python HTML docs.")
     parser.add_argument("--subset-every", type=int, default=5, help="Baseline subset: every n-th page.")
-    parser.add_argument("--concurrency", type=int, default=3, help="Browser tabs rendering at once.")
+    parser.add_argument("--concurrency", type=int, default=2, help="Browser tabs rendering at once.")
     parser.add_argument("--dense", action="store_true", help="Also embed text with MiniLM.")
     parser.add_argument("--skip-full", action="store_true", help="Only the subset comparison.")
     args = parser.parse_args()

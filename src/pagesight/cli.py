@@ -106,8 +106,8 @@ def ingest(
     ] = True,
     tabs: Annotated[
         int,
-        typer.Option(help="Web pages: browser tabs rendering at once (more are faster, see README)."),
-    ] = 1,
+        typer.Option(help="Web pages: browser tabs rendering at once."),
+    ] = 2,
     encoder: Annotated[
         str | None,
         typer.Option(

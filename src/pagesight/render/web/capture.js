@@ -7,7 +7,7 @@
 //    on timing and a re-render gives the same tile.
 // 3. Measure: the content height, and every line of visible text, every hyperlink and every
 //    content block (paragraph, table, list, infobox, figure, code) with their boxes in page pixels.
-// Everything is returned as plain JSON; nothing in the page is read back later.
+// Everything is returned as one JSON string; nothing in the page is read back later.
 async (options) => {
   const doc = document;
   const root = doc.documentElement;
@@ -244,7 +244,8 @@ async (options) => {
     if (r.width * r.height < 100) continue;
     regions.push({ box: [r.left + sx, r.top + sy, r.right + sx, r.bottom + sy], kind });
   }
-  return {
+  // As one JSON string: Playwright's own serialisation of a large object costs more than the pass.
+  return JSON.stringify({
     title: doc.title || "",
     settled,
     height: contentHeight,
@@ -256,5 +257,5 @@ async (options) => {
     links,
     figures,
     regions,
-  };
+  });
 }

@@ -4,8 +4,9 @@ Three sources ship, in a registry that new ones (a crawl, a sitemap) join with
 :func:`register_web_source`:
 
 - ``html``: a local ``.html``/``.htm`` file, or every one below a folder (a saved site, a mirror,
-  the Python docs). Pages load from ``file://``; requests for files outside the folder named on the
-  command line (the file's own folder when a file is named) are refused.
+  the Python docs). Pages load from ``file://``; Chromium reads the folder's files itself, and requests
+  for files outside the folder named on the command line (the file's own folder when a file is
+  named) are refused.
 - ``zim``: a Kiwix ZIM archive (libzim). Every HTML article is a page; it and its images and CSS
   are served from the archive under ``http://zim.pagesight.invalid/<entry path>`` (the layout of
   ``kiwix-serve``, so the archive's relative links resolve), never from a disk folder.
@@ -43,6 +44,10 @@ Answer = str | tuple[int, str, bytes] | None
 
 
 class Site(Protocol):
+    # Optional: a URL prefix whose requests Chromium loads itself without asking ``serve`` (a local
+    # folder's files); every other request still comes to ``serve``.
+    local: str | None
+
     async def serve(self, url: str, route) -> Answer: ...
 
 
@@ -74,6 +79,9 @@ class HtmlSite:
 
     def __init__(self, root: Path):
         self.root = root.resolve()
+        # Chromium normalises a file URL (``..`` and its percent-encoded forms) before requesting
+        # it, so a request under this prefix is a file below the root.
+        self.local = self.root.as_uri().rstrip("/") + "/"
 
     async def serve(self, url: str, route) -> Answer:
         if not url.startswith("file:"):
@@ -144,6 +152,8 @@ def _resolve(archive, entry, hops: int = 8):
 class ZimSite:
     """Entries of one archive, by path, under :data:`ZIM_ORIGIN`."""
 
+    local = None
+
     def __init__(self, path: Path):
         self.archive = _open_zim(path)
 
@@ -204,6 +214,8 @@ class ZimSource:
 
 class UrlSite:
     """Responses recorded in ``folder``: fetched on a miss while ``fetch``, else served only from it."""
+
+    local = None
 
     def __init__(self, folder: Path, fetch: bool):
         self.folder = folder
