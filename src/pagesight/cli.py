@@ -81,7 +81,11 @@ def ingest(
     ],
     index: IndexOption,
     ocr: Annotated[
-        Ocr, typer.Option(help="OCR pages without a usable text layer (auto), all, or none.")
+        Ocr,
+        typer.Option(
+            help="OCR pages without a usable text layer (auto), all, or none; web pages take the DOM's "
+            "text unless always (then OCR reads their tiles)."
+        ),
     ] = Ocr.auto,
     dense: Annotated[
         bool, typer.Option(help="Also embed text with MiniLM for dense and hybrid search (new index only).")

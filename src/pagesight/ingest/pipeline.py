@@ -155,7 +155,8 @@ def run(
         width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
     )
     keep_images = web_options.keep_images
-    if visual:  # the visual encoder reads the screenshots; unkept ones are dropped after
+    text = "ocr" if ocr == "always" else "dom"  # web pages: their text from the DOM or their tiles
+    if visual or text == "ocr":  # both read the screenshots; unkept ones are dropped after
         web_options = dataclasses.replace(web_options, keep_images=True)
     web_todo = web_pages.plan(
         catalog,
@@ -164,6 +165,7 @@ def run(
         fail=lambda label, reason: _fail(report, progress, label, reason),
         unchanged=lambda label, doc_id: _unchanged(report, progress, label, doc_id),
         claimed={job.doc_id: str(job.path) for job in todo},
+        text=text,
     )
     if on_planned:
         on_planned(len(todo) + len(web_todo))
@@ -187,15 +189,24 @@ def run(
             catalog,
             web_todo,
             web_options,
-            encode=lambda document: _encode_web(document, encoder, visual, settings, keep_images),
+            encode=lambda document: _encode_web(document, encoder, visual, settings, keep_images, ocr),
             stored=stored,
             fail=lambda label, reason: _fail(report, progress, label, reason),
+            text=text,
         )
     return report
 
 
-def _encode_web(document: Document, encoder, visual, settings, keep_images: bool) -> tuple[dict, dict]:
-    """Dense and visual vectors of a rendered web page; its screenshots dropped unless kept."""
+def _encode_web(
+    document: Document, encoder, visual, settings, keep_images: bool, ocr: str
+) -> tuple[dict, dict]:
+    """Dense and visual vectors of a rendered web page; its screenshots dropped unless kept.
+
+    Its text is the DOM's, or with ``ocr="always"`` what OCR reads in the screenshots (``auto``
+    needs no OCR here: the DOM always gives a web page's text).
+    """
+    if ocr == "always":
+        web_pages.read_tiles_by_ocr(document)
     images = encode_tiles(document, visual, settings)
     if not keep_images:
         for page in document.pages:

@@ -13,7 +13,9 @@ options that decide its pixels, so changing either re-renders it and nothing els
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -21,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
+from pagesight.ingest.extract import is_blank
+from pagesight.read.ocr import ocr_spans
 from pagesight.records import Box, Document, Link, Page, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
 from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer
@@ -76,9 +81,10 @@ def split_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[WebInput], li
     return web, rest
 
 
-def content_hash(page: WebPage, body_sha256: str, options: RenderOptions) -> str:
-    """The document hash: the page's bytes and every option that decides its pixels."""
-    recipe = json.dumps(options.pixel_dict(), sort_keys=True)
+def content_hash(page: WebPage, body_sha256: str, options: RenderOptions, text: str = "dom") -> str:
+    """The document hash: the page's bytes, every option that decides its pixels, and where its
+    text comes from (``dom``, or ``ocr`` of the tiles)."""
+    recipe = json.dumps(options.pixel_dict() | ({} if text == "dom" else {"text": text}), sort_keys=True)
     return hashlib.sha256(f"{body_sha256}\n{recipe}".encode()).hexdigest()
 
 
@@ -89,6 +95,7 @@ def plan(
     fail: Callable[[str, str], None],
     unchanged: Callable[[str, str], None],
     claimed: dict[str, str],
+    text: str = "dom",
 ) -> list[WebPage]:
     """The pages to render: new or changed ones. Unchanged pages are reported, failures too.
 
@@ -129,7 +136,7 @@ def plan(
             if (
                 known is not None
                 and page.content_sha256 is not None
-                and known.sha256 == content_hash(page, page.content_sha256, options)
+                and known.sha256 == content_hash(page, page.content_sha256, options, text)
             ):
                 if (known.size, known.mtime_ns) != (page.size, page.mtime_ns) or not same_source:
                     catalog.touch_document(page.doc_id, page.source, page.mtime_ns)
@@ -146,9 +153,10 @@ def render(
     encode: Callable[[Document], tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], np.ndarray]]],
     stored: Callable[[WebPage, Document], None],
     fail: Callable[[str, str], None],
+    text: str = "dom",
 ) -> None:
     """Render ``pages`` in one browser and store each as it finishes, with the dense and visual
-    vectors ``encode`` gives it."""
+    vectors ``encode`` gives it (``text``: where ``encode`` takes the text from, for the hash)."""
     if not pages:
         return
     try:
@@ -185,7 +193,7 @@ def render(
                     continue
                 body_sha = hashlib.sha256(body).hexdigest()
                 page.size = len(body)
-            document = to_document(page, result, content_hash(page, body_sha, options), options)
+            document = to_document(page, result, content_hash(page, body_sha, options, text), options)
             catalog.put_document(document, *encode(document))
             stored(page, document)
 
@@ -233,6 +241,25 @@ def to_document(page: WebPage, capture: Capture, sha256: str, options: RenderOpt
         )
     document.pages.append(result)
     return document
+
+
+def read_tiles_by_ocr(document: Document) -> None:
+    """Replace the DOM text of every tile by what OCR reads in its pixels (``--ocr always``).
+
+    For pages whose text is not in the DOM (text drawn in images or on a canvas), and to compare
+    DOM text with text read from the screenshots, as PixelRAG does. Links and kinds stay the DOM's.
+    """
+    for page in document.pages:
+        for tile in page.tiles:
+            image = Image.open(io.BytesIO(tile.image))
+            x0, y0 = tile.box[0], tile.box[1]
+            tile.spans = [
+                dataclasses.replace(
+                    span, box=(span.box[0] + x0, span.box[1] + y0, span.box[2] + x0, span.box[3] + y0)
+                )
+                for span in ([] if is_blank(image) else ocr_spans(image))
+            ]
+        page.text_source = "ocr" if any(tile.spans for tile in page.tiles) else "none"
 
 
 def _spans_in(spans: list[Span], box: Box) -> list[Span]:

@@ -10,7 +10,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.settings import Settings
-from tests.render.web.conftest import needs_chromium, not_blank, write_site
+from tests.render.web.conftest import needs_chromium, not_blank, page, write_site
 
 pytestmark = needs_chromium
 
@@ -162,3 +162,28 @@ def test_render_on_demand_without_kept_images(tmp_path):
     )
     kept.close()
     bare.close()
+
+
+def test_ocr_always_reads_text_that_only_the_pixels_hold(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "canvas.html").write_text(
+        page(
+            "Canvas",
+            '<canvas id="c" width="800" height="200"></canvas><script>const c = document.getElementById("c")'
+            '.getContext("2d"); c.font = "64px sans-serif"; c.fillText("PLATYPUS 4711", 20, 120);</script>',
+        )
+    )
+    pixels = Index.open(tmp_path / "index", settings=LEXICAL)
+    assert pixels.add(folder, web={"keep_images": False}).added == ["canvas"]
+    assert pixels.search("platypus") == []
+    # The same page read by OCR: its text changes, so it is read again.
+    assert pixels.add(folder, ocr="always", web={"keep_images": False}).replaced == ["canvas"]
+    assert pixels.search("platypus")[0].page_id == "canvas_1"
+    row = pixels.catalog.tile_at("canvas", 1, 0)
+    assert pixels.catalog.tile_image(row.id) is None  # read for OCR, then dropped as asked
+    text, box, source = next(span[:3] for span in row.spans if "PLATYPUS" in span[0].upper())
+    assert source == "ocr", text
+    # The canvas sits at the body's 16 px margin; the words at x 20, baseline 120 inside it.
+    assert 16 <= box[0] < 60 and 40 < box[1] < 136 < box[3] < 160
+    pixels.close()

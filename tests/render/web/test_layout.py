@@ -40,6 +40,7 @@ def test_content_hash_covers_the_pixel_options_only():
     assert content_hash(page, "abc", RenderOptions(concurrency=8, timeout=5)) == base
     assert content_hash(page, "abc", RenderOptions(javascript=False)) != base
     assert content_hash(page, "abd", RenderOptions()) != base
+    assert content_hash(page, "abc", RenderOptions(), text="ocr") != base
     assert RenderOptions.from_pixel_dict(RenderOptions(width=640).pixel_dict()).width == 640
 
 
