@@ -273,7 +273,7 @@ class WebRenderer:
             response = await tab.page.goto(job.url, wait_until="load", timeout=options.timeout * 1000)
         except Exception as exc:
             message = _first_line(exc)
-            if "net::ERR_" in message and "crash" not in message.lower():
+            if "net::ERR_" in message:  # the page could not be loaded; a crash reads otherwise
                 raise InputError(f"cannot load page ({message.split('net::', 1)[1].split()[0]})") from None
             raise
         if response is not None and response.status >= 400:
