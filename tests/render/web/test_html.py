@@ -187,3 +187,18 @@ def test_ocr_always_reads_text_that_only_the_pixels_hold(tmp_path):
     # The canvas sits at the body's 16 px margin; the words at x 20, baseline 120 inside it.
     assert 16 <= box[0] < 60 and 40 < box[1] < 136 < box[3] < 160
     pixels.close()
+
+
+def test_popup_windows_are_fenced_like_the_page(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "popup.html").write_text(
+        page("Popup", '<p>Opener page</p><script>window.open("file:///etc/hostname")</script>')
+    )
+    index = Index.open(tmp_path / "index", settings=LEXICAL)
+    report = index.add(folder)
+    assert report.notes == [
+        (str(folder / "popup.html"), "1 request(s) outside the source blocked, e.g. file:///etc/hostname")
+    ]
+    assert index.search("Opener")[0].page_id == "popup_1"
+    index.close()

@@ -13,8 +13,9 @@ pixels. Before each tile the viewport's size is checked, so a tile is never cut 
 
 Every request a page makes goes through the tab's route handler, which asks the page's
 :class:`~pagesight.render.web.sites.Site` (local folder, ZIM archive, URL cache) to serve it; what the
-site does not serve is aborted unless the network is allowed. Only the files of a local folder
-skip the handler: Chromium reads them itself. As a second fence, the browser is
+site does not serve is aborted unless the network is allowed; the handler sits on the tab's
+context, so pop-up windows (closed as soon as they open) are fenced the same way. Only the files
+of a local folder skip the handler: Chromium reads them itself. As a second fence, the browser is
 launched with an unreachable proxy when the network is not allowed, so nothing the route handler
 cannot see (WebSockets, prefetches) gets out either.
 """
@@ -217,7 +218,9 @@ class WebRenderer:
             await self._route(tab, route)
 
         tab.handler = handler
-        await page.route("**/*", handler)
+        # On the context, so pop-up windows the page opens are fenced too; they are closed at once.
+        await context.route("**/*", handler)
+        context.on("page", _close_popup)
         return tab
 
     async def _serve_locally(self, tab: _Tab, site: Site) -> None:
@@ -229,9 +232,9 @@ class WebRenderer:
         local = getattr(site, "local", None)
         if local == tab.local:
             return
-        await tab.page.unroute_all()
+        await tab.context.unroute_all()
         pattern = re.compile("^(?!" + re.escape(local) + ")") if local else "**/*"
-        await tab.page.route(pattern, tab.handler)
+        await tab.context.route(pattern, tab.handler)
         tab.local = local
 
     async def _route(self, tab: _Tab, route) -> None:
@@ -463,6 +466,10 @@ _DONE = object()
 
 class _ViewportLost(RuntimeError):
     """The tab's viewport is not the size asked for; handled like a crash (retried in a new tab)."""
+
+
+def _close_popup(page) -> None:
+    asyncio.ensure_future(page.close())
 
 
 def _first_line(exc: BaseException) -> str:
