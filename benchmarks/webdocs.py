@@ -5,12 +5,16 @@ Measures, in one run on this machine:
 - the whole corpus (``/usr/share/doc/python3.11/html``, about 530 pages) ingested end to end into a
   new temporary index: pages/s and tiles/s (render, DOM text and links, tile PNGs kept, BM25);
 - a fixed subset (every n-th page, sorted by path, with the shared ``_static`` and ``_images``)
-  rendered both by pagesight and by a naive baseline (one fresh Playwright page per URL, one after
-  the other, full-page screenshot, the browser started once and not timed), and the ratio;
+  ingested by pagesight with each tab count asked for, with tile images kept and without (DOM
+  only, tiles rendered on demand), and rendered by a naive baseline (one fresh Playwright page per
+  URL, one after the other, full-page screenshot, the browser started once and not timed). The runs
+  take turns, ``--repeat`` times, and the medians are reported with the ratios, so a machine whose
+  speed drifts (a shared one) weighs on every side alike. Each run also reports the CPU seconds
+  the whole machine spent (``/proc/stat``), which bound what more tabs can give on few cores;
 - questions whose answer sits in a table or list on one page, checked by page id on the full index.
 
 Prints JSON. The machine is shared: the load averages before and after are part of the output.
-``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--concurrency 2]``
+``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--tabs 1,2] [--repeat 3]``
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -61,21 +66,30 @@ def subset(docs: Path, every: int, into: Path) -> list[Path]:
     return copied
 
 
-def ingest(paths: list[Path], index_dir: Path, concurrency: int, dense: bool) -> dict:
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy so far (all cores, all processes)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def ingest(paths: list[Path], index_dir: Path, concurrency: int, dense: bool, keep_images: bool = True):
     from pagesight import Index
     from pagesight.settings import Settings
 
     settings = Settings() if dense else Settings(dense_model=None)
     index = Index.open(index_dir, settings=settings)
-    started = time.perf_counter()
-    report = index.add(paths, ocr="never", web={"concurrency": concurrency})
+    started, busy = time.perf_counter(), busy_seconds()
+    report = index.add(paths, ocr="never", web={"concurrency": concurrency, "keep_images": keep_images})
     seconds = time.perf_counter() - started
+    cpu = busy_seconds() - busy
     rows = index.catalog.db.execute(
         "SELECT COUNT(DISTINCT d.id), COUNT(t.id) FROM documents d JOIN tiles t ON t.doc_id = d.id "
         "WHERE d.type = 'html'"
     ).fetchone()
     result = {
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
         "web_pages": rows[0],
         "tiles": rows[1],
         "pages_per_s": round(rows[0] / seconds, 2),
@@ -93,7 +107,7 @@ def naive(pages: list[Path], width: int = 875, height: int = 1024) -> dict:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
-        started = time.perf_counter()
+        started, busy = time.perf_counter(), busy_seconds()
         pixels = 0
         for path in pages:
             page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
@@ -102,8 +116,14 @@ def naive(pages: list[Path], width: int = 875, height: int = 1024) -> dict:
             pixels += len(image)
             page.close()
         seconds = time.perf_counter() - started
+        cpu = busy_seconds() - busy
         browser.close()
-    return {"seconds": round(seconds, 2), "pages": len(pages), "pages_per_s": round(len(pages) / seconds, 2)}
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
+        "pages": len(pages),
+        "pages_per_s": round(len(pages) / seconds, 2),
+    }
 
 
 def questions(index) -> dict:
@@ -131,7 +151,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=Path, default=DOCS, help="Folder of the Python HTML docs.")
     parser.add_argument("--subset-every", type=int, default=5, help="Baseline subset: every n-th page.")
-    parser.add_argument("--concurrency", type=int, default=2, help="Browser tabs rendering at once.")
+    parser.add_argument(
+        "--tabs",
+        type=lambda text: [int(v) for v in text.split(",")],
+        default=[1, 2],
+        help="Browser tab counts to compare on the subset, comma-separated; the full run uses the last.",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="Turns of the subset comparison.")
     parser.add_argument("--dense", action="store_true", help="Also embed text with MiniLM.")
     parser.add_argument("--skip-full", action="store_true", help="Only the subset comparison.")
     args = parser.parse_args()
@@ -149,7 +175,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch_dir = Path(scratch)
         if not args.skip_full:
-            index, full = ingest([args.docs], scratch_dir / "full", args.concurrency, args.dense)
+            index, full = ingest([args.docs], scratch_dir / "full", args.tabs[-1], args.dense)
             full["html_files"] = len(list(args.docs.rglob("*.html")))
             full["questions"] = questions(index)
             full["index_bytes"] = sum(
@@ -160,16 +186,29 @@ def main() -> None:
             out["load_after_full"] = load()
         site = scratch_dir / "subset"
         pages = subset(args.docs, args.subset_every, site)
-        index, ours = ingest([site], scratch_dir / "subset-index", args.concurrency, args.dense)
-        index.close()
-        baseline = naive(pages)
-        out["subset"] = {
-            "pages": len(pages),
-            "every": args.subset_every,
-            "pagesight": ours,
-            "naive": baseline,
-            "speedup": round(baseline["seconds"] / ours["seconds"], 2),
-        }
+        runs: dict[str, list[dict]] = {}
+        for turn in range(args.repeat):
+            for tabs in args.tabs:
+                for keep in (True, False):
+                    name = f"pagesight {tabs} tab{'s' if tabs > 1 else ''}" + ("" if keep else ", DOM only")
+                    index, result = ingest(
+                        [site], scratch_dir / f"subset-{turn}-{name}", tabs, args.dense, keep
+                    )
+                    index.close()
+                    runs.setdefault(name, []).append(result)
+            runs.setdefault("naive", []).append(naive(pages))
+        naive_seconds = statistics.median(run["seconds"] for run in runs["naive"])
+        out["subset"] = {"pages": len(pages), "every": args.subset_every, "repeat": args.repeat, "runs": {}}
+        for name, results in runs.items():
+            seconds = statistics.median(run["seconds"] for run in results)
+            out["subset"]["runs"][name] = {
+                "seconds": [run["seconds"] for run in results],
+                "median_seconds": seconds,
+                "median_cpu_seconds": statistics.median(run["cpu_seconds"] for run in results),
+                "tiles": results[0].get("tiles"),
+                "pages_per_s": round(len(pages) / seconds, 2),
+                "speedup_over_naive": round(naive_seconds / seconds, 2),
+            }
     out["load_after"] = load()
     print(json.dumps(out, indent=1))
 
