@@ -327,16 +327,25 @@ class Index:
         return downscale(self.page_image(doc_id, page).crop((x0, y0, x1, y1)), compression)
 
     def _web_tile(self, document, row: TileRow, rerender: bool = False) -> Image.Image:
-        data = None if rerender else self.catalog.tile_image(row.id)
-        if data is None:
+        return self._web_tiles(document, [row], rerender)[0]
+
+    def _web_tiles(self, document, rows: list[TileRow], rerender: bool = False) -> list[Image.Image]:
+        """Tile images of a web page: kept ones from the catalog, the others rendered again at once."""
+        data = [None if rerender else self.catalog.tile_image(row.id) for row in rows]
+        missing = [i for i, found in enumerate(data) if found is None]
+        if missing:
             from pagesight.render.web import OnDemand
 
             self._web = self._web or OnDemand()
             try:
-                data = self._web.tile(document.type, document.source, document.meta, row.box)
+                again = self._web.tiles(
+                    document.type, document.source, document.meta, [rows[i].box for i in missing]
+                )
             except PagesightError as exc:
                 raise PagesightError(f"{document.id}: cannot render the page again ({exc})") from None
-        return Image.open(io.BytesIO(data)).convert("RGB")
+            for i, png in zip(missing, again):
+                data[i] = png
+        return [Image.open(io.BytesIO(png)).convert("RGB") for png in data]
 
     def _web_page(self, document, page: int) -> Image.Image:
         """A web page put together from its tiles (kept or rendered again)."""
@@ -345,8 +354,8 @@ class Index:
         ]
         width, height = rows[0].page_size
         image = Image.new("RGB", (width, height), "white")
-        for row in rows:
-            image.paste(self._web_tile(document, row), (round(row.box[0]), round(row.box[1])))
+        for row, tile in zip(rows, self._web_tiles(document, rows)):
+            image.paste(tile, (round(row.box[0]), round(row.box[1])))
         return image
 
     def info(self) -> dict:

@@ -151,15 +151,24 @@ def test_javascript_can_be_turned_off(tmp_path):
 
 def test_render_on_demand_without_kept_images(tmp_path):
     folder = write_site(tmp_path / "site")
+    pages = [folder / "table.html", folder / "tall.html"]
     kept = Index.open(tmp_path / "kept", settings=LEXICAL)
-    kept.add(folder / "table.html")
+    kept.add(pages, web={"max_height": 3000})
     bare = Index.open(tmp_path / "bare", settings=LEXICAL)
-    bare.add(folder / "table.html", web={"keep_images": False})
+    bare.add(pages, web={"max_height": 3000, "keep_images": False})
     row = bare.catalog.tile_at("table", 1, 0)
     assert bare.catalog.tile_image(row.id) is None
     assert np.array_equal(
         np.asarray(bare.tile_image("table", 1, 0)), np.asarray(kept.tile_image("table", 1, 0))
     )
+    # Tiles asked for one by one, out of order, come from one loaded page and match the kept ones;
+    # the whole page is put together from tiles rendered in one go.
+    for tile in (2, 0, 1):
+        assert np.array_equal(
+            np.asarray(bare.tile_image("tall", 1, tile)), np.asarray(kept.tile_image("tall", 1, tile))
+        )
+    assert np.array_equal(np.asarray(bare.page_image("tall", 1)), np.asarray(kept.page_image("tall", 1)))
+    assert bare.page_image("tall", 1).size == (875, 3000)
     kept.close()
     bare.close()
 

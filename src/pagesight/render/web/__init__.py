@@ -21,8 +21,8 @@ class OnDemand:
     def __init__(self) -> None:
         self._renderers: dict[str, WebRenderer] = {}
 
-    def tile(self, type: str, source: Path, meta: dict, box: Box) -> bytes:
-        """The PNG of tile ``box`` of the page stored as (``type``, ``source``, ``meta``)."""
+    def tiles(self, type: str, source: Path, meta: dict, boxes: list[Box]) -> list[bytes]:
+        """The PNGs of tiles ``boxes`` of the page stored as (``type``, ``source``, ``meta``)."""
         recipe = meta.get("render", {})
         key = json.dumps(recipe, sort_keys=True)
         renderer = self._renderers.get(key)
@@ -30,7 +30,7 @@ class OnDemand:
             renderer = WebRenderer(RenderOptions.from_pixel_dict(recipe, concurrency=1))
             self._renderers[key] = renderer
         url, site = page_again(type, source, meta)
-        return renderer.render_tile(RenderJob(None, url, site), box)
+        return renderer.render_tiles(RenderJob((type, str(source), url), url, site), boxes)
 
     def close(self) -> None:
         for renderer in self._renderers.values():

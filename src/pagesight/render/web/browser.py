@@ -1,9 +1,10 @@
 """Render web pages with one headless Chromium (Playwright, Debian's ``/usr/bin/chromium``).
 
 One browser and a few tabs, each in a context (and window) of its own, render pages concurrently:
-Chromium puts each tab in its own renderer process, so the cores stay busy while Python waits on one tab's I/O, and a tab that
-hangs (a script in an endless loop) or crashes is closed and replaced while the others go on. The
-Playwright driver runs in a background thread with its own event loop; callers stay synchronous.
+Chromium puts each tab in its own renderer process, so the cores stay busy while Python waits on
+one tab's I/O, and a tab that hangs (a script in an endless loop) or crashes is closed and replaced
+while the others go on. The Playwright driver runs in a background thread with its own event loop;
+callers stay synchronous.
 
 Each page is loaded, stripped of chrome and measured by ``capture.js``, then captured tile by
 tile: the page is scrolled so that the tile is in view and the tile's clip is taken as PNG. That
@@ -133,6 +134,7 @@ class _Tab:
         self.blocked: list[str] = []
         self.handler = None  # the route handler, asking ``site``
         self.local: str | None = None  # the prefix the route handler is not asked about
+        self.key: object = None  # the job whose page is loaded, for tiles rendered on demand
 
 
 class WebRenderer:
@@ -152,6 +154,7 @@ class WebRenderer:
         self._playwright = None
         self._browser = None
         self._relaunch = asyncio.Lock()
+        self._warm: _Tab | None = None  # the page last rendered on demand, still loaded
         try:
             self._call(self._launch())
         except BaseException:
@@ -171,7 +174,8 @@ class WebRenderer:
         args = [
             "--force-color-profile=srgb",
             "--disable-features=Translate,MediaRouter,OptimizationHints",
-            # A capture waits for the next frame; unthrottled frames make each tile ~25% cheaper.
+            # A capture waits for the next frame; unthrottled, a tile takes ~30 ms instead of ~40 in
+            # one tab (an on-demand re-render); with two tabs on two cores the CPU is the limit.
             "--disable-gpu-vsync",
             "--disable-frame-rate-limit",
         ]
@@ -217,10 +221,15 @@ class WebRenderer:
         async def handler(route) -> None:
             await self._route(tab, route)
 
+        async def close_popup(popup) -> None:
+            if popup is not page:
+                with contextlib.suppress(Exception):
+                    await popup.close()
+
         tab.handler = handler
         # On the context, so pop-up windows the page opens are fenced too; they are closed at once.
         await context.route("**/*", handler)
-        context.on("page", _close_popup)
+        context.on("page", close_popup)
         return tab
 
     async def _serve_locally(self, tab: _Tab, site: Site) -> None:
@@ -324,13 +333,26 @@ class WebRenderer:
             notes.append(f"images or fonts still loading after {options.settle:g} s")
         return _capture(job.url, data, options.width, height, full_height, tiles, notes)
 
-    async def _render_tile(self, job: RenderJob, box: Box) -> bytes:
-        tab = await self._new_tab()
+    async def _render_tiles(self, job: RenderJob, boxes: list[Box]) -> list[bytes]:
+        """Tiles of one page, rendered again. The loaded page stays open for the next call, so
+        asking for a page's tiles one by one (a reader's top tiles) loads it once, not per tile.
+        ``job.key`` names the page (its site included); a job without one is not kept."""
+        tab, self._warm = self._warm, None
         try:
-            await self._load(tab, job)
-            return await self._shoot(tab, box)
-        finally:
+            if tab is None or job.key is None or tab.key != job.key:
+                await self._close_tab(tab)
+                tab = await self._new_tab()
+                await self._load(tab, job)
+                tab.key = job.key
+            shots = [await self._shoot(tab, box) for box in boxes]
+        except BaseException:
             await self._close_tab(tab)
+            raise
+        if job.key is None:
+            await self._close_tab(tab)
+        else:
+            self._warm = tab
+        return shots
 
     async def _run(self, jobs: Iterator[RenderJob], out: queue.Queue, credits: asyncio.Semaphore) -> None:
         """Render ``jobs`` on ``concurrency`` tabs; put (job, Capture | Exception) on ``out``."""
@@ -430,10 +452,10 @@ class WebRenderer:
             return result
         raise InputError("page was not rendered")
 
-    def render_tile(self, job: RenderJob, box: Box) -> bytes:
-        """The PNG of one tile of a page, rendered again the way ingestion rendered it."""
+    def render_tiles(self, job: RenderJob, boxes: list[Box]) -> list[bytes]:
+        """The PNGs of tiles of a page, rendered again the way ingestion rendered them."""
         try:
-            return self._call(asyncio.wait_for(self._render_tile(job, box), self.options.timeout))
+            return self._call(asyncio.wait_for(self._render_tiles(job, boxes), self.options.timeout))
         except (asyncio.TimeoutError, TimeoutError):
             raise InputError(f"timed out after {self.options.timeout:g} s") from None
 
@@ -466,10 +488,6 @@ _DONE = object()
 
 class _ViewportLost(RuntimeError):
     """The tab's viewport is not the size asked for; handled like a crash (retried in a new tab)."""
-
-
-def _close_popup(page) -> None:
-    asyncio.ensure_future(page.close())
 
 
 def _first_line(exc: BaseException) -> str:
