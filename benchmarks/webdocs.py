@@ -11,6 +11,8 @@ Measures, in one run on this machine:
   take turns, ``--repeat`` times, and the medians are reported with the ratios, so a machine whose
   speed drifts (a shared one) weighs on every side alike. Each run also reports the CPU seconds
   the whole machine spent (``/proc/stat``), which bound what more tabs can give on few cores;
+- tiles rendered again on demand from the last DOM-only index (no images kept): the first tile,
+  five more of the same page, the whole of the tallest page;
 - questions whose answer sits in a table or list on one page, checked by page id on the full index.
 
 Prints JSON. The machine is shared: the load averages before and after are part of the output.
@@ -126,6 +128,36 @@ def naive(pages: list[Path], width: int = 875, height: int = 1024) -> dict:
     }
 
 
+def on_demand(index_dir: Path) -> dict:
+    """Tiles of an index that kept no images, rendered again when asked for: the first (browser
+    start included), five more of the same page, and the whole of the tallest page."""
+    from pagesight import Index
+
+    index = Index.open(index_dir)
+    tiles = {doc_id: index.catalog.n_tiles(doc_id, 1) for doc_id in index.documents()}
+    tallest = max(tiles, key=tiles.get)
+    page = next(doc_id for doc_id in sorted(tiles) if tiles[doc_id] >= 6 and doc_id != tallest)
+    started = time.perf_counter()
+    index.tile_image(page, 1, 0)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    for tile in range(1, 6):
+        index.tile_image(page, 1, tile)
+    five = time.perf_counter() - started
+    started = time.perf_counter()
+    index.page_image(tallest, 1)
+    whole = time.perf_counter() - started
+    index.close()
+    return {
+        "page": page,
+        "first_tile_seconds": round(first, 2),
+        "five_more_tiles_seconds": round(five, 2),
+        "whole_page": tallest,
+        "whole_page_tiles": tiles[tallest],
+        "whole_page_seconds": round(whole, 2),
+    }
+
+
 def questions(index) -> dict:
     found = []
     for question, page_id in QUESTIONS:
@@ -191,12 +223,14 @@ def main() -> None:
             for tabs in args.tabs:
                 for keep in (True, False):
                     name = f"pagesight {tabs} tab{'s' if tabs > 1 else ''}" + ("" if keep else ", DOM only")
-                    index, result = ingest(
-                        [site], scratch_dir / f"subset-{turn}-{name}", tabs, args.dense, keep
-                    )
+                    index_dir = scratch_dir / f"subset-{turn}-{name}"
+                    index, result = ingest([site], index_dir, tabs, args.dense, keep)
                     index.close()
                     runs.setdefault(name, []).append(result)
+                    if not keep:
+                        dom_only = index_dir
             runs.setdefault("naive", []).append(naive(pages))
+        out["on_demand"] = on_demand(dom_only)
         naive_seconds = statistics.median(run["seconds"] for run in runs["naive"])
         out["subset"] = {"pages": len(pages), "every": args.subset_every, "repeat": args.repeat, "runs": {}}
         for name, results in runs.items():
