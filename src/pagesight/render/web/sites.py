@@ -26,6 +26,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, unquote, urldefrag, urlsplit
@@ -132,12 +133,23 @@ class HtmlSource:
 
 
 def _open_zim(path: Path):
-    from libzim.reader import Archive
-
+    """The archive at ``path``, opened once while the file stays the same (ingestion builds a site
+    for every article, and every tile rendered on demand builds one)."""
     try:
-        return Archive(str(path))
+        stat = path.stat()
+    except OSError as exc:
+        raise InputError(f"not a readable ZIM archive ({exc.strerror or exc})") from None
+    return _archive(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _archive(path: str, mtime_ns: int, size: int):
+    try:
+        from libzim.reader import Archive
     except ImportError:
         raise InputError("reading ZIM archives needs the libzim package (pip install libzim)") from None
+    try:
+        return Archive(path)
     except Exception as exc:
         raise InputError(f"not a readable ZIM archive ({exc})") from None
 
