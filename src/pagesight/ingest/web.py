@@ -41,8 +41,6 @@ from pagesight.render.web.sites import (
 )
 from pagesight.store.catalog import Catalog
 
-KINDS = ("paragraph", "table", "list", "infobox", "figure", "code")
-
 
 @dataclass
 class WebInput:
