@@ -35,7 +35,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (  # noqa
     smart_resize,
 )
 
-from pagesight.answer.vlm import TransformersReader, parse_seen_bboxes  # noqa: E402
+from pagesight.answer.vlm import TransformersReader  # noqa: E402
 from tests.encode.visual.conftest import QWEN_IDS, qwen_config, qwen_tokenizer  # noqa: E402
 
 END, IMAGE_PAD, VISION_START, VISION_END = (
@@ -371,12 +371,12 @@ def test_cli_ask_with_a_local_model(tiny, sample_index):
 def test_boxes_on_the_resized_images():
     item = _item("report", 1, 1, (200, 160), ["line"])  # tile at y=300 on its page
     text = 'Twelve percent. <bboxes image="1">[[0, 0, 112, 84]]</bboxes>'
-    answer, cited, problems = parse_seen_bboxes(text, [item], "pixels", [(224, 168)])
+    answer, cited, problems = parse_bboxes(text, [item], "pixels", [(224, 168)])
     assert answer == "Twelve percent." and problems == []
     assert cited[0][0] == pytest.approx((0.0, 300.0, 100.0, 380.0))  # half of the tile
     norm = 'x <bboxes image="1">[[0, 0, 500, 500]]</bboxes>'
-    assert parse_seen_bboxes(norm, [item], "norm1000", [(224, 168)])[1] == parse_bboxes(norm, [item])[1]
-    assert parse_seen_bboxes(text, [item], "pixels", None)[1][0][0] == pytest.approx(
+    assert parse_bboxes(norm, [item], "norm1000", [(224, 168)])[1] == parse_bboxes(norm, [item])[1]
+    assert parse_bboxes(text, [item], "pixels", None)[1][0][0] == pytest.approx(
         (0.0, 300.0, 112.0, 384.0)
     )
 

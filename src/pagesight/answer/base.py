@@ -199,13 +199,17 @@ _LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>"
 
 
 def parse_bboxes(
-    text: str, context: Sequence[ContextItem], coordinates: str = "norm1000"
+    text: str,
+    context: Sequence[ContextItem],
+    coordinates: str = "norm1000",
+    seen_sizes: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[str, dict[int, list[Box]], list[str]]:
     """Strip ``<bboxes image="N">`` tags from ``text`` and map their boxes to page pixels.
 
     Returns the answer without the tags, the boxes per context index (0-based), and one problem
     line per tag or box that was dropped (unknown image, malformed list, empty or inverted box).
-    Boxes are clipped to their image.
+    Boxes are clipped to their image. ``seen_sizes``: the (width, height) each image had when the
+    model saw it, when its processor resized it (boxes refer to those; None: the images' own sizes).
     """
     if coordinates not in COORDINATES:
         raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
@@ -215,7 +219,7 @@ def parse_bboxes(
         if boxes and isinstance(boxes[0], (int, float)):
             boxes = [boxes]  # a single box written without the outer list
         item = context[number - 1]
-        width, height = item.image_size()
+        width, height = seen_sizes[number - 1] if seen_sizes else item.image_size()
         for box in boxes:
             if not (
                 isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
@@ -231,6 +235,10 @@ def parse_bboxes(
             if x1 <= x0 or y1 <= y0:
                 problems.append(f"image {number}: empty or inverted box {box!r}")
                 continue
+            if seen_sizes:  # back from the resized image to the image itself
+                image_width, image_height = item.image_size()
+                sx, sy = image_width / width, image_height / height
+                x0, y0, x1, y1 = x0 * sx, y0 * sy, x1 * sx, y1 * sy
             cited.setdefault(number - 1, []).append(item.to_page((x0, y0, x1, y1)))
     answer = " ".join(_BBOXES.sub(" ", text).split())
     return answer, cited, problems
@@ -248,6 +256,28 @@ def _tagged(pattern: re.Pattern, text: str, count: int, what: str, problems: lis
             yield number, json.loads(body)
         except json.JSONDecodeError:
             problems.append(f"{what} {number}: not a JSON list: {body.strip()[:80]!r}")
+
+
+def check_options(inputs: str, coordinates: str, max_images: int | None) -> None:
+    """The options every model reader takes, checked alike."""
+    if inputs not in INPUTS:
+        raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
+    if coordinates not in COORDINATES:
+        raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+    if max_images is not None and max_images < 1:
+        raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
+
+
+def label(item: ContextItem) -> str:
+    """How a prompt names a tile: ``doc page P tile T``."""
+    hit = item.hit
+    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
+
+
+def passages_prompt(question: str, context: Sequence[ContextItem]) -> str:
+    """A text-only prompt: each tile's numbered lines as a labelled passage, then the question."""
+    passages = [f"Passage {n}: {label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)]
+    return "\n\n".join([*passages, f"Question: {question}"])
 
 
 def numbered_lines(item: ContextItem) -> str:

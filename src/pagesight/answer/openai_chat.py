@@ -34,14 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagesight.answer.base import (
-    COORDINATES,
-    INPUTS,
     ContextItem,
     Reading,
+    check_options,
     instructions,
-    numbered_lines,
+    label,
     parse_bboxes,
     parse_lines,
+    passages_prompt,
 )
 from pagesight.errors import PagesightError
 
@@ -94,16 +94,11 @@ class OpenAIReader:
                 "the openai reader needs a model: pass model= (--model) or set PAGESIGHT_OPENAI_MODEL "
                 "to the name the endpoint serves"
             )
-        if inputs not in INPUTS:
-            raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
-        if coordinates not in COORDINATES:
-            raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+        check_options(inputs, coordinates, max_images)
         if timeout <= 0:
             raise PagesightError(f"timeout must be positive, got {timeout}")
         if max_retries < 0:
             raise PagesightError(f"max_retries must be 0 or more, got {max_retries}")
-        if max_images is not None and max_images < 1:
-            raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
         self.base_url = (
             base_url
             or os.environ.get("PAGESIGHT_OPENAI_BASE_URL")
@@ -166,17 +161,14 @@ class OpenAIReader:
         Text-only requests are one string, which every endpoint (text-only ones included) accepts.
         """
         if self.inputs == "text":
-            passages = [
-                f"Passage {n}: {_label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)
-            ]
-            return "\n\n".join([*passages, f"Question: {question}"])
+            return passages_prompt(question, context)
         parts: list[dict] = []
         for n, item in enumerate(context, 1):
-            label = f"Image {n}: {_label(item)}"
+            text = f"Image {n}: {label(item)}"
             if self.coordinates == "pixels":
                 width, height = item.image_size()
-                label += f" ({width}x{height} pixels)"
-            parts.append({"type": "text", "text": label})
+                text += f" ({width}x{height} pixels)"
+            parts.append({"type": "text", "text": text})
             parts.append({"type": "image_url", "image_url": {"url": png_data_url(item)}})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"Text of image {n}:\n{item.text}"})
@@ -278,11 +270,6 @@ def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> float:
             total += logprob
         offset += len(token)
     return total
-
-
-def _label(item: ContextItem) -> str:
-    hit = item.hit
-    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
 
 
 def _detail(exc: Exception) -> str:

@@ -37,19 +37,18 @@ from typing import Any
 from PIL import Image
 
 from pagesight.answer.base import (
-    COORDINATES,
-    INPUTS,
     ContextItem,
     Reading,
+    check_options,
     instructions,
-    numbered_lines,
+    label,
     parse_bboxes,
     parse_lines,
+    passages_prompt,
 )
+from pagesight.encode.visual.base import DTYPES, looks_like_path
 from pagesight.errors import PagesightError
-from pagesight.records import Box
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 _INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
 
 
@@ -91,9 +90,9 @@ class TransformersReader:
                 "the transformers reader needs a model: pass model= (--model), a hub id such as "
                 "Qwen/Qwen2.5-VL-3B-Instruct or a local folder"
             )
-        for label, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+        for option, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
             if value is not None and value < 1:
-                raise PagesightError(f"{label} must be positive, got {value}")
+                raise PagesightError(f"{option} must be positive, got {value}")
         loaded, processor = load(
             model,
             device=device,
@@ -164,7 +163,7 @@ class TransformersReader:
         if self.inputs == "text":
             text, cited, quotes, warnings = parse_lines(generation.text, context)
         else:
-            text, cited, warnings = parse_seen_bboxes(
+            text, cited, warnings = parse_bboxes(
                 generation.text, context, self.coordinates, generation.seen_sizes
             )
             quotes = {}
@@ -190,13 +189,10 @@ class TransformersReader:
         """
         system = {"role": "system", "content": instructions(self.inputs, self.coordinates)}
         if self.inputs == "text":
-            passages = [
-                f"Passage {n}: {_label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)
-            ]
-            return [system, {"role": "user", "content": "\n\n".join([*passages, f"Question: {question}"])}]
+            return [system, {"role": "user", "content": passages_prompt(question, context)}]
         parts: list[dict] = []
         for n, item in enumerate(context, 1):
-            parts.append({"type": "text", "text": f"Image {n}: {_label(item)}\n"})
+            parts.append({"type": "text", "text": f"Image {n}: {label(item)}\n"})
             parts.append({"type": "image"})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"\nText of image {n}:\n{item.text}\n"})
@@ -279,7 +275,7 @@ def load(
         raise PagesightError(f"the transformers reader needs accelerate to place the model: {_INSTALL}")
     where = f"transformers reader: cannot load model '{name}'"
     path = Path(name).expanduser()
-    if not path.exists() and (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1):
+    if looks_like_path(name) and not path.exists():
         raise PagesightError(f"{where}: no such folder")
     source = str(path) if path.exists() else name
     device = pick_device(torch, device)
@@ -355,38 +351,6 @@ def pick_dtype(torch: Any, dtype: str, device: str) -> Any:
     return getattr(torch, dtype)
 
 
-def parse_seen_bboxes(
-    text: str,
-    context: Sequence[ContextItem],
-    coordinates: str,
-    seen_sizes: Sequence[tuple[int, int]] | None,
-) -> tuple[str, dict[int, list[Box]], list[str]]:
-    """``parse_bboxes`` for boxes on the images as the model saw them: ``seen_sizes`` (width,
-    height) are the sizes its processor resized them to (None: the images' own sizes)."""
-    if seen_sizes is None:
-        return parse_bboxes(text, context, coordinates)
-    seen = [
-        _Seen(hit=item.hit, spans=item.spans, item=item, size=size) for item, size in zip(context, seen_sizes)
-    ]
-    return parse_bboxes(text, seen, coordinates)
-
-
-@dataclass
-class _Seen(ContextItem):
-    """A context item as the model saw it: its image resized to ``size``."""
-
-    item: ContextItem | None = None
-    size: tuple[int, int] = (0, 0)
-
-    def image_size(self) -> tuple[int, int]:
-        return self.size
-
-    def to_page(self, box: Box) -> Box:
-        width, height = self.item.image_size()
-        sx, sy = width / self.size[0], height / self.size[1]
-        return self.item.to_page((box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy))
-
-
 def _apply_adapter(model: Any, adapter: str, where: str) -> Any:
     """``model`` with the PEFT LoRA adapter at ``adapter`` merged into its weights."""
     try:
@@ -404,17 +368,7 @@ def _apply_adapter(model: Any, adapter: str, where: str) -> Any:
 def _check_options(max_tokens: int, inputs: str, coordinates: str, max_images: int | None) -> None:
     if max_tokens < 1:
         raise PagesightError(f"max_tokens must be 1 or more, got {max_tokens}")
-    if inputs not in INPUTS:
-        raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
-    if coordinates not in COORDINATES:
-        raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
-    if max_images is not None and max_images < 1:
-        raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
-
-
-def _label(item: ContextItem) -> str:
-    hit = item.hit
-    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
+    check_options(inputs, coordinates, max_images)
 
 
 def _one_line(exc: Exception, limit: int = 200) -> str:
