@@ -358,7 +358,7 @@ class TorchEncoder:
     def encode_images(
         self, images: Sequence[Image.Image], progress: Progress | None = None
     ) -> list[np.ndarray]:
-        return self._batched([image.convert("RGB") for image in images], self._embed_images, progress)
+        return self._batched(_rgb(images), self._embed_images, progress)
 
     def encode_queries(self, texts: Sequence[str], progress: Progress | None = None) -> list[np.ndarray]:
         return self._batched(list(texts), self._embed_queries, progress)
@@ -366,7 +366,7 @@ class TorchEncoder:
     def encode_image_queries(
         self, images: Sequence[Image.Image], progress: Progress | None = None
     ) -> list[np.ndarray]:
-        return self._batched([image.convert("RGB") for image in images], self._embed_image_queries, progress)
+        return self._batched(_rgb(images), self._embed_image_queries, progress)
 
     def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
         raise NotImplementedError
@@ -412,3 +412,8 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.maximum(norms, np.finfo(np.float32).tiny)
+
+
+def _rgb(images: Sequence[Image.Image]) -> list[Image.Image]:
+    """The images in RGB; those already RGB as they are (a document's tiles are not copied twice)."""
+    return [image if image.mode == "RGB" else image.convert("RGB") for image in images]

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pagesight.encode.visual.colsmol import set_longest_edge
-from pagesight.encode.visual.late_interaction import LateInteractionEncoder
+from pagesight.encode.visual.colsmol import ColSmolEncoder
 
 
-class ColModernVBertEncoder(LateInteractionEncoder):
+class ColModernVBertEncoder(ColSmolEncoder):
+    """ColSmol's page handling (the same processor) on the ModernVBERT model."""
+
     name: ClassVar[str] = "colmodernvbert"
     default_model: ClassVar[str | None] = "ModernVBERT/colmodernvbert"
     model_class: ClassVar[str] = "ColModernVBert"
     processor_class: ClassVar[str] = "ColModernVBertProcessor"
-
-    def _configure_images(self, max_pixels: int | None) -> int:
-        return set_longest_edge(self.processor.image_processor, max_pixels)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from PIL import Image
 
-from pagesight.encode.visual.pooling import last_token_pool
 from pagesight.encode.visual.qwen_vl import IMAGE, QwenVLEmbedder, chat
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 SYSTEM = "You are a helpful assistant."  # Qwen2-VL's chat template adds it when none is given
 PAGE_PROMPT = chat(f"{IMAGE}What is shown in this image?", SYSTEM) + "<|endoftext|>"
 QUERY_PROMPT = chat(IMAGE + "Query: {query}", SYSTEM) + "<|endoftext|>"
-DUMMY_PIXELS = 56 * 56
+DUMMY_SIDE = 56  # the blank image a text query carries, as DSE was trained
 
 
 class DSEEncoder(QwenVLEmbedder):
@@ -31,12 +30,10 @@ class DSEEncoder(QwenVLEmbedder):
     default_model: ClassVar[str | None] = "MrLight/dse-qwen2-2b-mrl-v1"
 
     def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        hidden, batch = self._forward([PAGE_PROMPT] * len(images), images)
-        return self._vectors(last_token_pool(hidden, batch["attention_mask"]))
+        return self._pooled([PAGE_PROMPT] * len(images), images)
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
-        dummies = [Image.new("RGB", (56, 56)) for _ in texts]
+        dummies = [Image.new("RGB", (DUMMY_SIDE, DUMMY_SIDE)) for _ in texts]
         prompts = [QUERY_PROMPT.format(query=text) for text in texts]
-        size = {"shortest_edge": DUMMY_PIXELS, "longest_edge": DUMMY_PIXELS}
-        hidden, batch = self._forward(prompts, dummies, size=size)
-        return self._vectors(last_token_pool(hidden, batch["attention_mask"]))
+        size = {"shortest_edge": DUMMY_SIDE**2, "longest_edge": DUMMY_SIDE**2}
+        return self._pooled(prompts, dummies, size=size)

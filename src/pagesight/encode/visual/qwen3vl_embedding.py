@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 
-from pagesight.encode.visual.pooling import last_token_pool
 from pagesight.encode.visual.qwen_vl import IMAGE, QwenVLEmbedder, chat
 
 if TYPE_CHECKING:
@@ -39,10 +38,6 @@ class Qwen3VLEmbeddingEncoder(QwenVLEmbedder):
         super().__init__(model, **options)
         self.page_instruction = page_instruction
         self.query_instruction = query_instruction
-
-    def _pooled(self, prompts: list[str], images: list[Image.Image] | None = None) -> list[torch.Tensor]:
-        hidden, batch = self._forward(prompts, images)
-        return self._vectors(last_token_pool(hidden, batch["attention_mask"]))
 
     def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
         return self._pooled([chat(IMAGE, self.page_instruction)] * len(images), images)

@@ -13,11 +13,13 @@ dimensions of the pooled vector before normalising (Matryoshka-trained models: D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 
 from pagesight.encode.visual.base import TorchEncoder, require
+from pagesight.encode.visual.pooling import last_token_pool
 from pagesight.encode.visual.processors import image_only, set_pixel_budget
 from pagesight.errors import PagesightError
 
@@ -43,6 +45,7 @@ class QwenVLEmbedder(TorchEncoder):
     # Adapters are usually trained on the *ForConditionalGeneration model, which nests this backbone
     # as ``model``; an adapter trained on the bare backbone has no such prefix and is left as is.
     adapter_key_mapping: ClassVar[dict[str, str] | None] = {r"^model\.": ""}
+    pool: ClassVar[Callable] = staticmethod(last_token_pool)  # hidden states, mask -> vectors
 
     def __init__(
         self,
@@ -76,6 +79,13 @@ class QwenVLEmbedder(TorchEncoder):
         )
         batch = self._to_device(batch)
         return self.model(**batch).last_hidden_state, batch
+
+    def _pooled(
+        self, prompts: list[str], images: list[Image.Image] | None = None, **images_kwargs: Any
+    ) -> list[torch.Tensor]:
+        """One vector per prompt: the last hidden states pooled by ``pool``."""
+        hidden, batch = self._forward(prompts, images, **images_kwargs)
+        return self._vectors(self.pool(hidden, batch["attention_mask"]))
 
     def _vectors(self, pooled: torch.Tensor) -> list[torch.Tensor]:
         """One vector per row of ``pooled``, truncated to ``truncate_dim`` (normalised later)."""

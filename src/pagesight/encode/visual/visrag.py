@@ -10,6 +10,7 @@ last hidden states (the i-th token weighs i, the paper's pooling for a causal mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from PIL import Image
@@ -27,9 +28,7 @@ class VisRAGRetEncoder(QwenVLEmbedder):
     name: ClassVar[str] = "visrag-ret"
     default_model: ClassVar[str | None] = None  # the published checkpoint is MiniCPM-V remote code
 
-    def _pooled(self, prompts: list[str], images: list[Image.Image] | None = None) -> list[torch.Tensor]:
-        hidden, batch = self._forward(prompts, images)
-        return self._vectors(position_weighted_mean_pool(hidden, batch["attention_mask"]))
+    pool: ClassVar[Callable] = staticmethod(position_weighted_mean_pool)
 
     def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
         return self._pooled([IMAGE] * len(images), images)
