@@ -202,7 +202,8 @@ class Index:
             vector = dense_model(self.settings.dense_model).encode([query])[0]
             runs["dense"] = current.dense.search(vector, pool, allowed)
         if mode == "visual" or (mode == "hybrid" and self.settings.visual_encoder):
-            runs["visual"] = self._visual_run(self.visual_encoder().encode_queries([query])[0], pool, allowed)
+            vector = self.visual_encoder().encode_queries([query])[0]
+            runs["visual"] = self._visual_run(current, vector, pool, allowed)
         if mode == "hybrid":
             if fusion == "rrf":
                 ranked = reciprocal_rank_fusion(runs, k=rrf_k)
@@ -238,7 +239,7 @@ class Index:
         if (allowed is not None and len(allowed) == 0) or k <= 0:
             return []
         vector = self.visual_encoder().encode_image_queries([image.convert("RGB")])[0]
-        runs = {"visual": self._visual_run(vector, k, allowed)}
+        runs = {"visual": self._visual_run(self._current(), vector, k, allowed)}
         return self._hits(runs["visual"], runs, "", evidence=True)
 
     def _check_mode(self, mode: str | None, fusion: str) -> str:
@@ -259,15 +260,16 @@ class Index:
             )
         return mode
 
-    def _visual_run(self, vector, pool: int, allowed) -> list[tuple[int, float]]:
-        visual = self._current().visual
-        return visual.search(vector, pool, allowed) if visual is not None else []
+    @staticmethod
+    def _visual_run(current, vector, pool: int, allowed) -> list[tuple[int, float]]:
+        """The visual run from the same retrievers as the query's other runs."""
+        return current.visual.search(vector, pool, allowed) if current.visual is not None else []
 
     def _hits(self, ranked, runs: dict, query: str, evidence: bool) -> list[Hit]:
         """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
         rows = self.catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
         per_retriever = {name: dict(run) for name, run in runs.items()}
-        matcher = term_matcher(query) if query else (lambda text: 0)
+        matcher = term_matcher(query)
         hits = []
         for tile_id, score in ranked:
             row = rows.get(tile_id)
@@ -322,12 +324,9 @@ class Index:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
         document = self.catalog.document(doc_id)
         if document is not None and document.type in WEB_SOURCES:
-            return downscale(self._web_tile(document, row, rerender), compression)
+            return downscale(self._web_tiles(document, [row], rerender)[0], compression)
         x0, y0, x1, y1 = (round(v) for v in row.box)
         return downscale(self.page_image(doc_id, page).crop((x0, y0, x1, y1)), compression)
-
-    def _web_tile(self, document, row: TileRow, rerender: bool = False) -> Image.Image:
-        return self._web_tiles(document, [row], rerender)[0]
 
     def _web_tiles(self, document, rows: list[TileRow], rerender: bool = False) -> list[Image.Image]:
         """Tile images of a web page: kept ones from the catalog, the others rendered again at once."""
@@ -349,9 +348,7 @@ class Index:
 
     def _web_page(self, document, page: int) -> Image.Image:
         """A web page put together from its tiles (kept or rendered again)."""
-        rows = [
-            self.catalog.tile_at(document.id, page, i) for i in range(self.catalog.n_tiles(document.id, page))
-        ]
+        rows = self.catalog.page_tiles(document.id, page)
         width, height = rows[0].page_size
         image = Image.new("RGB", (width, height), "white")
         for row, tile in zip(rows, self._web_tiles(document, rows)):

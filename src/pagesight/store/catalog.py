@@ -399,6 +399,17 @@ class Catalog:
         ).fetchone()
         return self.tiles([row[0]]).get(row[0]) if row else None
 
+    def page_tiles(self, doc_id: str, page: int) -> list[TileRow]:
+        """The tiles of page ``page`` of ``doc_id`` in order, without their spans."""
+        ids = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM tiles WHERE doc_id = ? AND page = ? ORDER BY idx", (doc_id, page)
+            )
+        ]
+        found = self.tiles(ids, spans=False)
+        return [found[i] for i in ids]
+
     def tile_image(self, tile_id: int) -> bytes | None:
         """The kept image (PNG) of tile ``tile_id``; None when it is rendered on demand."""
         row = self.db.execute("SELECT data FROM tile_images WHERE tile_id = ?", (tile_id,)).fetchone()

@@ -66,26 +66,24 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         lexical = LexicalRetriever.build(tile_ids, [p[1] for p in pairs])
         dense = None
         if dim is not None:
-            dense = previous.dense if previous is not None and previous.dense is not None else None
-            dense = dense or DenseRetriever.empty(dim)
-            have = np.unique(dense.tile_ids())
-            stale = np.setdiff1d(have, tile_ids)
-            dense.remove(stale)
-            missing = np.setdiff1d(tile_ids, have)
-            new_ids, vectors = catalog.vectors(missing.tolist())
-            dense.add(new_ids, vectors)
+            dense = (previous.dense if previous is not None else None) or DenseRetriever.empty(dim)
+            _sync(dense, tile_ids, catalog.vectors)
         visual = None
         spec = catalog.visual_spec()
         if spec is not None:
-            visual = previous.visual if previous is not None else None
-            visual = visual or VisualRetriever.empty(
+            visual = (previous.visual if previous is not None else None) or VisualRetriever.empty(
                 spec["dim"], spec["multi_vector"], catalog.settings.visual_index
             )
-            have = visual.tile_ids()
-            visual.remove(np.setdiff1d(have, tile_ids))
-            new_ids, arrays = catalog.visual_vectors(np.setdiff1d(tile_ids, have).tolist())
-            visual.add(new_ids, arrays)
+            _sync(visual, tile_ids, catalog.visual_vectors)
     return Retrievers(generation, lexical, dense, visual)
+
+
+def _sync(retriever, tile_ids: np.ndarray, fetch) -> None:
+    """Bring ``retriever`` to hold exactly ``tile_ids``: drop the tiles gone, add the new ones from
+    ``fetch`` (the catalog's vectors for a list of tile ids)."""
+    have = np.unique(retriever.tile_ids())
+    retriever.remove(np.setdiff1d(have, tile_ids))
+    retriever.add(*fetch(np.setdiff1d(tile_ids, have).tolist()))
 
 
 def save(root: Path, retrievers: Retrievers) -> None:

@@ -20,15 +20,16 @@ from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
 _EXACT_FILTER_LIMIT = 4096
+# MUVERA candidates rescored by exact MaxSim (at least the number of tiles asked for).
+_EF = 512
 
 
 class VisualRetriever:
     """Tile vectors of one encoder (``multi_vector`` or not) in a ``VectorIndex`` or MUVERA."""
 
-    def __init__(self, engine: VectorIndex | MuveraRetriever, ef: int = 512):
+    def __init__(self, engine: VectorIndex | MuveraRetriever):
         self.engine = engine
         self.multi_vector = isinstance(engine, MuveraRetriever)
-        self.ef = ef
 
     @classmethod
     def empty(cls, dim: int, multi_vector: bool, kind: str = "hnsw") -> VisualRetriever:
@@ -67,7 +68,8 @@ class VisualRetriever:
             scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed)
             return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
-            allowed = np.intersect1d(allowed, self.tile_ids())
+            # The allowed tiles this index holds, sorted, without listing all it holds.
+            allowed = np.array([i for i in np.unique(allowed).tolist() if i in self.engine], dtype=np.int64)
             if len(allowed) <= _EXACT_FILTER_LIMIT:
                 if not len(allowed):
                     return []
@@ -76,7 +78,7 @@ class VisualRetriever:
                 return [(int(allowed[i]), float(scores[i])) for i in best]
         # A large filter: widen the candidate pool, then keep the allowed tiles.
         wanted = k if allowed is None else min(len(self), k * 8)
-        scores, ids = self.engine.search([query], wanted, ef=max(self.ef, wanted))
+        scores, ids = self.engine.search([query], wanted, ef=max(_EF, wanted))
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
             keep = set(allowed.tolist())

@@ -68,13 +68,17 @@ class PackedMultiVectors:
     def take(self, items: np.ndarray) -> PackedMultiVectors:
         """The multi-vectors ``items`` (indices into this pack), packed anew in that order."""
         items = np.asarray(items, dtype=np.int64)
-        starts, ends = self.offsets[items], self.offsets[items + 1]
-        lengths = ends - starts
-        offsets = np.zeros(len(items) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        # Row indices of every selected vector: each run start, shifted by its position in the run.
-        rows = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return PackedMultiVectors(self.vectors[rows], offsets)
+        starts = self.offsets[items]
+        return gather(self.vectors, starts, self.offsets[items + 1] - starts)
+
+
+def gather(vectors: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> PackedMultiVectors:
+    """The runs ``vectors[start : start + length]``, packed in that order."""
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # Row indices of every selected vector: each run start, shifted by its position in the run.
+    rows = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+    return PackedMultiVectors(vectors[rows], offsets)
 
 
 MultiVectors = PackedMultiVectors | Sequence[Any] | np.ndarray

@@ -40,7 +40,7 @@ import numpy as np
 
 from pagesight.errors import IndexFormatError, PagesightError
 from pagesight.vectors.ann import VectorIndex
-from pagesight.vectors.maxsim import MultiVectors, PackedMultiVectors, maxsim, pack
+from pagesight.vectors.maxsim import MultiVectors, PackedMultiVectors, gather, maxsim, pack
 
 _FORMAT = 1
 # Vectors encoded per batch: bounds the (vectors, reps, d_proj) intermediate at ~80 MB with defaults.
@@ -215,11 +215,7 @@ class MuveraRetriever:
     def multivectors(self, ids: np.ndarray) -> PackedMultiVectors:
         """The stored multi-vectors of live pages ``ids``, packed in that order."""
         slots = np.array([self._slot[int(page)] for page in np.asarray(ids).tolist()], dtype=np.int64)
-        lengths = self._lengths[slots]
-        offsets = np.zeros(len(slots) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        rows = np.repeat(self._starts[slots] - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return PackedMultiVectors(self._vectors[rows], offsets)
+        return gather(self._vectors, self._starts[slots], self._lengths[slots])
 
     def bytes_per_page(self) -> dict[str, float]:
         """Memory per live page: the FDE index and the raw multi-vectors."""
