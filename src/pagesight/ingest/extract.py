@@ -97,8 +97,14 @@ def _spans_in(spans: list[Span], box) -> list[Span]:
 
 
 def limit_memory(max_bytes: int | None) -> None:
-    """Pool initializer: cap the worker's address space so a hostile file fails alone."""
+    """Pool initializer: cap the worker's address space so a hostile file fails alone.
+
+    A cap above the hard limit the worker inherited (``ulimit -v``) cannot be set; that limit holds.
+    """
     if max_bytes and os.name == "posix":
         import resource
 
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            max_bytes = min(max_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))

@@ -8,22 +8,21 @@ encodes dense vectors and commits each document in its own transaction.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pebble import ProcessExpired, ProcessPool
 
 from pagesight.encode.dense import chunk_words, dense_model
 from pagesight.encode.visual import VisualEncoder
 from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
-from pagesight.ingest.extract import UNCHANGED, extract, limit_memory
+from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.visual import encode_tiles
+from pagesight.ingest.workers import Crashed, Job, read_files
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.render.web.browser import RenderOptions
@@ -53,13 +52,6 @@ class IngestReport:
             "pages": self.pages,
             "notes": [{"path": p, "note": n} for p, n in self.notes],
         }
-
-
-@dataclass
-class Job:
-    path: Path
-    doc_id: str
-    known_sha256: str | None
 
 
 # Called after each input: (path, outcome, pages) where outcome is added/replaced/unchanged/failed.
@@ -219,59 +211,28 @@ def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_
     """PDFs and images, read by worker processes and committed one by one."""
     settings = catalog.settings
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
-    # forkserver: workers must not inherit the parent's torch threads or open SQLite handles.
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPool(
-        max_workers=workers, initializer=limit_memory, initargs=(max_memory,), context=context
-    ) as pool:
-        for job, outcome in _results(pool, todo, settings, ocr, timeout, workers * 4):
-            if isinstance(outcome, Exception):
-                _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
-            elif outcome == UNCHANGED:
-                catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
-                report.unchanged.append(job.doc_id)
-                if progress:
-                    progress(str(job.path), "unchanged", 0)
-            else:
-                try:
-                    images = encode_tiles(outcome, visual, settings)
-                except InputError as exc:
-                    _fail(report, progress, job.path, str(exc))
-                    continue
-                vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
-                catalog.put_document(outcome, vectors, images)
-                kind = "replaced" if job.known_sha256 else "added"
-                (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
-                report.pages += len(outcome.pages)
-                if progress:
-                    progress(str(job.path), kind, len(outcome.pages))
-    return report
-
-
-def _results(pool, todo: list[Job], settings, ocr: str, timeout: float, window: int) -> Iterator:
-    """(job, Document | UNCHANGED | exception) in submission order, at most ``window`` in flight."""
-    pending: list = []
-    queue = iter(todo)
-    for job in queue:
-        pending.append(
-            (
-                job,
-                pool.schedule(
-                    extract, (str(job.path), job.doc_id, job.known_sha256, settings, ocr), timeout=timeout
-                ),
-            )
-        )
-        while len(pending) >= window:
-            yield _collect(*pending.pop(0))
-    while pending:
-        yield _collect(*pending.pop(0))
-
-
-def _collect(job: Job, future):
-    try:
-        return job, future.result()
-    except Exception as exc:  # every failure of one file is reported, never raised
-        return job, exc
+    outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
+    for job, outcome in outcomes:
+        if isinstance(outcome, Exception):
+            _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
+        elif outcome == UNCHANGED:
+            catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
+            report.unchanged.append(job.doc_id)
+            if progress:
+                progress(str(job.path), "unchanged", 0)
+        else:
+            try:
+                images = encode_tiles(outcome, visual, settings)
+            except InputError as exc:
+                _fail(report, progress, job.path, str(exc))
+                continue
+            vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
+            catalog.put_document(outcome, vectors, images)
+            kind = "replaced" if job.known_sha256 else "added"
+            (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
+            report.pages += len(outcome.pages)
+            if progress:
+                progress(str(job.path), kind, len(outcome.pages))
 
 
 def _encode(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
@@ -293,15 +254,13 @@ def _encode(document: Document, encoder, size: int, overlap: int) -> dict[tuple[
 
 
 def _reason(exc: Exception, timeout: float, max_memory: int | None) -> str:
-    if isinstance(exc, InputError):
+    if isinstance(exc, (InputError, Crashed)):
         return str(exc)
     if isinstance(exc, FutureTimeout):
         return f"timed out after {timeout:g} s"
     if isinstance(exc, MemoryError):
         limit = f" (limit {max_memory / (1 << 30):.1f} GiB)" if max_memory else ""
         return f"ran out of memory{limit}"
-    if isinstance(exc, ProcessExpired):
-        return f"reader process crashed (exit code {exc.exitcode})"
     message = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
