@@ -35,6 +35,7 @@ system-packages:
 
 test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks samples
+	$(BIN)/ruff format --check src tests benchmarks samples
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

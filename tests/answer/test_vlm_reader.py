@@ -376,9 +376,7 @@ def test_boxes_on_the_resized_images():
     assert cited[0][0] == pytest.approx((0.0, 300.0, 100.0, 380.0))  # half of the tile
     norm = 'x <bboxes image="1">[[0, 0, 500, 500]]</bboxes>'
     assert parse_bboxes(norm, [item], "norm1000", [(224, 168)])[1] == parse_bboxes(norm, [item])[1]
-    assert parse_bboxes(text, [item], "pixels", None)[1][0][0] == pytest.approx(
-        (0.0, 300.0, 112.0, 384.0)
-    )
+    assert parse_bboxes(text, [item], "pixels", None)[1][0][0] == pytest.approx((0.0, 300.0, 112.0, 384.0))
 
 
 def test_pixel_coordinates_reader_runs(tiny, context):
