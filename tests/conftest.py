@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
+from typer.testing import CliRunner
 
 from pagesight import Index
+from pagesight.cli import app
 from pagesight.eval.dataset import Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +36,21 @@ def make_pdf(path: Path, pages: list[list[str]], blocks: list | None = None, **c
         pdf.showPage()
     pdf.save()
     return path
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A pagesight command run in this process: what it prints and its exit code, as a subprocess
+    would give them, without an interpreter start and a model load per call. Tests of the command
+    line as a program (start-up, signals, exit codes of the process) use ``tests.test_cli.pagesight``.
+    """
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    if check and result.exit_code != 0:
+        raise AssertionError(f"pagesight {' '.join(args)} exited {result.exit_code}: {result.stderr}") from (
+            result.exception
+            if result.exit_code == 1 and not isinstance(result.exception, SystemExit)
+            else None
+        )
+    return subprocess.CompletedProcess(["pagesight", *args], result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture(scope="session")

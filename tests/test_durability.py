@@ -26,12 +26,24 @@ def corpus(tmp_path: Path) -> Path:
     return folder
 
 
+# The writer: a real ingestion in its own process that waits DELAY seconds after each committed
+# document (through the progress callback), so the test can act while it is mid-way.
+WRITER = """
+import sys, time
+from pagesight import Index
+index = Index.open(sys.argv[1], create=False)
+report = index.add(sys.argv[2], jobs=1, progress=lambda path, outcome, pages: time.sleep(float(sys.argv[3])))
+sys.exit(0 if report.ok else 1)
+"""
+DELAY = 0.25
+
+
 def start_ingest(index: Path, corpus: Path) -> subprocess.Popen:
-    # OCR on every page makes each document take a noticeable time, so the run can be caught mid-way.
-    command = [sys.executable, "-m", "pagesight", "ingest", str(corpus), "--index", str(index)]
-    command += ["--no-dense", "--ocr", "always", "--jobs", "1"]
     return subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        [sys.executable, "-c", WRITER, str(index), str(corpus), str(DELAY)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
 
 

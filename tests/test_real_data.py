@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from pagesight import Index
-from tests.conftest import SHARED, make_pdf
-from tests.test_cli import pagesight
+from tests.conftest import SHARED, cli, make_pdf
+
+pytestmark = pytest.mark.slow
 
 IRPAPERS = SHARED / "irpapers"
 BADPDFS = SHARED / "badpdfs"
@@ -17,12 +18,12 @@ BADPDFS = SHARED / "badpdfs"
 @pytest.mark.skipif(not IRPAPERS.is_dir(), reason="IRPAPERS not present")
 def test_irpapers_lexical_keeps_the_bm25_baseline(tmp_path: Path):
     result = json.loads(
-        pagesight("eval", str(IRPAPERS), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+        cli("eval", str(IRPAPERS), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
     )
     assert (result["n_queries"], result["n_pages"]) == (180, 2575)
     assert result["recall@1"] >= 0.46 and result["recall@5"] >= 0.82 and result["recall@20"] >= 0.91
     again = json.loads(
-        pagesight("ingest", str(IRPAPERS / "pdfs"), "--index", str(tmp_path / "ix"), "--json").stdout
+        cli("ingest", str(IRPAPERS / "pdfs"), "--index", str(tmp_path / "ix"), "--json").stdout
     )
     assert (again["unchanged"], again["added"], again["replaced"], again["pages"]) == (155, 0, 0, 0)
 
@@ -46,12 +47,12 @@ BAD_SAMPLE = [
 def test_badpdfs_fail_alone_with_one_line_each_and_lose_nothing(tmp_path: Path):
     index = tmp_path / "ix"
     keep = make_pdf(tmp_path / "keep.pdf", [["a document indexed before the bad run"]])
-    pagesight("ingest", str(keep), "--index", str(index), "--no-dense")
+    cli("ingest", str(keep), "--index", str(index), "--no-dense")
     bad = tmp_path / "bad"
     bad.mkdir()
     for name in BAD_SAMPLE:
         (bad / name).symlink_to(BADPDFS / name)
-    result = pagesight("ingest", str(bad), "--index", str(index), "--ocr", "never", check=False)
+    result = cli("ingest", str(bad), "--index", str(index), "--ocr", "never", check=False)
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     failures = dict(re.match(r"^(\S+\.pdf): (.+)$", line).groups() for line in lines[:-1])

@@ -14,8 +14,7 @@ from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.answer.strategies import Concatenated, choose, run
 from pagesight.errors import PagesightError
 from pagesight.render.tiles import downscale
-from tests.conftest import ROOT
-from tests.test_cli import pagesight
+from tests.conftest import ROOT, cli
 
 
 def test_compression_divides_each_side_by_sqrt_c(sample_index: Index):
@@ -140,16 +139,16 @@ def test_unknown_reader_and_bad_compression(sample_index: Index):
 
 def test_cli_ask_json_and_html(tmp_path: Path, sample_index: Index):
     index = str(sample_index.root)
-    out = pagesight("ask", "How many orders a day does Warehouse Delta ship?", "--index", index, "--json")
+    out = cli("ask", "How many orders a day does Warehouse Delta ship?", "--index", index, "--json")
     answer = json.loads(out.stdout)
     assert "1,200" in answer["text"]
     assert answer["citations"][0]["page_id"] == "long-infographic_1"
     page = tmp_path / "answer.html"
-    text = pagesight("ask", "Which lens blank lot was quarantined?", "--index", index, "--html", str(page))
+    text = cli("ask", "Which lens blank lot was quarantined?", "--index", index, "--html", str(page))
     assert "22K" in text.stdout
     html = page.read_text()
     assert html.count("data:image/png;base64,") == 1 and "field-notes-scan_1" in html
-    bad = pagesight("ask", "x", "--index", index, "--model", "m", check=False)
+    bad = cli("ask", "x", "--index", index, "--model", "m", check=False)
     assert bad.returncode == 2 and "reader 'extractive' takes none of --model" in bad.stderr
 
 
@@ -160,7 +159,7 @@ def test_cli_ask_with_an_openai_endpoint(sample_index: Index):
         [Reply(completion('Halvorsen Glassworks. <bboxes image="1">[[0, 0, 1000, 500]]</bboxes>'))]
     )
     try:
-        out = pagesight(
+        out = cli(
             "ask", "Which supplier replaces Brightmere Supply?", "--index", str(sample_index.root), "-k", "2",
             "--reader", "openai", "--base-url", server.base_url, "--model", "tiny-vl", "-c", "4", "--json",
         )  # fmt: skip
@@ -184,7 +183,7 @@ def test_eval_judges_answers_by_majority_of_three(tmp_path: Path, sample_index: 
 
     server = ChatServer([Reply(completion("YES")), Reply(completion("NO")), Reply(completion("YES"))])
     try:
-        out = pagesight(
+        out = cli(
             "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "lexical", "--reader", "extractive",
             "--judge-model", "judge", "--judge-base-url", server.base_url, "--json",
         )  # fmt: skip

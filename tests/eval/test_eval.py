@@ -1,4 +1,4 @@
-"""`pagesight eval`, `compare` and `import-dataset`, run as a user runs them."""
+"""`pagesight eval`, `compare` and `import-dataset`, run in this process on the shared sample index."""
 
 import json
 import shutil
@@ -13,15 +13,14 @@ from PIL import Image, ImageDraw, ImageFont
 from pagesight.errors import InputError
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.runs import read_trec
-from tests.conftest import ROOT
-from tests.test_cli import pagesight
+from tests.conftest import ROOT, cli
 
 METRICS = ("recall@1", "recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10", "success@5")
 
 
 def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_index):
     report = tmp_path / "report"
-    result = pagesight(
+    result = cli(
         "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "lexical", "-m", "rsf:0.5",
         "-m", "rrf", "--report", str(report), "--json",
     )  # fmt: skip
@@ -49,7 +48,7 @@ def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_inde
     assert "| lexical |" in (report / "report.md").read_text()
 
     compared = json.loads(
-        pagesight(
+        cli(
             "compare", *(str(p) for p in sorted((report / "runs").glob("*.trec"))),
             "--qrels", str(ROOT / "samples" / "qrels.tsv"), "--json",
         ).stdout
@@ -61,9 +60,7 @@ def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_inde
 
 def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):
     report = tmp_path / "report"
-    pagesight(
-        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "--sweep", "--report", str(report)
-    )
+    cli("eval", str(ROOT / "samples"), "--index", str(sample_index.root), "--sweep", "--report", str(report))
     summary = json.loads((report / "summary.json").read_text())
     assert [r["config"] for r in summary["results"]] == [f"rsf:{a / 10:g}" for a in range(11)]
     assert Image.open(report / "alpha_sweep.png").size == (600, 400)
@@ -71,7 +68,7 @@ def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):
 
 def test_answers_are_scored_with_a_reader(tmp_path: Path, sample_index):
     report = tmp_path / "report"
-    result = pagesight(
+    result = cli(
         "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "hybrid",
         "--reader", "extractive", "--report", str(report), "--json",
     )  # fmt: skip
@@ -86,17 +83,17 @@ def test_answers_are_scored_with_a_reader(tmp_path: Path, sample_index):
         assert row["scores"]["contains"] == contains(row["prediction"], row["reference"])
         assert row["scores"]["f1"] == answer_scores(row["prediction"], row["reference"])["f1"]
     assert answers["f1"] == pytest.approx(sum(r["scores"]["f1"] for r in rows) / 13, abs=1e-6)
-    refused = pagesight("eval", str(ROOT / "samples"), "--judge-model", "m", check=False)
+    refused = cli("eval", str(ROOT / "samples"), "--judge-model", "m", check=False)
     assert refused.returncode == 2 and "--judge-model needs --reader" in refused.stderr
 
 
 def test_lexical_index_refuses_dense_configurations(tmp_path: Path):
     index = str(tmp_path / "ix")
-    pagesight("ingest", str(ROOT / "samples" / "corpus"), "--index", index, "--no-dense", "--ocr", "never")
-    refused = pagesight("eval", str(ROOT / "samples"), "--index", index, "-m", "hybrid", check=False)
+    cli("ingest", str(ROOT / "samples" / "corpus"), "--index", index, "--no-dense", "--ocr", "never")
+    refused = cli("eval", str(ROOT / "samples"), "--index", index, "-m", "hybrid", check=False)
     assert refused.returncode == 2 and "no dense vectors" in refused.stderr
     lexical = json.loads(
-        pagesight("eval", str(ROOT / "samples"), "--index", index, "-m", "lexical", "--json").stdout
+        cli("eval", str(ROOT / "samples"), "--index", index, "-m", "lexical", "--json").stdout
     )
     assert lexical["config"] == "lexical" and lexical["n_queries"] == 13
 
@@ -132,12 +129,12 @@ def test_vidore_style_parquet_dataset_is_imported_and_evaluated(tmp_path: Path):
         pa.table({"query-id": [1, 2], "corpus-id": [102, 103], "score": [1, 2]}), source / "qrels.parquet"
     )
     out = tmp_path / "dataset"
-    pagesight("import-dataset", str(source), str(out))
+    cli("import-dataset", str(source), str(out))
     assert sorted(p.name for p in (out / "pages").iterdir()) == ["101.png", "102.png", "103.png"]
     assert Dataset.load(out).qrels == {"1": {"102": 1}, "2": {"103": 2}}
 
     result = json.loads(
-        pagesight("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+        cli("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
     )
     assert result["n_pages"] == 3 and result["recall@1"] == 1.0  # corpus ids name whole documents
 
@@ -161,13 +158,13 @@ def test_beir_text_folder_is_typeset_into_pages(tmp_path: Path):
     )
     (source / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td2\t1\n")
     out = tmp_path / "dataset"
-    pagesight("import-dataset", str(source), str(out))
+    cli("import-dataset", str(source), str(out))
     result = json.loads(
-        pagesight("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
+        cli("eval", str(out), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
     )
     assert result["n_pages"] == 3 and result["recall@1"] == 1.0
 
-    again = pagesight("import-dataset", str(source), str(out), check=False)
+    again = cli("import-dataset", str(source), str(out), check=False)
     assert again.returncode == 2 and "not empty" in again.stderr
 
 

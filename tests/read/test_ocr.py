@@ -1,6 +1,6 @@
 from PIL import Image, ImageDraw, ImageFont
 
-from pagesight.read.ocr import ocr_spans
+from pagesight.read.ocr import ink_box, ocr_spans
 from tests.conftest import SAMPLES
 
 
@@ -28,13 +28,15 @@ def test_ocr_boxes_are_scaled_to_page_pixels():
     assert 90 <= full.box[0] <= 110 and 70 <= full.box[1] <= 100
 
 
-def test_blank_pages_are_not_sent_to_ocr():
-    from pagesight.ingest.extract import is_blank
-
-    assert is_blank(Image.new("RGB", (1000, 1400), (250, 248, 240)))
+def test_blank_pages_are_not_sent_to_ocr_and_only_the_inked_region_is_read():
+    assert ink_box(Image.new("RGB", (1000, 1400), (250, 248, 240))) is None
     page = Image.new("RGB", (1000, 1400), "white")
     ImageDraw.Draw(page).text(
-        (100, 100), "one short line", fill="black", font=ImageFont.load_default(size=20)
+        (600, 900), "one short line", fill="black", font=ImageFont.load_default(size=20)
     )
-    assert not is_blank(page)
-    assert not is_blank(Image.open(SAMPLES / "field-notes-scan.png"))
+    x0, y0, x1, y1 = ink_box(page)
+    assert 570 <= x0 < 600 and 870 <= y0 < 910 and 700 < x1 < 780 and 910 < y1 < 950
+    (span,) = ocr_spans(page, scale=0.5)  # read in the crop, boxed on the whole page
+    assert span.text == "one short line"
+    assert 295 <= span.box[0] <= 305 and 448 <= span.box[1] <= 458 and span.box[2] < 390
+    assert ink_box(Image.open(SAMPLES / "field-notes-scan.png")) is not None

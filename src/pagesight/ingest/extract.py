@@ -10,9 +10,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from pagesight.errors import InputError
 from pagesight.read.ocr import ocr_spans
 from pagesight.read.textlayer import usable_text
@@ -70,24 +67,13 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> Page:
         # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
         ocr_dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
         image = source.render(number, ocr_dpi)
-        found = [] if is_blank(image) else ocr_spans(image, scale=width / image.width)
+        found = ocr_spans(image, scale=width / image.width)
         if found or ocr == "always":
             spans, text_source = found, "ocr" if found else "none"
     page = Page(number=number, width=width, height=height, text_source=text_source)
     for index, box in enumerate(cut_tiles(width, height, settings.tile_height, settings.min_tail)):
         page.tiles.append(Tile(index=index, box=box, spans=_spans_in(spans, box)))
     return page
-
-
-def is_blank(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4) -> bool:
-    """True when almost no pixel stands out from the page background: nothing to OCR.
-
-    Saves about a second of OCR per empty page (badpdfs has hundreds).
-    """
-    grey = np.asarray(image.convert("L"), dtype=np.int16)
-    background = int(np.median(grey))
-    ink = np.count_nonzero(np.abs(grey - background) > contrast)
-    return ink < min_ink * grey.size
 
 
 def _spans_in(spans: list[Span], box) -> list[Span]:

@@ -26,7 +26,6 @@ import numpy as np
 from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
-from pagesight.ingest.extract import is_blank
 from pagesight.read.ocr import ocr_spans
 from pagesight.records import Box, Document, Link, Page, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
@@ -255,7 +254,7 @@ def read_tiles_by_ocr(document: Document) -> None:
                 dataclasses.replace(
                     span, box=(span.box[0] + x0, span.box[1] + y0, span.box[2] + x0, span.box[3] + y0)
                 )
-                for span in ([] if is_blank(image) else ocr_spans(image))
+                for span in ocr_spans(image)
             ]
         page.text_source = "ocr" if any(tile.spans for tile in page.tiles) else "none"
 

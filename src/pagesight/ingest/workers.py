@@ -33,6 +33,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.extract import extract, limit_memory
+from pagesight.read.ocr import set_threads
 from pagesight.settings import Settings
 
 _MAIN_LOCK = threading.Lock()
@@ -91,9 +92,16 @@ class Crashed(Exception):
         super().__init__(f"reader process crashed{code}")
 
 
+def _start_worker(max_memory: int | None, threads: int) -> None:
+    """Each worker: its address-space cap, and its share of the cores for OCR."""
+    limit_memory(max_memory)
+    set_threads(threads)
+
+
 @contextmanager
 def worker_pool(workers: int, max_memory: int | None, start_timeout: float) -> Iterator[ProcessPool]:
-    """A started pool of ``workers`` processes, each under ``max_memory`` bytes of address space.
+    """A started pool of ``workers`` processes, each under ``max_memory`` bytes of address space
+    and running OCR on its share of the cores.
 
     Raises ``PagesightError`` when the workers cannot run a trivial task within ``start_timeout``.
     """
