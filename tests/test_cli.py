@@ -72,3 +72,23 @@ def test_errors_are_one_line_not_tracebacks(tmp_path: Path):
     pagesight("ingest", str(make_pdf(tmp_path / "a.pdf", [["words"]])), "--index", index, "--no-dense")
     dense = pagesight("search", "words", "--index", index, "--mode", "dense", check=False)
     assert dense.returncode == 2 and "no dense vectors" in dense.stderr
+
+
+def test_version_and_license_match_the_package():
+    import tomllib
+
+    from pagesight import __version__
+
+    project = tomllib.loads((SAMPLES.parents[1] / "pyproject.toml").read_text())["project"]
+    assert (
+        pagesight("--version").stdout.strip()
+        == f"pagesight {__version__}"
+        == f"pagesight {project['version']}"
+    )
+    assert project["license"] == "Apache-2.0"
+    assert (SAMPLES.parents[1] / "LICENSE").read_text().split()[:4] == [
+        "Apache",
+        "License",
+        "Version",
+        "2.0,",
+    ]

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pagesight import __version__
 from pagesight.encode.visual.base import model_reference
 from pagesight.errors import PagesightError
 from pagesight.index import DEFAULT_ALPHA, Index
@@ -26,6 +27,23 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"pagesight {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    pass
+
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index directory.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
