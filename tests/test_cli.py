@@ -92,3 +92,20 @@ def test_version_and_license_match_the_package():
         "Version",
         "2.0,",
     ]
+
+
+def test_bad_search_and_ask_requests_exit_2_with_the_reason(sample_index):
+    from tests.conftest import cli
+
+    index = str(sample_index.root)
+    for args, message in (
+        (["search", "", "--index", index], "the query is empty"),
+        (["search", "revenue", "--index", index, "-k", "0"], "k must be 1 or more, got 0"),
+        (["search", "revenue", "--index", index, "--alpha", "2"], "alpha must be between 0 and 1, got 2"),
+        (["search", "revenue", "--index", index, "--doc", "nope"], "no document 'nope' in the index"),
+        (["ask", " ", "--index", index], "the query is empty"),
+        (["ask", "revenue?", "--index", index, "-k", "-1"], "k must be 1 or more, got -1"),
+    ):
+        result = cli(*args, check=False)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert result.stdout == ""

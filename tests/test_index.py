@@ -57,7 +57,24 @@ def test_hybrid_hits_report_each_retrievers_score(sample_index: Index):
 def test_filter_by_document(sample_index: Index):
     hits = sample_index.search("revenue", k=10, doc_ids=["retrieval-primer"])
     assert hits and {h.doc_id for h in hits} == {"retrieval-primer"}
-    assert sample_index.search("revenue", doc_ids=["no-such-doc"]) == []
+    with pytest.raises(PagesightError, match="no document 'no-such-doc' in the index"):
+        sample_index.search("revenue", doc_ids=["retrieval-primer", "no-such-doc"])
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "message"),
+    [
+        ("", {}, "the query is empty"),
+        ("   ", {}, "the query is empty"),
+        ("revenue", {"k": 0}, "k must be 1 or more, got 0"),
+        ("revenue", {"k": -3}, "k must be 1 or more, got -3"),
+        ("revenue", {"alpha": 1.5}, "alpha must be between 0 and 1, got 1.5"),
+        ("revenue", {"alpha": -0.1}, "alpha must be between 0 and 1, got -0.1"),
+    ],
+)
+def test_bad_search_requests_are_refused(sample_index: Index, query, options, message):
+    with pytest.raises(PagesightError, match=message):
+        sample_index.search(query, **options)
 
 
 def test_tile_image_is_rendered_again_from_the_source(sample_index: Index):
@@ -79,7 +96,6 @@ def test_unknown_mode_and_lexical_only_index_errors(tmp_path: Path):
     with pytest.raises(PagesightError, match="mode must be"):
         index.search("alpha", mode="pixels")
     assert index.search("alpha")[0].doc_id == "a"
-    assert index.search("   ") == []
 
 
 def test_unchanged_files_are_skipped_changed_replaced_deleted_removed(tmp_path: Path):

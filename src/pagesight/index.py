@@ -188,8 +188,11 @@ class Index:
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
         """
         mode = self._check_mode(mode, fusion)
-        if not query.strip() or k <= 0:
-            return []
+        if not query.strip():
+            raise PagesightError("the query is empty")
+        if not 0 <= alpha <= 1:
+            raise PagesightError(f"alpha must be between 0 and 1, got {alpha:g}")
+        self._check_request(k, doc_ids)
         current = self._current()
         allowed = self.catalog.tile_ids_of(doc_ids) if doc_ids else None
         if allowed is not None and len(allowed) == 0:
@@ -235,12 +238,20 @@ class Index:
                     f"region {list(region)} is not inside the {image.width}x{image.height} query image"
                 )
             image = image.crop((round(x0), round(y0), round(x1), round(y1)))
+        self._check_request(k, doc_ids)
         allowed = self.catalog.tile_ids_of(doc_ids) if doc_ids else None
-        if (allowed is not None and len(allowed) == 0) or k <= 0:
+        if allowed is not None and len(allowed) == 0:
             return []
         vector = self.visual_encoder().encode_image_queries([image.convert("RGB")])[0]
         runs = {"visual": self._visual_run(self._current(), vector, k, allowed)}
         return self._hits(runs["visual"], runs, "", evidence=True)
+
+    def _check_request(self, k: int, doc_ids: Sequence[str] | None) -> None:
+        if k <= 0:
+            raise PagesightError(f"k must be 1 or more, got {k}")
+        missing = [doc_id for doc_id in doc_ids or () if self.catalog.document(doc_id) is None]
+        if missing:
+            raise PagesightError(f"{self.root}: no document {', '.join(map(repr, missing))} in the index")
 
     def _check_mode(self, mode: str | None, fusion: str) -> str:
         """``mode`` (None: the default of this index) checked against what the index holds."""
