@@ -105,8 +105,9 @@ def worker_pool(workers: int, max_memory: int | None, start_timeout: float) -> I
 
     Raises ``PagesightError`` when the workers cannot run a trivial task within ``start_timeout``.
     """
+    threads = max(1, (os.cpu_count() or 1) // workers)
     pool = ProcessPool(
-        max_workers=workers, initializer=limit_memory, initargs=(max_memory,), context=_Context()
+        max_workers=workers, initializer=_start_worker, initargs=(max_memory, threads), context=_Context()
     )
     try:
         try:
