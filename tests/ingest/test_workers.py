@@ -26,6 +26,12 @@ def read_or_die(path: str, doc_id: str, known_sha256, settings, ocr) -> str:
     return f"read {doc_id} in {os.getpid()}"
 
 
+def ocr_threads(path: str, doc_id: str, known_sha256, settings, ocr) -> int:
+    from pagesight.read.ocr import threads
+
+    return threads()
+
+
 def jobs(*names: str) -> list[Job]:
     return [Job(Path(f"/nowhere/{name}.pdf"), name, None) for name in names]
 
@@ -47,6 +53,15 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
             assert str(outcome).startswith("reader process crashed")
         else:
             assert outcome.startswith(f"read {name} in "), (name, outcome)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_workers_share_the_cores_for_ocr(workers: int):
+    results = read_files(
+        jobs("a", "b"), Settings(), "auto", workers=workers, timeout=30, max_memory=None, reader=ocr_threads
+    )
+    assert {outcome for _, outcome in results} == {max(1, (os.cpu_count() or 1) // workers)}
 
 
 @pytest.mark.timeout(120)

@@ -38,6 +38,11 @@ def set_threads(threads: int | None) -> None:
     _threads = threads
 
 
+def threads() -> int:
+    """The onnxruntime threads an OCR engine of this process runs."""
+    return _threads or os.cpu_count() or 1
+
+
 @cache
 def _engine(threads: int):
     try:
@@ -89,7 +94,7 @@ def ocr_spans(image: Image.Image, scale: float = 1.0, min_score: float = 0.5) ->
     if enlarge > 1:
         size = (round(region.width * enlarge), round(region.height * enlarge))
         region = region.resize(size, Image.Resampling.BICUBIC)
-    result = _engine(_threads or os.cpu_count() or 1)(np.asarray(region))
+    result = _engine(threads())(np.asarray(region))
     if result.boxes is None or result.txts is None:
         return []
     spans = []
