@@ -109,3 +109,17 @@ def test_bad_search_and_ask_requests_exit_2_with_the_reason(sample_index):
         result = cli(*args, check=False)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert result.stdout == ""
+
+
+def test_help_and_argument_errors_import_no_retriever_or_model():
+    # What `pagesight --help` or a mistyped option pays for at start-up: no FAISS, bm25s, SciPy,
+    # torch or sentence-transformers (imported by the commands that need them).
+    probe = (
+        "import sys, pagesight.cli\n"
+        "heavy = ('faiss', 'bm25s', 'scipy', 'torch', 'sentence_transformers', 'rapidocr', 'pebble')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+    wrong = pagesight("search", "x", "--index", "nowhere", "--mode", "pixels", check=False)
+    assert wrong.returncode == 2 and "pixels" in wrong.stderr

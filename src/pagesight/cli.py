@@ -6,7 +6,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from PIL import Image
@@ -17,8 +17,11 @@ from rich.table import Table
 from pagesight import __version__
 from pagesight.encode.visual.base import model_reference
 from pagesight.errors import PagesightError
-from pagesight.index import DEFAULT_ALPHA, Index
+from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
+
+if TYPE_CHECKING:
+    from pagesight.index import Index
 
 app = typer.Typer(
     help="Retrieval-augmented generation in pixel space: index page images, search them.",
@@ -84,6 +87,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 def _open(path: Path, create: bool = False, settings: Settings | None = None) -> Index:
     try:
+        from pagesight.index import Index
+
         return Index.open(path, create=create, settings=settings)
     except PagesightError as exc:
         _fail(str(exc))

@@ -25,7 +25,12 @@ from pagesight.records import Hit
 from pagesight.render import open_source
 from pagesight.render.tiles import downscale
 from pagesight.render.web.sites import WEB_SOURCES
-from pagesight.search.fusion import reciprocal_rank_fusion, relative_score_fusion
+from pagesight.search.fusion import (
+    DEFAULT_ALPHA,
+    DEFAULT_VISUAL_WEIGHT,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
 from pagesight.settings import Settings
 from pagesight.store import retrievers as store
 from pagesight.store.catalog import Catalog, TileRow
@@ -33,13 +38,6 @@ from pagesight.store.lock import WriteLock
 
 MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rrf", "rsf")
-# Weight of the dense side in relative score fusion. Swept on IRPAPERS (BENCHMARKS.md): with
-# MiniLM text vectors the best hybrid keeps BM25 dominant and lets dense break its ties.
-DEFAULT_ALPHA = 0.1
-# Weight of the visual side in relative score fusion when the index has visual vectors; the text
-# side (BM25 and dense, split by alpha) has the rest. IRPAPERS' multimodal hybrid weighs its text
-# and image runs evenly; no visual model can be measured here to tune it.
-DEFAULT_VISUAL_WEIGHT = 0.5
 
 
 class Index:

@@ -13,7 +13,8 @@ from pathlib import Path
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
-from pagesight.index import DEFAULT_ALPHA, Index
+from pagesight.index import Index
+from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 
 
