@@ -32,7 +32,7 @@ from rapidfuzz.distance import Levenshtein
 
 from pagesight import Index, PagesightError
 from pagesight.read.ocr import ocr_spans
-from pagesight.read.textlayer import _to_pixels as to_pixels
+from pagesight.read.textlayer import to_pixels
 from pagesight.render import open_source
 from pagesight.settings import Settings
 

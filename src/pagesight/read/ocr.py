@@ -9,9 +9,9 @@ resolution, since every line is scaled to the recognition model's 48 px height. 
 the page scaled to at most ``DETECT_MAX_SIDE`` px on its long side: half the detection time of the
 full 150 dpi page with the same error rate, while lines are still cut from the full-resolution page
 for recognition. Only the region with ink is read (``ink_box``), and small images are enlarged to
-``DETECT_MIN_SIDE`` first, as RapidOCR's own default does, so small print still gets found. onnxruntime runs ``threads`` threads per engine:
-ingestion gives each worker process its share of the cores, since workers that each start one
-thread per core fight over them.
+``DETECT_MIN_SIDE`` first, as RapidOCR's own default does, so small print still gets found.
+onnxruntime runs ``threads()`` threads per engine: ingestion gives each worker process its share of
+the cores, since workers that each start one thread per core fight over them.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
                     ys += [bottom.value, top.value]
             if not xs:
                 continue
-            box = _to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
+            box = to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
             if box is not None:
                 spans.append(Span(text=text, box=box, source="pdf"))
         return spans
@@ -55,7 +55,7 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
         textpage_obj.close()
 
 
-def _to_pixels(page, size_px, x0, y0, x1, y1):
+def to_pixels(page, size_px, x0, y0, x1, y1):
     width, height = size_px
     px, py = ctypes.c_int(), ctypes.c_int()
     corners = []
