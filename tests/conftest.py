@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -51,6 +52,12 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
             else None
         )
     return subprocess.CompletedProcess(["pagesight", *args], result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory):
+    """Derived model files (the ONNX export of MiniLM) go to a folder of this run, not the home."""
+    os.environ.setdefault("PAGESIGHT_CACHE", str(tmp_path_factory.mktemp("model-cache")))
 
 
 @pytest.fixture(scope="session")

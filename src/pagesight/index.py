@@ -200,7 +200,7 @@ class Index:
         if mode in ("lexical", "hybrid"):
             runs["bm25"] = current.lexical.search(query, pool, allowed)
         if mode == "dense" or (mode == "hybrid" and self.settings.dense_model):
-            vector = dense_model(self.settings.dense_model).encode([query])[0]
+            vector = dense_model(self.settings.dense_model).encode_queries([query])[0]
             runs["dense"] = current.dense.search(vector, pool, allowed)
         if mode == "visual" or (mode == "hybrid" and self.settings.visual_encoder):
             vector = self.visual_encoder().encode_queries([query])[0]

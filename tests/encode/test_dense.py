@@ -1,0 +1,78 @@
+"""Queries are encoded by the cached ONNX export of MiniLM, equal to the torch model's vectors,
+so a search process needs neither torch nor sentence-transformers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pagesight.encode import exported
+from pagesight.encode.dense import MiniLM
+from tests.conftest import SAMPLES
+
+TEXTS = [
+    "What was the West region's revenue in Q3?",
+    "",
+    "TOTAL 1,234.50 EUR   VAT 7 %",
+    "Ünïcödé, 東京, µm, — and emoji 🙂",
+    " ".join(f"word{i}" for i in range(700)),  # far past the 256-token limit
+]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGESIGHT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_loading_the_model_caches_an_export_whose_vectors_equal_torch(cache):
+    model = MiniLM()
+    assert not list(cache.rglob("*.onnx"))
+    reference = model.model.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    (path,) = cache.rglob("*.onnx")
+    assert path == exported.export_path(model.name, model.model_dir)
+
+    queries = MiniLM().encode_queries(TEXTS)
+    assert queries.dtype == np.float32 and queries.shape == (len(TEXTS), MiniLM.dim)
+    assert np.abs(queries - reference).max() <= 1e-5
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1, atol=1e-5)
+
+
+def test_without_an_export_queries_fall_back_to_torch_and_cache_one(cache):
+    model = MiniLM()
+    vector = model.encode_queries(["reciprocal rank fusion"])
+    assert model._model is not None  # torch did the work
+    assert len(list(cache.rglob("*.onnx"))) == 1  # and the next process will not need it
+    again = MiniLM().encode_queries(["reciprocal rank fusion"])
+    assert np.abs(again - vector).max() <= 1e-5
+
+
+def test_a_damaged_export_is_ignored(cache):
+    model = MiniLM()
+    path = exported.export_path(model.name, model.model_dir)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a model")
+    vector = model.encode_queries(["reciprocal rank fusion"])
+    assert model._model is not None and np.isclose(np.linalg.norm(vector), 1, atol=1e-5)
+
+
+def test_a_hybrid_search_process_never_imports_torch(sample_index, cache):
+    MiniLM().model  # noqa: B018 (loading it caches the export, as any ingestion does)
+    script = (
+        "import sys\n"
+        "from pagesight import Index\n"
+        f"index = Index.open({str(sample_index.root)!r}, create=False)\n"
+        "hits = index.search('West region revenue in Q3', k=3)\n"
+        "assert set(hits[0].scores) == {'bm25', 'dense'}, hits[0].scores\n"
+        "print(hits[0].doc_id)\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    top, loaded = done.stdout.split("\n")[:2]
+    assert top == "quarterly-report" and (SAMPLES / "quarterly-report.pdf").exists()
+    assert loaded == "[]"
