@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ class Index:
         self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
         self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
+        self._new: Path | None = None  # what this object created, undone if the first add cannot start
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, settings: Settings | None = None) -> Index:
@@ -59,7 +61,12 @@ class Index:
                 raise IndexFormatError(f"{root}: no pagesight index here")
             if root.exists() and (not root.is_dir() or any(root.iterdir())):
                 raise IndexFormatError(f"{root}: exists and is not a pagesight index")
-            return cls(root, Catalog(root, settings or Settings()))
+            settings = settings or Settings()
+            _check_models(settings)
+            made = not root.exists()
+            index = cls(root, Catalog(root, settings))
+            index._new = root if made else root / "catalog.sqlite"
+            return index
         catalog = Catalog(root)
         if settings is not None and settings != catalog.settings:
             raise IndexFormatError(
@@ -82,11 +89,29 @@ class Index:
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        with WriteLock(self.root):
-            visual = self._ingest_encoder if self.settings.visual_encoder else None
-            report = pipeline.run(self.catalog, paths, visual=visual, **options)
-            self._refresh_locked()
+        try:
+            with WriteLock(self.root):
+                visual = self._ingest_encoder if self.settings.visual_encoder else None
+                report = pipeline.run(self.catalog, paths, visual=visual, **options)
+                self._refresh_locked()
+        except PagesightError:
+            self._undo_creation()
+            raise
+        self._new = None
         return report
+
+    def _undo_creation(self) -> None:
+        """Remove the index this object created when its first ``add`` failed as a whole (its
+        encoder could not load, say) before storing anything, so no unusable index is left."""
+        if self._new is None or self.catalog.counts()["documents"]:
+            return
+        self.catalog.close()
+        for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "write.lock"):
+            (self.root / name).unlink(missing_ok=True)
+        shutil.rmtree(self.root / "retrievers", ignore_errors=True)
+        if self._new == self.root and not any(self.root.iterdir()):
+            self.root.rmdir()
+        self._new = None
 
     def delete(self, doc_id: str) -> bool:
         """Remove a document and its pages; False when there is no such document."""
@@ -378,7 +403,23 @@ class Index:
         }
 
     def documents(self) -> list[str]:
+        """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""
         return [d.id for d in self.catalog.documents()]
+
+    def document_list(self) -> list[dict]:
+        """Each document as {"id", "type", "pages", "source", "bytes", "notes"}, sorted by id;
+        notes are caveats found when it was read (blank pages, a web page cut short)."""
+        return [
+            {
+                "id": d.id,
+                "type": d.type,
+                "pages": d.n_pages,
+                "source": str(d.source),
+                "bytes": d.size,
+                "notes": list(d.meta.get("notes", [])),
+            }
+            for d in self.catalog.documents()
+        ]
 
     def close(self) -> None:
         if self._web is not None:
@@ -391,6 +432,21 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_models(settings: Settings) -> None:
+    """Refuse settings naming models no registry knows, before an index is made with them."""
+    from pagesight.encode.dense import DENSE_MODELS
+    from pagesight.encode.visual import ENCODERS
+
+    if settings.dense_model is not None and settings.dense_model not in DENSE_MODELS:
+        raise PagesightError(
+            f"unknown dense model '{settings.dense_model}'; choose one of {', '.join(sorted(DENSE_MODELS))}"
+        )
+    if settings.visual_encoder is not None and settings.visual_encoder not in ENCODERS:
+        raise PagesightError(
+            f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
+        )
 
 
 def _hit(row: TileRow, score: float, scores: dict[str, float], matcher) -> Hit:

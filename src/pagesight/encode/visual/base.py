@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import socket
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from urllib.parse import urlparse
 
 import numpy as np
 from PIL import Image
@@ -79,6 +81,8 @@ class VisualEncoder(Protocol):
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
 # Every entry has run on a tiny random-weight model in tests/encode/visual.
+HUB_PROBE_TIMEOUT = 3.0  # seconds to reach the hub before a missing model is refused
+
 ENCODERS: dict[str, str] = {
     "colpali": "pagesight.encode.visual.colpali:ColPaliEncoder",
     "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
@@ -211,8 +215,11 @@ def looks_like_path(model: str) -> bool:
 def load_pretrained(what: str, model: str, loader: Callable[..., Any], **kwargs: Any) -> Any:
     """``loader(model, **kwargs)`` with loading failures (missing folder, unreachable hub, bad
     checkpoint) turned into a one-line ``PagesightError`` naming the model."""
-    if looks_like_path(model) and not Path(model).expanduser().is_dir():
-        raise PagesightError(f"cannot load the {what} from '{model}': no such folder")
+    if looks_like_path(model):
+        if not Path(model).expanduser().is_dir():
+            raise PagesightError(f"cannot load the {what} from '{model}': no such folder")
+    else:
+        check_available(model, kwargs.get("revision"))
     try:
         with quiet_transformers():
             return loader(model, **kwargs)
@@ -223,6 +230,34 @@ def load_pretrained(what: str, model: str, loader: Callable[..., Any], **kwargs:
         if "ignore_mismatched_sizes" in first:  # transformers' message points at a report it logged
             first = "its weights have other shapes than this encoder's architecture (another model family?)"
         raise PagesightError(f"cannot load the {what} from '{model}': {first}") from None
+
+
+def check_available(model: str, revision: str | None = None) -> None:
+    """Refuse at once, in one line saying what to do, a hub model that is neither in the local
+    Hugging Face cache nor downloadable (offline mode, or the hub out of reach), rather than
+    letting the hub client retry every file for minutes."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    try:
+        huggingface_hub.snapshot_download(model, revision=revision, local_files_only=True)
+        return
+    except Exception:  # not cached (or a partial cache): can it be downloaded?
+        pass
+    if constants.HF_HUB_OFFLINE:
+        reason = "the Hugging Face hub is switched off here (HF_HUB_OFFLINE)"
+    else:
+        host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+        try:
+            socket.create_connection((host, 443), timeout=HUB_PROBE_TIMEOUT).close()
+            return
+        except OSError:
+            reason = f"{host} cannot be reached"
+    raise PagesightError(
+        f"model '{model}' is not on this machine and {reason}: download it where the hub is reachable "
+        f"(hf download {model} --local-dir FOLDER), copy the folder here and pass it as --encoder-model "
+        "FOLDER (model=FOLDER in Python)"
+    )
 
 
 @contextlib.contextmanager
