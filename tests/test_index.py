@@ -234,3 +234,27 @@ def test_search_without_evidence_ranks_the_same(sample_index: Index):
     bare = sample_index.search(query, k=8, evidence=False)
     assert [(h.page_id, h.tile, h.score) for h in bare] == [(h.page_id, h.tile, h.score) for h in full]
     assert full[0].boxes and all(h.snippet == "" and h.boxes == [] for h in bare)
+
+
+@pytest.mark.parametrize("ocr", ["auto", "never"])
+def test_a_pdf_cut_short_gets_a_note_on_its_blank_pages(tmp_path: Path, ocr: str):
+    # A 15-page PDF cut in half: PDFium refuses it, qpdf repairs it into 15 pages of which only the
+    # first ones kept their content. Indexed, but said so, on the report and the document.
+    whole = make_pdf(
+        tmp_path / "whole.pdf", [[f"Page {n} of the annual report", "Revenue grew"] for n in range(15)]
+    )
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.pdf"
+    cut.write_bytes(data[: len(data) // 2])
+    sparse = make_pdf(
+        tmp_path / "sparse.pdf", [["a page of text"], [], ["more text"]]
+    )  # one blank page: no note
+    index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
+    report = index.add([cut, whole, sparse], ocr=ocr)
+    assert report.ok and len(report.added) == 3
+    ((path, note),) = report.notes
+    assert path == str(cut)
+    blank = int(note.split(" of 15 pages are blank")[0])
+    assert 7 <= blank < 15 and note.endswith("-15): the file may be damaged or cut short")
+    listed = {d["id"]: d["notes"] for d in index.document_list()}
+    assert listed == {"cut": [note], "whole": [], "sparse": []}

@@ -11,13 +11,14 @@ import os
 from pathlib import Path
 
 from pagesight.errors import InputError
-from pagesight.read.ocr import ocr_spans
+from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.read.textlayer import usable_text
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
 from pagesight.settings import Settings
 
 UNCHANGED = "unchanged"
+BLANK_CHECK_DPI = 36.0  # enough to see whether anything is drawn on a page
 
 
 def file_sha256(path: Path) -> str:
@@ -52,17 +53,26 @@ def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings
             size=stat.st_size,
             mtime_ns=stat.st_mtime_ns,
         )
+        blank = []
         for number in range(1, source.n_pages + 1):
-            document.pages.append(_read_page(source, number, settings, ocr))
+            page, is_blank = _read_page(source, number, settings, ocr)
+            document.pages.append(page)
+            if is_blank:
+                blank.append(number)
+        note = blank_pages_note(blank, source.n_pages)
+        if note:
+            document.meta["notes"] = [note]
         return document
     finally:
         source.close()
 
 
-def _read_page(source, number: int, settings: Settings, ocr: str) -> Page:
+def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page, bool]:
+    """The page with its tiles and text, and whether it is blank (no text, nothing drawn)."""
     width, height = source.page_size(number, settings.dpi)
     spans = source.text_layer(number, settings.dpi) if ocr != "always" else []
     text_source = "pdf" if spans else "none"
+    image = None
     if ocr == "always" or (ocr == "auto" and not usable_text(spans)):
         # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
         ocr_dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
@@ -73,7 +83,29 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> Page:
     page = Page(number=number, width=width, height=height, text_source=text_source)
     for index, box in enumerate(cut_tiles(width, height, settings.tile_height, settings.min_tail)):
         page.tiles.append(Tile(index=index, box=box, spans=_spans_in(spans, box)))
-    return page
+    if spans:
+        return page, False
+    if image is None:  # no OCR asked for: a small render tells whether anything is drawn
+        image = source.render(number, min(settings.dpi, BLANK_CHECK_DPI))
+    return page, ink_box(image) is None
+
+
+def blank_pages_note(blank: list[int], n_pages: int) -> str | None:
+    """A note on a document whose pages are mostly blank (a PDF cut short and repaired, a scan of
+    empty sheets); None for a few blank pages among written ones (separators, backs of sheets)."""
+    if not blank or len(blank) * 2 <= n_pages:
+        return None
+    if len(blank) == n_pages:
+        return "every page is blank (no text, nothing drawn): the file may be damaged or cut short"
+    runs, start = [], blank[0]
+    for previous, number in zip(blank, blank[1:] + [None]):
+        if number != previous + 1:
+            runs.append(str(start) if start == previous else f"{start}-{previous}")
+            start = number
+    return (
+        f"{len(blank)} of {n_pages} pages are blank (no text, nothing drawn: pages {', '.join(runs)}): "
+        "the file may be damaged or cut short"
+    )
 
 
 def _spans_in(spans: list[Span], box) -> list[Span]:

@@ -228,6 +228,7 @@ def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_
                 continue
             vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
             catalog.put_document(outcome, vectors, images)
+            report.notes.extend((str(job.path), note) for note in outcome.meta.get("notes", []))
             kind = "replaced" if job.known_sha256 else "added"
             (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
             report.pages += len(outcome.pages)
