@@ -123,3 +123,85 @@ def test_help_and_argument_errors_import_no_retriever_or_model():
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
     wrong = pagesight("search", "x", "--index", "nowhere", "--mode", "pixels", check=False)
     assert wrong.returncode == 2 and "pixels" in wrong.stderr
+
+
+def test_help_reads_at_80_columns():
+    for args in ([], ["ingest"], ["search"], ["ask"], ["eval"], ["documents"]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "pagesight", *args, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "80"},
+        )
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, (args, lines)
+        cut_short = [line for line in lines if line.endswith("...") and not line.startswith("Usage:")]
+        assert not cut_short, (args, cut_short)
+        assert "╭" not in shown.stdout  # plain text, no box drawing
+
+
+def test_ingest_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(3):
+        make_pdf(docs / f"d{n}.pdf", [[f"page about topic {n}"]])
+    result = pagesight("ingest", str(docs), "--index", str(tmp_path / "ix"), "--no-dense")
+    progress = [line for line in result.stderr.splitlines() if line.startswith("ingest: ")]
+    assert progress and progress[-1].startswith("ingest: 3/3 files, 3 pages ("), result.stderr
+
+
+def test_info_and_documents_read_as_tables(tmp_path: Path):
+    from tests.conftest import cli
+
+    index = str(tmp_path / "ix")
+    cli("ingest", str(SAMPLES / "quarterly-report.pdf"), str(SAMPLES / "scanned-memo.pdf"), "--index", index)
+    info = cli("info", "--index", index).stdout
+    rows = dict(line.split(None, 1) for line in info.splitlines())
+    assert rows["documents"].startswith("2: 3 pages in 3 tiles, 1 pages read by OCR")
+    assert rows["dense"].startswith("minilm-l6-v2: ") and rows["visual"].strip() == "none"
+    assert rows["retrievers"].startswith("up to date")
+
+    listing = cli("documents", "--index", index).stdout.splitlines()
+    assert listing[0].split() == ["id", "type", "pages", "source"]
+    assert [line.split()[:3] for line in listing[1:]] == [
+        ["quarterly-report", "pdf", "2"],
+        ["scanned-memo", "pdf", "1"],
+    ]
+    records = json.loads(cli("documents", "--index", index, "--json").stdout)
+    assert records[0]["source"] == str(SAMPLES / "quarterly-report.pdf") and records[0]["notes"] == []
+    # the ids listed are the ids delete takes
+    cli("delete", records[1]["id"], "--index", index)
+    assert [r["id"] for r in json.loads(cli("documents", "--index", index, "--json").stdout)] == [
+        "quarterly-report"
+    ]
+
+
+def test_a_failed_encoder_leaves_no_index_behind(tmp_path: Path):
+    from tests.conftest import cli
+
+    pdf = str(SAMPLES / "scanned-memo.pdf")
+    unknown = cli("ingest", pdf, "--index", str(tmp_path / "a"), "--encoder", "nonsense", check=False)
+    assert unknown.returncode == 2 and "unknown visual encoder 'nonsense'; choose one of" in unknown.stderr
+    assert not (tmp_path / "a").exists()
+
+    # A hub model that is not on this machine (and no hub to fetch it from: offline mode) is one
+    # line saying how to get it, at once, and the index it would have made is not left behind.
+    empty = tmp_path / "b"
+    empty.mkdir()
+    missing = subprocess.run(
+        [sys.executable, "-m", "pagesight", "ingest", pdf, "--index", str(empty), "--encoder", "clip"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
+    assert missing.returncode == 2, missing.stderr
+    (line,) = missing.stderr.strip().splitlines()
+    assert "model 'openai/clip-vit-base-patch32' is not on this machine" in line
+    assert "--encoder-model FOLDER" in line
+    assert list(empty.iterdir()) == []
+    # the same folder makes a working index afterwards
+    cli("ingest", pdf, "--index", str(empty), "--no-dense")
+    assert json.loads(cli("info", "--index", str(empty), "--json").stdout)["documents"] == 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -27,6 +29,8 @@ app = typer.Typer(
     help="Retrieval-augmented generation in pixel space: index page images, search them.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: reads at 80 columns and in a pipe, and starts faster
+    context_settings={"max_content_width": 100},
 )
 out = Console()
 err = Console(stderr=True)
@@ -154,7 +158,10 @@ def ingest(
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Add files, folders and URLs to the index (created if missing). Unchanged inputs are skipped."""
+    """Add files, folders and URLs to the index.
+
+    The index is created if missing; unchanged inputs are skipped, changed ones replaced.
+    """
     settings = Settings(
         dpi=dpi,
         tile_height=tile_height,
@@ -219,7 +226,10 @@ def ingest(
     raise typer.Exit(0 if report.ok else 1)
 
 
-def _progress(transient: bool) -> Progress:
+def _progress(transient: bool) -> Progress | _LineProgress:
+    """A live progress bar on a terminal; plain progress lines on stderr elsewhere (logs, CI)."""
+    if not err.is_terminal:
+        return _LineProgress()
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -228,20 +238,68 @@ def _progress(transient: bool) -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=transient,
-        disable=not err.is_terminal and not sys.stderr.isatty(),
     )
+
+
+@dataclass
+class _LineTask:
+    description: str
+    total: float | None
+    note: str
+    completed: float = 0
+    shown: float = 0.0  # when its last line was printed
+
+
+class _LineProgress:
+    """The part of rich's Progress the commands use, printed as lines: each task's first step,
+    then at most one line every ``every`` seconds, and its last step."""
+
+    def __init__(self, every: float = 10.0):
+        self.every = every
+        self.tasks: list[_LineTask] = []
+        self.started = time.monotonic()
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def add_task(self, description: str, total: float | None = None, note: str = "") -> int:
+        self.tasks.append(_LineTask(description, total, note))
+        return len(self.tasks) - 1
+
+    def update(
+        self, task_id: int, *, advance: float = 0, completed: float | None = None, total=None, note=None
+    ):
+        task = self.tasks[task_id]
+        before = task.completed
+        task.completed = completed if completed is not None else task.completed + advance
+        task.total = total if total is not None else task.total
+        task.note = note if note is not None else task.note
+        now = time.monotonic()
+        done = task.total is not None and task.completed >= task.total
+        if task.completed > before and (before == 0 or done or now - task.shown >= self.every):
+            task.shown = now
+            of = f"/{task.total:g}" if task.total is not None else ""
+            err.print(
+                f"{task.description}: {task.completed:g}{of} {task.note} ({now - self.started:.0f} s)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
 
 
 def _add_with_progress(idx: Index, paths, transient: bool, **options):
     """``idx.add`` with a progress bar of files and pages on stderr."""
     with _progress(transient) as progress:
-        task = progress.add_task("ingest", total=None, note="0 pages")
+        task = progress.add_task("ingest", total=None, note="files, 0 pages")
         pages = 0
 
         def on_file(path: str, outcome: str, n_pages: int) -> None:
             nonlocal pages
             pages += n_pages
-            progress.update(task, advance=1, note=f"{pages} pages")
+            progress.update(task, advance=1, note=f"files, {pages} pages")
 
         def on_planned(n: int) -> None:
             progress.update(task, total=n + progress.tasks[0].completed)
@@ -285,7 +343,9 @@ def search(
     alpha: Annotated[
         float, typer.Option(help="Relative score fusion: weight of the dense side.")
     ] = DEFAULT_ALPHA,
-    doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
+    doc: Annotated[
+        list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")
+    ] = None,
     image: Annotated[
         Path | None,
         typer.Option(help="Search with this image (or --region of it) instead of QUERY: visual indexes."),
@@ -296,7 +356,10 @@ def search(
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Search the index with a text query, or an image or image region (--image)."""
+    """Search with a text query, or an image or image region.
+
+    Hits are tiles with their page, score per retriever, snippet and evidence boxes.
+    """
     idx = _open(index)
     idx.device = device
     try:
@@ -360,13 +423,18 @@ def ask(
         str | None,
         typer.Option(help="Model readers: images (default), text (the tiles' text) or images+text."),
     ] = None,
-    doc: Annotated[list[str] | None, typer.Option("--doc", help="Only these document ids.")] = None,
+    doc: Annotated[
+        list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")
+    ] = None,
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Answer a question from the retrieved tiles, citing pages and regions."""
+    """Answer a question from the best tiles, with citations.
+
+    Citations name pages and the regions on them; --html shows them cropped, boxes drawn.
+    """
     from pagesight.answer import make_reader
     from pagesight.answer.show import write_html
 
@@ -423,14 +491,116 @@ def ask(
 
 @app.command()
 def info(index: IndexOption, as_json: JsonOption = False) -> None:
-    """Counts, settings and size of an index."""
+    """Counts, models, settings and size of an index."""
     idx = _open(index)
     data = idx.info()
     if as_json:
         print(json.dumps(data))
         return
-    for key, value in data.items():
-        out.print(f"[bold]{key}[/bold]: {value}", highlight=False)
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in _info_rows(data):
+        table.add_row(key, value)
+    out.print(table, highlight=False)
+
+
+def _info_rows(data: dict) -> list[tuple[str, str]]:
+    """``Index.info()`` as labelled lines a person reads: what is stored, how it is searched."""
+    settings = data["settings"]
+    rows = [
+        ("index", f"{data['path']} ({_size(data['bytes_on_disk'])} on disk)"),
+        (
+            "documents",
+            f"{data['documents']:,}: {data['pages']:,} pages in {data['tiles']:,} tiles, "
+            f"{data['ocr_pages']:,} pages read by OCR",
+        ),
+        ("lexical", "BM25 over the tiles' text"),
+    ]
+    if settings["dense_model"]:
+        rows.append(
+            (
+                "dense",
+                f"{settings['dense_model']}: {data['vectors']:,} vectors of {settings['chunk_words']}-word "
+                f"chunks ({settings['chunk_overlap']} overlapping)",
+            )
+        )
+    else:
+        rows.append(("dense", "none (made with --no-dense)"))
+    if data["visual_encoder"]:
+        from pagesight.encode.visual import describe_spec
+
+        rows.append(
+            (
+                "visual",
+                f"{describe_spec(data['visual_encoder'])}: {data['visual_vectors']:,} tiles embedded, "
+                f"{settings['visual_index']} index",
+            )
+        )
+    elif settings["visual_encoder"]:
+        model = settings["visual_model"] or "its default model"
+        rows.append(("visual", f"'{settings['visual_encoder']}' ({model}): no tile embedded yet"))
+    else:
+        rows.append(("visual", "none"))
+    rows.append(
+        (
+            "rendering",
+            f"PDF pages at {settings['dpi']:g} dpi (OCR at {settings['ocr_dpi']:g} dpi), tiles "
+            f"{settings['tile_height']:,} px tall, web pages {settings['viewport_width']} px wide",
+        )
+    )
+    lag = data["retrievers_generation"]
+    state = (
+        "up to date"
+        if lag == data["generation"]
+        else "behind the catalog: rebuilt by the next search or ingest"
+    )
+    rows.append(("retrievers", f"{state} (generation {data['generation']})"))
+    return rows
+
+
+def _size(n_bytes: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n_bytes < 1000 or unit == "GB":
+            return f"{n_bytes:,.0f} {unit}" if unit == "bytes" else f"{n_bytes:,.1f} {unit}"
+        n_bytes /= 1000
+    raise AssertionError("unreachable")
+
+
+@app.command()
+def documents(index: IndexOption, as_json: JsonOption = False) -> None:
+    """List the documents with their types, pages and sources.
+
+    The ids listed are what delete and --doc take.
+    """
+    idx = _open(index)
+    listing = idx.document_list()
+    if as_json:
+        print(json.dumps(listing))
+        return
+    if not listing:
+        err.print(f"{index}: no documents yet", highlight=False)
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("id", overflow="fold")
+    table.add_column("type")
+    table.add_column("pages", justify="right")
+    table.add_column("source", overflow="fold")
+    for row in listing:
+        table.add_row(row["id"], row["type"], f"{row['pages']:,}", _shown_path(row["source"]))
+    out.print(table, highlight=False)
+    for row in listing:
+        for note in row["notes"]:
+            err.print(f"{row['id']}: note: {note}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _shown_path(source: str) -> str:
+    """A source path relative to the current folder when it lies below it."""
+    path = Path(source)
+    if not path.exists():  # a URL, or a file moved away since
+        return source
+    path = path.resolve()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 @app.command()
@@ -481,8 +651,11 @@ def evaluate(
     judge_base_url: Annotated[str | None, typer.Option(help="The judge's endpoint.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run every query of a dataset and report Recall@k, nDCG@10, MRR@10 and Success@k; with
-    --reader, also exact match, F1, relaxed accuracy and containment of the answers."""
+    """Score search (and answers) on a dataset.
+
+    Recall@k, nDCG@10, MRR@10 and Success@k per configuration; with --reader, also exact match,
+    F1, relaxed accuracy and containment of the answers.
+    """
     from pagesight.eval import harness, metrics
     from pagesight.eval import report as reports
     from pagesight.eval.dataset import Dataset
@@ -621,7 +794,10 @@ def compare(
     at: Annotated[str, typer.Option(help="Success metric for wins and losses.")] = "success@5",
     as_json: JsonOption = False,
 ) -> None:
-    """Compare saved runs: metrics side by side and the queries only one of them gets right."""
+    """Compare saved evaluation runs.
+
+    Metrics side by side, and the queries only one of them gets right.
+    """
     from pagesight.eval import metrics
     from pagesight.eval.dataset import read_qrels
     from pagesight.eval.harness import Config, Result
@@ -661,7 +837,7 @@ def import_dataset(
     out: Annotated[Path, typer.Argument(help="New dataset folder for `pagesight eval`.")],
     split: Annotated[str, typer.Option(help="Split to take where the source has several.")] = "test",
 ) -> None:
-    """Convert a dataset in another public layout into one `pagesight eval` reads."""
+    """Convert a public dataset into the layout eval reads."""
     from pagesight.eval.importers import import_dataset as convert
 
     try:
@@ -694,7 +870,10 @@ def bench(
     ocr_pages: Annotated[int, typer.Option(help="Of those, pages also OCRed.")] = 5,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
 ) -> None:
-    """Measure ingestion per stage and end to end, search latency, size and memory; prints JSON."""
+    """Measure ingestion, search latency, size and memory.
+
+    Ingestion per stage and end to end; prints JSON.
+    """
     from pagesight import bench as benchmark
 
     if index is not None and index.exists() and any(index.iterdir()):
