@@ -385,10 +385,12 @@ def _answer(c: _Candidate, question: str) -> str:
         rate = bool(_RATE.search(question)) and not question.lower().startswith("how much")
         amounts = [m.group().strip() for m in _AMOUNT.finditer(value)]
         fitting = [a for a in amounts if _is_rate(a) == rate]
-        if len(amounts) > 1 and fitting:
-            return fitting[-1]  # on a row, the amount is the last figure ("VAT 7%  1.68")
         if not fitting and amounts:
             return c.answer
+        if len(amounts) > 1:
+            if all(_is_number(t) for t in value.split()):
+                return fitting[-1]  # figures on a row: the amount is the last ("VAT 7%  1.68")
+            return c.answer  # several amounts among words: which one is meant needs the words
     return value if len(value.split()) <= 8 else c.answer
 
 
@@ -549,8 +551,12 @@ def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate
         label, value = lines[j - 1], lines[j]
         if rows[j] or rows[j - 1] or not _is_figure(value.text) or _is_figure(label.text):
             continue
-        if len(label.text.split()) > 8 or label.text.rstrip().endswith((".", "!", "?")):
-            continue
+        if (
+            len(label.text.split()) > 8
+            or label.text.rstrip().endswith((".", "!", "?"))
+            or _stands_alone(label.text)
+        ):
+            continue  # a sentence, or a label with its own value
         height = label.box[3] - label.box[1]
         overlap = min(label.box[2], value.box[2]) - max(label.box[0], value.box[0])
         if not (0 <= value.box[1] - label.box[3] <= 2.5 * height and overlap > 0):
@@ -571,7 +577,12 @@ def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate
 def _is_figure(text: str) -> bool:
     """A figure standing alone: a number with at most a currency and a unit ("$3.2 Billion")."""
     tokens = text.split()
-    return 0 < len(tokens) <= 3 and _is_number(tokens[0]) and not _DATE.search(text)
+    return (
+        0 < len(tokens) <= 3
+        and _is_number(tokens[0])
+        and not (tokens[0].endswith(".") and len(tokens) > 1)  # "1. Finance" is a heading
+        and not _DATE.search(text)
+    )
 
 
 def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
