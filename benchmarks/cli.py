@@ -31,7 +31,9 @@ def commands(index: str) -> dict[str, list[str]]:
         "search --mode lexical": ["search", QUESTION, "--index", index, "--mode", "lexical"],
         "search (hybrid)": ["search", QUESTION, "--index", index],
         "ask": ["ask", QUESTION, "--index", index],
+        "documents": ["documents", "--index", index],
         "missing file": ["ingest", "/nonexistent.pdf", "--index", index],
+        "delete": ["delete", "scanned-memo", "--index", index + "-copy"],
     }
 
 
@@ -48,8 +50,13 @@ def main() -> None:
         for name, argv in commands(index).items():
             times = []
             for _ in range(args.repeat):
+                if name == "delete":  # a fresh copy each time, made outside the timing
+                    shutil.rmtree(index + "-copy", ignore_errors=True)
+                    shutil.copytree(index, index + "-copy")
                 start = time.perf_counter()
-                subprocess.run([*binary, *argv], capture_output=True, check=False)
+                done = subprocess.run([*binary, *argv], capture_output=True, check=False)
+                if name == "delete" and done.returncode != 0:
+                    raise SystemExit(f"delete failed: {done.stderr.decode()}")
                 times.append(time.perf_counter() - start)
             results[name] = {"median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3)}
         shutil.rmtree(index, ignore_errors=True)

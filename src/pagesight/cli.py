@@ -17,7 +17,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pagesight import __version__
-from pagesight.encode.visual.base import model_reference
 from pagesight.errors import PagesightError
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
@@ -162,6 +161,8 @@ def ingest(
 
     The index is created if missing; unchanged inputs are skipped, changed ones replaced.
     """
+    from pagesight.encode.visual.base import model_reference
+
     settings = Settings(
         dpi=dpi,
         tile_height=tile_height,
@@ -343,9 +344,7 @@ def search(
     alpha: Annotated[
         float, typer.Option(help="Relative score fusion: weight of the dense side.")
     ] = DEFAULT_ALPHA,
-    doc: Annotated[
-        list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")
-    ] = None,
+    doc: Annotated[list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")] = None,
     image: Annotated[
         Path | None,
         typer.Option(help="Search with this image (or --region of it) instead of QUERY: visual indexes."),
@@ -423,9 +422,7 @@ def ask(
         str | None,
         typer.Option(help="Model readers: images (default), text (the tiles' text) or images+text."),
     ] = None,
-    doc: Annotated[
-        list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")
-    ] = None,
+    doc: Annotated[list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")] = None,
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,

@@ -15,17 +15,12 @@ import shutil
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
-from pagesight.encode.dense import dense_model
-from pagesight.encode.lexical import term_matcher
 from pagesight.errors import IndexFormatError, PagesightError
-from pagesight.ingest import pipeline
 from pagesight.records import Hit
-from pagesight.render import open_source
-from pagesight.render.tiles import downscale
-from pagesight.render.web.sites import WEB_SOURCES
 from pagesight.search.fusion import (
     DEFAULT_ALPHA,
     DEFAULT_VISUAL_WEIGHT,
@@ -33,9 +28,14 @@ from pagesight.search.fusion import (
     relative_score_fusion,
 )
 from pagesight.settings import Settings
-from pagesight.store import retrievers as store
 from pagesight.store.catalog import Catalog, TileRow
 from pagesight.store.lock import WriteLock
+
+# FAISS, bm25s, the models and the file readers are imported by the methods that use them, so a
+# command that only opens the index (info, documents) starts in a fraction of a second.
+if TYPE_CHECKING:
+    from pagesight.ingest.pipeline import IngestReport
+    from pagesight.store.retrievers import Retrievers
 
 MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rrf", "rsf")
@@ -45,7 +45,7 @@ class Index:
     def __init__(self, root: Path, catalog: Catalog):
         self.root = root
         self.catalog = catalog
-        self._retrievers: store.Retrievers | None = None
+        self._retrievers: Retrievers | None = None
         self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
         self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
@@ -81,7 +81,7 @@ class Index:
 
     # Writing -----------------------------------------------------------------------------------
 
-    def add(self, paths: str | os.PathLike | Iterable[str | os.PathLike], **options) -> pipeline.IngestReport:
+    def add(self, paths: str | os.PathLike | Iterable[str | os.PathLike], **options) -> IngestReport:
         """Ingest files and folders; see ``pipeline.run`` for the options (ocr, jobs, timeout, ...).
 
         Files already indexed and unchanged are skipped; changed files replace their pages.
@@ -89,6 +89,8 @@ class Index:
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
+        from pagesight.ingest import pipeline
+
         try:
             with WriteLock(self.root):
                 visual = self._ingest_encoder if self.settings.visual_encoder else None
@@ -127,6 +129,8 @@ class Index:
             self._refresh_locked()
 
     def _refresh_locked(self) -> None:
+        from pagesight.store import retrievers as store
+
         previous = self._retrievers or store.load(self.root)
         if previous is not None and previous.generation == self.catalog.generation():
             self._retrievers = previous
@@ -162,11 +166,15 @@ class Index:
         return encoder
 
     def _dense_dim(self) -> int | None:
-        name = self.settings.dense_model
-        return dense_model(name).dim if name else None
+        from pagesight.encode.dense import DENSE_MODELS
 
-    def _current(self) -> store.Retrievers:
+        name = self.settings.dense_model
+        return DENSE_MODELS[name].dim if name else None
+
+    def _current(self) -> Retrievers:
         """Retrievers matching the catalog now: loaded, or built in memory if the files lag."""
+        from pagesight.store import retrievers as store
+
         generation = self.catalog.generation()
         if self._retrievers is not None and self._retrievers.generation == generation:
             return self._retrievers
@@ -225,6 +233,8 @@ class Index:
         if mode in ("lexical", "hybrid"):
             runs["bm25"] = current.lexical.search(query, pool, allowed)
         if mode == "dense" or (mode == "hybrid" and self.settings.dense_model):
+            from pagesight.encode.dense import dense_model
+
             vector = dense_model(self.settings.dense_model).encode_queries([query])[0]
             runs["dense"] = current.dense.search(vector, pool, allowed)
         if mode == "visual" or (mode == "hybrid" and self.settings.visual_encoder):
@@ -303,6 +313,8 @@ class Index:
         """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
         rows = self.catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
         per_retriever = {name: dict(run) for name, run in runs.items()}
+        from pagesight.encode.lexical import term_matcher
+
         matcher = term_matcher(query)
         hits = []
         for tile_id, score in ranked:
@@ -332,6 +344,9 @@ class Index:
             raise PagesightError(f"{self.root}: no document '{doc_id}'")
         if not 1 <= page <= document.n_pages:
             raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
+        from pagesight.render import open_source
+        from pagesight.render.web.sites import WEB_SOURCES
+
         if document.type in WEB_SOURCES:
             image = self._web_page(document, page)
         else:
@@ -356,6 +371,9 @@ class Index:
         row = self.catalog.tile_at(doc_id, page, tile)
         if row is None:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
+        from pagesight.render.tiles import downscale
+        from pagesight.render.web.sites import WEB_SOURCES
+
         document = self.catalog.document(doc_id)
         if document is not None and document.type in WEB_SOURCES:
             return downscale(self._web_tiles(document, [row], rerender)[0], compression)
@@ -390,13 +408,14 @@ class Index:
         return image
 
     def info(self) -> dict:
-        current = store.load(self.root)
+        from pagesight.store.retrievers import current_generation
+
         size = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
         return {
             "path": str(self.root),
             **self.catalog.counts(),
             "generation": self.catalog.generation(),
-            "retrievers_generation": current.generation if current else None,
+            "retrievers_generation": current_generation(self.root),
             "settings": self.settings.to_dict(),
             "visual_encoder": self.catalog.visual_spec(),
             "bytes_on_disk": size,

@@ -20,13 +20,15 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pagesight.encode.dense import DenseRetriever
-from pagesight.encode.lexical import LexicalRetriever
-from pagesight.store.catalog import Catalog
-from pagesight.store.visual import VisualRetriever
+if TYPE_CHECKING:  # FAISS and bm25s load with the first retriever, not with this module
+    from pagesight.encode.dense import DenseRetriever
+    from pagesight.encode.lexical import LexicalRetriever
+    from pagesight.store.catalog import Catalog
+    from pagesight.store.visual import VisualRetriever
 
 FOLDER = "retrievers"
 POINTER = "current.json"
@@ -40,8 +42,20 @@ class Retrievers:
     visual: VisualRetriever | None = None
 
 
+def current_generation(root: Path) -> int | None:
+    """The catalog generation the saved retrievers match, None when there are none."""
+    try:
+        return json.loads((root / FOLDER / POINTER).read_text())["generation"]
+    except FileNotFoundError:
+        return None
+
+
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
+    from pagesight.encode.dense import DenseRetriever
+    from pagesight.encode.lexical import LexicalRetriever
+    from pagesight.store.visual import VisualRetriever
+
     folder = root / FOLDER
     for _ in range(3):  # a writer may swap the files between reading the pointer and the files
         try:
@@ -59,6 +73,10 @@ def load(root: Path) -> Retrievers | None:
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now; the dense and visual indexes are updated from
     ``previous``."""
+    from pagesight.encode.dense import DenseRetriever
+    from pagesight.encode.lexical import LexicalRetriever
+    from pagesight.store.visual import VisualRetriever
+
     with catalog.snapshot():
         generation = catalog.generation()
         pairs = list(catalog.tile_texts())
