@@ -46,3 +46,24 @@ def test_usable_text_rejects_empty_short_and_garbage_layers():
     assert not usable_text(spans("p. 3"))
     assert not usable_text(spans("\ue000\ue001\ue002" * 20))
     assert not usable_text(spans("!@#$%^&*()" * 10))
+
+
+def test_line_boxes_hold_the_letters_that_hang_below_the_line(tmp_path: Path):
+    import numpy as np
+    from reportlab.pdfgen import canvas
+
+    lines = ["Total paid", "Amount spent", "gypsy jogging", "Height of the page"]
+    pdf = canvas.Canvas(str(tmp_path / "d.pdf"), pagesize=(612, 792), invariant=1)
+    pdf.setFont("Helvetica", 20)
+    for row, line in enumerate(lines):
+        pdf.drawString(72, 700 - 60 * row, line)  # 60 pt apart: each line's ink is its own
+    pdf.save()
+    source = open_source(tmp_path / "d.pdf")
+    spans = source.text_layer(1, 100)
+    ink = np.asarray(source.render(1, 100).convert("L")) < 160
+    assert [s.text for s in spans] == lines
+    for span in spans:
+        x0, y0, x1, y1 = (round(v) for v in span.box)
+        band = ink[max(0, y0 - 30) : y1 + 30, x0:x1]  # the line's rows and 30 px around them
+        rows = np.flatnonzero(band.any(axis=1)) + max(0, y0 - 30)
+        assert y0 - 1 <= rows.min() and rows.max() <= y1 + 1, (span.text, span.box, rows.min(), rows.max())

@@ -1,9 +1,11 @@
 """Lines of the PDF text layer with their pixel boxes, read through PDFium.
 
 PDFium's text page gives the page text in reading order with generated line breaks. Each line's
-box is the union of its first and last characters' boxes, mapped to pixels by PDFium itself
-(``FPDF_PageToDevice``), so page rotation and crop boxes are handled as in rendering. Two box
-look-ups per line keep extraction at several hundred pages per second per core.
+box is the union of its first and last characters' loose boxes (the font's ascent to descent, as
+a viewer highlights a selection, so letters that hang below the line are inside even when the
+line's ends have none), mapped to pixels by PDFium itself (``FPDF_PageToDevice``), so page
+rotation and crop boxes are handled as in rendering. Two box look-ups per line keep extraction at
+several hundred pages per second per core.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
         steps = np.diff(in_line)
         starts, ends = np.flatnonzero(steps == 1), np.flatnonzero(steps == -1)
         spans = []
-        left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+        rect = raw.FS_RECTF()
         for start, end in zip(starts.tolist(), ends.tolist()):
             text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
             text = " ".join(text.replace("\x00", " ").split())
@@ -42,9 +44,9 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
                 continue
             xs, ys = [], []
             for index in (start, end - 1):
-                if raw.FPDFText_GetCharBox(textpage, index, left, right, bottom, top):
-                    xs += [left.value, right.value]
-                    ys += [bottom.value, top.value]
+                if raw.FPDFText_GetLooseCharBox(textpage, index, rect):
+                    xs += [rect.left, rect.right]
+                    ys += [rect.bottom, rect.top]
             if not xs:
                 continue
             box = to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
