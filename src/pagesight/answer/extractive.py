@@ -413,8 +413,8 @@ def _candidates(context: Sequence[ContextItem]) -> list[_Candidate]:
         first = len(found)
         block: list[_Line] = []
         for j, line in enumerate(lines):
-            if rows[j] or (j + 1 < len(lines) and rows[j + 1] and _is_header(line.text)):
-                found += _sentences(i, block)  # a row, or the header line right above a table
+            if rows[j] or (j + 1 < len(lines) and _is_row(lines[j + 1].text) and _is_header(line.text)):
+                found += _sentences(i, block)  # a row, or the header line right above figures
                 block = []
                 continue
             alone = _stands_alone(line.text)
