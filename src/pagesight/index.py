@@ -1,17 +1,20 @@
-"""The user-facing index: one directory, opened once, with the verbs add, search, delete, info.
+"""The user-facing index: a store opened once, with the verbs add, search, ask, delete, info.
 
 from pagesight import Index
 index = Index.open("my-index")
 index.add(["papers/", "scan.png"])
 for hit in index.search("reciprocal rank fusion", k=5):
     print(hit.page_id, hit.score, hit.snippet)
+
+A façade: storage is the store's (``store/``: the catalog and the vector stores, chosen by the
+location), ingestion the pipeline's (``ingest/``), search the engine's (``search/``), answers the
+readers' (``answer/``), and pages are rendered again from their sources (``render/``).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import shutil
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,61 +22,42 @@ from typing import TYPE_CHECKING
 
 from PIL import Image
 
-from pagesight.errors import IndexFormatError, PagesightError
+from pagesight.errors import PagesightError
 from pagesight.records import Hit
-from pagesight.search.fusion import (
-    DEFAULT_ALPHA,
-    DEFAULT_VISUAL_WEIGHT,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
 from pagesight.settings import Settings
-from pagesight.store.catalog import Catalog, TileRow
-from pagesight.store.lock import WriteLock
+from pagesight.store.base import Catalog, Store, open_store
 
 # FAISS, bm25s, the models and the file readers are imported by the methods that use them, so a
 # command that only opens the index (info, documents) starts in a fraction of a second.
 if TYPE_CHECKING:
     from pagesight.ingest.pipeline import IngestReport
-    from pagesight.store.retrievers import Retrievers
-
-MODES = ("lexical", "dense", "visual", "hybrid")
-FUSIONS = ("rrf", "rsf")
+    from pagesight.store.catalog import TileRow
 
 
 class Index:
-    def __init__(self, root: Path, catalog: Catalog):
-        self.root = root
-        self.catalog = catalog
-        self._retrievers: Retrievers | None = None
+    def __init__(self, store: Store):
+        self.store = store
         self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
         self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
         self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
-        self._new: Path | None = None  # what this object created, undone if the first add cannot start
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, settings: Settings | None = None) -> Index:
         """Open the index at ``path``; create it (with ``settings``) when ``create`` and absent."""
-        root = Path(path)
-        if not (root / "catalog.sqlite").exists():
-            if not create:
-                raise IndexFormatError(f"{root}: no pagesight index here")
-            if root.exists() and (not root.is_dir() or any(root.iterdir())):
-                raise IndexFormatError(f"{root}: exists and is not a pagesight index")
-            settings = settings or Settings()
+        if settings is not None:
             _check_models(settings)
-            made = not root.exists()
-            index = cls(root, Catalog(root, settings))
-            index._new = root if made else root / "catalog.sqlite"
-            return index
-        catalog = Catalog(root)
-        if settings is not None and settings != catalog.settings:
-            raise IndexFormatError(
-                f"{root}: index was created with settings {catalog.settings.to_dict()}; "
-                "they cannot change (make a new index)"
-            )
-        return cls(root, catalog)
+        return cls(open_store(path, create=create, settings=settings))
+
+    @property
+    def root(self) -> Path:
+        """Where the index lives (the directory of a local store)."""
+        return Path(self.store.location)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.store.catalog
 
     @property
     def settings(self) -> Settings:
@@ -85,58 +69,36 @@ class Index:
         """Ingest files and folders; see ``pipeline.run`` for the options (ocr, jobs, timeout, ...).
 
         Files already indexed and unchanged are skipped; changed files replace their pages.
-        Failures are reported per file in the returned report, never raised.
+        Failures are reported per file in the returned report, never raised. An error that stops
+        the whole run (an encoder that cannot load) is raised, and an index that this object
+        created and that stored nothing is removed again.
         """
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
         from pagesight.ingest import pipeline
 
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
         try:
-            with WriteLock(self.root):
+            with self.store.writing():
                 visual = self._ingest_encoder if self.settings.visual_encoder else None
                 report = pipeline.run(self.catalog, paths, visual=visual, **options)
-                self._refresh_locked()
+                self.store.refresh()
         except PagesightError:
-            self._undo_creation()
+            self.store.discard()
             raise
-        self._new = None
         return report
-
-    def _undo_creation(self) -> None:
-        """Remove the index this object created when its first ``add`` failed as a whole (its
-        encoder could not load, say) before storing anything, so no unusable index is left."""
-        if self._new is None or self.catalog.counts()["documents"]:
-            return
-        self.catalog.close()
-        for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "write.lock"):
-            (self.root / name).unlink(missing_ok=True)
-        shutil.rmtree(self.root / "retrievers", ignore_errors=True)
-        if self._new == self.root and not any(self.root.iterdir()):
-            self.root.rmdir()
-        self._new = None
 
     def delete(self, doc_id: str) -> bool:
         """Remove a document and its pages; False when there is no such document."""
-        with WriteLock(self.root):
+        with self.store.writing():
             deleted = self.catalog.delete_document(doc_id)
             if deleted:
-                self._refresh_locked()
+                self.store.refresh()
         return deleted
 
     def refresh(self) -> None:
         """Bring the retriever files up to date with the catalog (after a crash, for example)."""
-        with WriteLock(self.root):
-            self._refresh_locked()
-
-    def _refresh_locked(self) -> None:
-        from pagesight.store import retrievers as store
-
-        previous = self._retrievers or store.load(self.root)
-        if previous is not None and previous.generation == self.catalog.generation():
-            self._retrievers = previous
-            return
-        self._retrievers = store.build(self.catalog, previous, self._dense_dim())
-        store.save(self.root, self._retrievers)
+        with self.store.writing():
+            self.store.refresh()
 
     def visual_encoder(self):
         """The visual encoder the index was created with, loaded once on ``self.device`` and checked
@@ -165,33 +127,6 @@ class Index:
             self.catalog.set_visual_spec(encoder.spec())
         return encoder
 
-    def _dense_dim(self) -> int | None:
-        from pagesight.encode.dense import DENSE_MODELS
-
-        name = self.settings.dense_model
-        return DENSE_MODELS[name].dim if name else None
-
-    def _current(self) -> Retrievers:
-        """Retrievers matching the catalog now: loaded, or built in memory if the files lag."""
-        from pagesight.store import retrievers as store
-
-        generation = self.catalog.generation()
-        if self._retrievers is not None and self._retrievers.generation == generation:
-            return self._retrievers
-        loaded = store.load(self.root)
-        if loaded is not None and loaded.generation == generation:
-            self._retrievers = loaded
-            return loaded
-        lock = WriteLock(self.root)
-        if lock.acquire():  # no writer at work: the files are stale after a crash; repair them
-            try:
-                self._refresh_locked()
-            finally:
-                lock.release()
-        else:  # a writer is at work and will save its own; search what is committed so far
-            self._retrievers = store.build(self.catalog, loaded or self._retrievers, self._dense_dim())
-        return self._retrievers
-
     # Searching ---------------------------------------------------------------------------------
 
     def search(
@@ -218,40 +153,22 @@ class Index:
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
         """
-        mode = self._check_mode(mode, fusion)
-        if not query.strip():
-            raise PagesightError("the query is empty")
-        if not 0 <= alpha <= 1:
-            raise PagesightError(f"alpha must be between 0 and 1, got {alpha:g}")
-        self._check_request(k, doc_ids)
-        current = self._current()
-        allowed = self.catalog.tile_ids_of(doc_ids) if doc_ids else None
-        if allowed is not None and len(allowed) == 0:
-            return []
-        pool = max(candidates, k)
-        runs: dict[str, list[tuple[int, float]]] = {}
-        if mode in ("lexical", "hybrid"):
-            runs["bm25"] = current.lexical.search(query, pool, allowed)
-        if mode == "dense" or (mode == "hybrid" and self.settings.dense_model):
-            from pagesight.encode.dense import dense_model
+        from pagesight.search import engine
 
-            vector = dense_model(self.settings.dense_model).encode_queries([query])[0]
-            runs["dense"] = current.dense.search(vector, pool, allowed)
-        if mode == "visual" or (mode == "hybrid" and self.settings.visual_encoder):
-            vector = self.visual_encoder().encode_queries([query])[0]
-            runs["visual"] = self._visual_run(current, vector, pool, allowed)
-        if mode == "hybrid":
-            if fusion == "rrf":
-                ranked = reciprocal_rank_fusion(runs, k=rrf_k)
-            else:
-                text = 1.0 - visual_weight if "visual" in runs else 1.0
-                weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
-                if "dense" not in runs:
-                    weights["bm25"] = text
-                ranked = relative_score_fusion(runs, weights)
-        else:
-            ranked = next(iter(runs.values()))
-        return self._hits(ranked[:k], runs, query, evidence)
+        return engine.search_text(
+            self.store,
+            query,
+            k,
+            visual_encoder=self.visual_encoder,
+            mode=mode,
+            fusion=fusion,
+            alpha=alpha,
+            rrf_k=rrf_k,
+            visual_weight=visual_weight,
+            doc_ids=doc_ids,
+            candidates=candidates,
+            evidence=evidence,
+        )
 
     def search_image(
         self,
@@ -263,67 +180,11 @@ class Index:
     ) -> list[Hit]:
         """The ``k`` best tiles for an image query (PixSearch): a whole image, or the ``region``
         (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder."""
-        self._check_mode("visual", "rsf")
-        if region is not None:
-            x0, y0, x1, y1 = region
-            if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
-                raise PagesightError(
-                    f"region {list(region)} is not inside the {image.width}x{image.height} query image"
-                )
-            image = image.crop((round(x0), round(y0), round(x1), round(y1)))
-        self._check_request(k, doc_ids)
-        allowed = self.catalog.tile_ids_of(doc_ids) if doc_ids else None
-        if allowed is not None and len(allowed) == 0:
-            return []
-        vector = self.visual_encoder().encode_image_queries([image.convert("RGB")])[0]
-        runs = {"visual": self._visual_run(self._current(), vector, k, allowed)}
-        return self._hits(runs["visual"], runs, "", evidence=True)
+        from pagesight.search import engine
 
-    def _check_request(self, k: int, doc_ids: Sequence[str] | None) -> None:
-        if k <= 0:
-            raise PagesightError(f"k must be 1 or more, got {k}")
-        missing = [doc_id for doc_id in doc_ids or () if self.catalog.document(doc_id) is None]
-        if missing:
-            raise PagesightError(f"{self.root}: no document {', '.join(map(repr, missing))} in the index")
-
-    def _check_mode(self, mode: str | None, fusion: str) -> str:
-        """``mode`` (None: the default of this index) checked against what the index holds."""
-        settings = self.settings
-        mode = mode or ("hybrid" if settings.dense_model or settings.visual_encoder else "lexical")
-        if mode not in MODES:
-            raise PagesightError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
-        if fusion not in FUSIONS:
-            raise PagesightError(f"fusion must be one of {', '.join(FUSIONS)}, got '{fusion}'")
-        if mode == "dense" and not settings.dense_model:
-            raise PagesightError(f"{self.root}: index has no dense vectors; use --mode lexical")
-        if mode == "hybrid" and not (settings.dense_model or settings.visual_encoder):
-            raise PagesightError(f"{self.root}: index has no dense vectors to fuse with; use --mode lexical")
-        if mode == "visual" and not settings.visual_encoder:
-            raise PagesightError(
-                f"{self.root}: index has no visual vectors (create it with a visual encoder: --encoder)"
-            )
-        return mode
-
-    @staticmethod
-    def _visual_run(current, vector, pool: int, allowed) -> list[tuple[int, float]]:
-        """The visual run from the same retrievers as the query's other runs."""
-        return current.visual.search(vector, pool, allowed) if current.visual is not None else []
-
-    def _hits(self, ranked, runs: dict, query: str, evidence: bool) -> list[Hit]:
-        """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
-        rows = self.catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
-        per_retriever = {name: dict(run) for name, run in runs.items()}
-        from pagesight.encode.lexical import term_matcher
-
-        matcher = term_matcher(query)
-        hits = []
-        for tile_id, score in ranked:
-            row = rows.get(tile_id)
-            if row is None:  # deleted since the retrievers were built
-                continue
-            scores = {name: found[tile_id] for name, found in per_retriever.items() if tile_id in found}
-            hits.append(_hit(row, score, scores, matcher))
-        return hits
+        return engine.search_image(
+            self.store, image, k, visual_encoder=self.visual_encoder, region=region, doc_ids=doc_ids
+        )
 
     def ask(self, question: str, reader="extractive", *, k: int = 5, **options):
         """Answer ``question`` from the ``k`` best tiles, with citations; see ``pagesight.answer.ask``."""
@@ -408,17 +269,14 @@ class Index:
         return image
 
     def info(self) -> dict:
-        from pagesight.store.retrievers import current_generation
-
-        size = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
         return {
-            "path": str(self.root),
+            "path": self.store.location,
             **self.catalog.counts(),
             "generation": self.catalog.generation(),
-            "retrievers_generation": current_generation(self.root),
+            "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
             "visual_encoder": self.catalog.visual_spec(),
-            "bytes_on_disk": size,
+            "bytes_on_disk": self.store.size_bytes(),
         }
 
     def documents(self) -> list[str]:
@@ -444,7 +302,7 @@ class Index:
         if self._web is not None:
             self._web.close()
             self._web = None
-        self.catalog.close()
+        self.store.close()
 
     def __enter__(self) -> Index:
         return self
@@ -466,34 +324,3 @@ def _check_models(settings: Settings) -> None:
         raise PagesightError(
             f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
         )
-
-
-def _hit(row: TileRow, score: float, scores: dict[str, float], matcher) -> Hit:
-    """A hit whose snippet and boxes are the tile's lines that share the most query terms."""
-    matched = []
-    for position, (text, box, _source, _conf) in enumerate(row.spans):
-        overlap = matcher(text)
-        if overlap:
-            matched.append((overlap, position, text, tuple(box)))
-    if matched:
-        best = max(m[0] for m in matched)
-        chosen = sorted((m for m in matched if m[0] * 2 >= best), key=lambda m: (-m[0], m[1]))[:5]
-        evidence = sorted(chosen, key=lambda m: m[1])
-        snippet = " … ".join(m[2] for m in evidence[:3])
-        boxes = [m[3] for m in evidence]
-    else:
-        snippet = " ".join(s[0] for s in row.spans[:3])
-        boxes = []
-    if len(snippet) > 300:
-        snippet = snippet[:299] + "…"
-    return Hit(
-        doc_id=row.doc_id,
-        page=row.page,
-        tile=row.idx,
-        score=float(score),
-        scores={name: float(value) for name, value in scores.items()},
-        snippet=snippet,
-        boxes=[tuple(float(v) for v in box) for box in boxes],
-        page_size=row.page_size,
-        tile_box=row.box,
-    )

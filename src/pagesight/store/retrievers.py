@@ -18,28 +18,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # FAISS and bm25s load with the first retriever, not with this module
-    from pagesight.encode.dense import DenseRetriever
-    from pagesight.encode.lexical import LexicalRetriever
+from pagesight.store.base import Retrievers
+
+if TYPE_CHECKING:
     from pagesight.store.catalog import Catalog
-    from pagesight.store.visual import VisualRetriever
 
 FOLDER = "retrievers"
 POINTER = "current.json"
-
-
-@dataclass
-class Retrievers:
-    generation: int
-    lexical: LexicalRetriever
-    dense: DenseRetriever | None
-    visual: VisualRetriever | None = None
 
 
 def current_generation(root: Path) -> int | None:

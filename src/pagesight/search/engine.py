@@ -1,0 +1,198 @@
+"""Search over a store: a text or image query to ranked tiles with their evidence.
+
+    query -> encode (BM25 terms, the dense text model, the visual encoder)
+          -> each retriever's run over the store's vector stores, limited to the allowed tiles
+          -> fusion (relative score or reciprocal rank)                    ``search.fusion``
+          -> hits: the tile's records from the catalog, the score per retriever, and the lines
+             that match the query as snippet and boxes
+
+``Index.search`` and ``Index.search_image`` call these with the index's store and visual encoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from pagesight.errors import PagesightError
+from pagesight.records import Hit
+from pagesight.search.fusion import (
+    DEFAULT_ALPHA,
+    DEFAULT_VISUAL_WEIGHT,
+    Run,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
+from pagesight.settings import Settings
+from pagesight.store.base import Catalog, Retrievers, Store
+
+MODES = ("lexical", "dense", "visual", "hybrid")
+FUSIONS = ("rrf", "rsf")
+
+
+def search_text(
+    store: Store,
+    query: str,
+    k: int = 10,
+    *,
+    visual_encoder: Callable[[], object] | None = None,
+    mode: str | None = None,
+    fusion: str = "rsf",
+    alpha: float = DEFAULT_ALPHA,
+    rrf_k: float = 60.0,
+    visual_weight: float = DEFAULT_VISUAL_WEIGHT,
+    doc_ids: Sequence[str] | None = None,
+    candidates: int = 100,
+    evidence: bool = True,
+) -> list[Hit]:
+    """The ``k`` best tiles for a text query; see ``Index.search`` for the options.
+    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed)."""
+    settings = store.catalog.settings
+    mode = check_mode(store, mode, fusion)
+    if not query.strip():
+        raise PagesightError("the query is empty")
+    if not 0 <= alpha <= 1:
+        raise PagesightError(f"alpha must be between 0 and 1, got {alpha:g}")
+    check_request(store, k, doc_ids)
+    current = store.retrievers()
+    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
+    if allowed is not None and len(allowed) == 0:
+        return []
+    pool = max(candidates, k)
+    runs: dict[str, Run] = {}
+    if mode in ("lexical", "hybrid"):
+        runs["bm25"] = current.lexical.search(query, pool, allowed)
+    if mode == "dense" or (mode == "hybrid" and settings.dense_model):
+        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
+    if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):
+        vector = visual_encoder().encode_queries([query])[0]
+        runs["visual"] = visual_run(current, vector, pool, allowed)
+    if mode == "hybrid":
+        if fusion == "rrf":
+            ranked = reciprocal_rank_fusion(runs, k=rrf_k)
+        else:
+            text = 1.0 - visual_weight if "visual" in runs else 1.0
+            weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
+            if "dense" not in runs:
+                weights["bm25"] = text
+            ranked = relative_score_fusion(runs, weights)
+    else:
+        ranked = next(iter(runs.values()))
+    return hits(store.catalog, ranked[:k], runs, query, evidence)
+
+
+def search_image(
+    store: Store,
+    image: Image.Image,
+    k: int = 10,
+    *,
+    visual_encoder: Callable[[], object],
+    region: tuple[float, float, float, float] | None = None,
+    doc_ids: Sequence[str] | None = None,
+) -> list[Hit]:
+    """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``."""
+    check_mode(store, "visual", "rsf")
+    if region is not None:
+        x0, y0, x1, y1 = region
+        if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
+            raise PagesightError(
+                f"region {list(region)} is not inside the {image.width}x{image.height} query image"
+            )
+        image = image.crop((round(x0), round(y0), round(x1), round(y1)))
+    check_request(store, k, doc_ids)
+    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
+    if allowed is not None and len(allowed) == 0:
+        return []
+    vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
+    runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
+    return hits(store.catalog, runs["visual"], runs, "", evidence=True)
+
+
+def dense_query(settings: Settings, query: str) -> np.ndarray:
+    """The query's vector from the index's dense text model (its ONNX export when cached)."""
+    from pagesight.encode.dense import dense_model
+
+    return dense_model(settings.dense_model).encode_queries([query])[0]
+
+
+def visual_run(current: Retrievers, vector, pool: int, allowed) -> Run:
+    """The visual run from the same retrievers as the query's other runs."""
+    return current.visual.search(vector, pool, allowed) if current.visual is not None else []
+
+
+def check_request(store: Store, k: int, doc_ids: Sequence[str] | None) -> None:
+    if k <= 0:
+        raise PagesightError(f"k must be 1 or more, got {k}")
+    missing = [doc_id for doc_id in doc_ids or () if store.catalog.document(doc_id) is None]
+    if missing:
+        raise PagesightError(f"{store.location}: no document {', '.join(map(repr, missing))} in the index")
+
+
+def check_mode(store: Store, mode: str | None, fusion: str) -> str:
+    """``mode`` (None: the default of this index) checked against what the index holds."""
+    settings = store.catalog.settings
+    where = store.location
+    mode = mode or ("hybrid" if settings.dense_model or settings.visual_encoder else "lexical")
+    if mode not in MODES:
+        raise PagesightError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    if fusion not in FUSIONS:
+        raise PagesightError(f"fusion must be one of {', '.join(FUSIONS)}, got '{fusion}'")
+    if mode == "dense" and not settings.dense_model:
+        raise PagesightError(f"{where}: index has no dense vectors; use --mode lexical")
+    if mode == "hybrid" and not (settings.dense_model or settings.visual_encoder):
+        raise PagesightError(f"{where}: index has no dense vectors to fuse with; use --mode lexical")
+    if mode == "visual" and not settings.visual_encoder:
+        raise PagesightError(
+            f"{where}: index has no visual vectors (create it with a visual encoder: --encoder)"
+        )
+    return mode
+
+
+def hits(catalog: Catalog, ranked: Run, runs: dict[str, Run], query: str, evidence: bool) -> list[Hit]:
+    """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
+    from pagesight.encode.lexical import term_matcher
+
+    rows = catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
+    per_retriever = {name: dict(run) for name, run in runs.items()}
+    matcher = term_matcher(query)
+    found = []
+    for tile_id, score in ranked:
+        row = rows.get(tile_id)
+        if row is None:  # deleted since the retrievers were built
+            continue
+        scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
+        found.append(_hit(row, score, scores, matcher))
+    return found
+
+
+def _hit(row, score: float, scores: dict[str, float], matcher) -> Hit:
+    """A hit whose snippet and boxes are the tile's lines that share the most query terms."""
+    matched = []
+    for position, (text, box, _source, _conf) in enumerate(row.spans):
+        overlap = matcher(text)
+        if overlap:
+            matched.append((overlap, position, text, tuple(box)))
+    if matched:
+        best = max(m[0] for m in matched)
+        chosen = sorted((m for m in matched if m[0] * 2 >= best), key=lambda m: (-m[0], m[1]))[:5]
+        evidence = sorted(chosen, key=lambda m: m[1])
+        snippet = " … ".join(m[2] for m in evidence[:3])
+        boxes = [m[3] for m in evidence]
+    else:
+        snippet = " ".join(s[0] for s in row.spans[:3])
+        boxes = []
+    if len(snippet) > 300:
+        snippet = snippet[:299] + "…"
+    return Hit(
+        doc_id=row.doc_id,
+        page=row.page,
+        tile=row.idx,
+        score=float(score),
+        scores={name: float(value) for name, value in scores.items()},
+        snippet=snippet,
+        boxes=[tuple(float(v) for v in box) for box in boxes],
+        page_size=row.page_size,
+        tile_box=row.box,
+    )

@@ -1,0 +1,124 @@
+"""The store contract: where an index keeps its records and its searchable vectors.
+
+A store holds
+
+- a **catalog**: the documents with their pages and tiles (each tile's box, text spans with
+  boxes, content kind and links), the settings the index was made with, the visual encoder's spec,
+  and a *generation* that every committed write increases. Each document is written whole or not
+  at all. It is the source of truth.
+- **vector stores**, one per retriever (``bm25`` over tile text, ``dense`` text chunks, ``visual``
+  tile images), each answering ``search(query, n, allowed)`` with (tile id, score) pairs, best
+  first, and kept in step with the catalog's generation (``Retrievers``).
+
+Stores are chosen by the scheme of a location through ``STORES``, the way encoders and readers are
+chosen by name: a plain path is the ``local`` store (SQLite, bm25s and FAISS files in one
+directory). ``register_store`` adds one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pagesight.settings import Settings
+
+if TYPE_CHECKING:
+    from pagesight.records import Document
+    from pagesight.store.catalog import DocumentRow, TileRow
+
+
+class Catalog(Protocol):
+    """Documents, pages and tiles of an index; what every stage reads and ingestion writes."""
+
+    settings: Settings
+
+    def generation(self) -> int: ...
+    def snapshot(self) -> AbstractContextManager: ...  # consistent reads across several calls
+    def document(self, doc_id: str) -> DocumentRow | None: ...
+    def documents(self) -> list[DocumentRow]: ...
+    def documents_from(self, source: str) -> list[DocumentRow]: ...
+    def put_document(
+        self,
+        document: Document,
+        vectors: dict[tuple[int, int], np.ndarray],
+        visual: dict[tuple[int, int], np.ndarray] | None = None,
+    ) -> None: ...
+    def touch_document(self, doc_id: str, source: str, mtime_ns: int) -> None: ...
+    def delete_document(self, doc_id: str) -> bool: ...
+    def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]: ...
+    def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None: ...
+    def page_tiles(self, doc_id: str, page: int) -> list[TileRow]: ...
+    def n_tiles(self, doc_id: str, page: int) -> int: ...
+    def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray: ...
+    def tile_texts(self) -> Iterator[tuple[int, str]]: ...
+    def tile_image(self, tile_id: int) -> bytes | None: ...
+    def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+    def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]: ...
+    def visual_spec(self) -> dict | None: ...
+    def set_visual_spec(self, spec: dict) -> None: ...
+    def counts(self) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+
+class VectorStore(Protocol):
+    """The vectors of one retriever, identified by tile id (a tile may hold several vectors)."""
+
+    def tile_ids(self) -> np.ndarray: ...
+    def add(self, tile_ids: np.ndarray, vectors: Any) -> None: ...
+    def remove(self, tile_ids: np.ndarray) -> None: ...
+    def search(self, query: Any, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
+
+
+@dataclass
+class Retrievers:
+    """The vector stores of one catalog generation: BM25 always, dense and visual when the index
+    has them."""
+
+    generation: int
+    lexical: VectorStore
+    dense: VectorStore | None
+    visual: VectorStore | None = None
+
+
+class Store(Protocol):
+    """One index's catalog and vector stores, opened from a location."""
+
+    location: str
+    catalog: Catalog
+
+    def writing(self) -> AbstractContextManager: ...  # the single writer; IndexLockedError if taken
+    def retrievers(self) -> Retrievers: ...  # matching the catalog now (rebuilt if they lag)
+    def refresh(self) -> None: ...  # inside writing(): bring the vector stores up to the catalog
+    def retrievers_generation(self) -> int | None: ...
+    def size_bytes(self) -> int: ...
+    def discard(self) -> None: ...  # remove a store this process created and nothing was stored in
+    def close(self) -> None: ...
+
+
+# Scheme -> "module:factory"; the factory takes (location, create=, settings=) and returns a Store.
+STORES: dict[str, str] = {"local": "pagesight.store.local:LocalStore"}
+
+
+def register_store(scheme: str, target: str) -> None:
+    """Make a store available for locations ``scheme:...``; ``target`` is ``"module:factory"``."""
+    STORES[scheme] = target
+
+
+def open_store(location: str | Path, *, create: bool, settings: Settings | None) -> Store:
+    """The store at ``location`` (``scheme:rest``, or a path for the local store), created with
+    ``settings`` when ``create`` and absent."""
+    scheme = _scheme(str(location))
+    module, _, factory = STORES[scheme].partition(":")
+    return getattr(importlib.import_module(module), factory)(location, create=create, settings=settings)
+
+
+def _scheme(location: str) -> str:
+    head, sep, _ = location.partition(":")
+    # "C:\\..." and plain paths are local; a registered scheme names another store
+    return head if sep and head in STORES and len(head) > 1 else "local"

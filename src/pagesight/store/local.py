@@ -1,0 +1,106 @@
+"""The local store: one directory with the SQLite catalog and the retriever files derived from it.
+
+    DIR/catalog.sqlite     the catalog (``store.catalog``), the source of truth
+    DIR/retrievers/        BM25 (bm25s), dense text and visual vectors (FAISS), tagged with the
+                           catalog generation they match (``store.retrievers``)
+    DIR/write.lock         the single writer's lock (``store.lock``)
+
+Any number of processes search while one writes: a reader whose retriever files lag the catalog
+(a writer at work, or a crash) builds the missing part in memory, or repairs the files when no
+writer holds the lock.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from pagesight.errors import IndexFormatError
+from pagesight.settings import Settings
+from pagesight.store import retrievers as files
+from pagesight.store.base import Retrievers
+from pagesight.store.catalog import Catalog
+from pagesight.store.lock import WriteLock
+
+CATALOG = "catalog.sqlite"
+
+
+class LocalStore:
+    def __init__(self, location: str | Path, *, create: bool, settings: Settings | None):
+        root = Path(location)
+        self.root = root
+        self.location = str(root)
+        self.created: Path | None = None  # what this object made: removed again by discard()
+        self._retrievers: Retrievers | None = None
+        if not (root / CATALOG).exists():
+            if not create:
+                raise IndexFormatError(f"{root}: no pagesight index here")
+            if root.exists() and (not root.is_dir() or any(root.iterdir())):
+                raise IndexFormatError(f"{root}: exists and is not a pagesight index")
+            self.created = root if not root.exists() else root / CATALOG
+            self.catalog = Catalog(root, settings or Settings())
+            return
+        self.catalog = Catalog(root)
+        if settings is not None and settings != self.catalog.settings:
+            raise IndexFormatError(
+                f"{root}: index was created with settings {self.catalog.settings.to_dict()}; "
+                "they cannot change (make a new index)"
+            )
+
+    def writing(self) -> AbstractContextManager:
+        return WriteLock(self.root)
+
+    def retrievers(self) -> Retrievers:
+        """Retrievers matching the catalog now: loaded, or built in memory if the files lag."""
+        generation = self.catalog.generation()
+        if self._retrievers is not None and self._retrievers.generation == generation:
+            return self._retrievers
+        loaded = files.load(self.root)
+        if loaded is not None and loaded.generation == generation:
+            self._retrievers = loaded
+            return loaded
+        lock = WriteLock(self.root)
+        if lock.acquire():  # no writer at work: the files are stale after a crash; repair them
+            try:
+                self.refresh()
+            finally:
+                lock.release()
+        else:  # a writer is at work and will save its own; search what is committed so far
+            self._retrievers = files.build(self.catalog, loaded or self._retrievers, self._dense_dim())
+        return self._retrievers
+
+    def refresh(self) -> None:
+        previous = self._retrievers or files.load(self.root)
+        if previous is not None and previous.generation == self.catalog.generation():
+            self._retrievers = previous
+            return
+        self._retrievers = files.build(self.catalog, previous, self._dense_dim())
+        files.save(self.root, self._retrievers)
+
+    def _dense_dim(self) -> int | None:
+        from pagesight.encode.dense import DENSE_MODELS
+
+        name = self.catalog.settings.dense_model
+        return DENSE_MODELS[name].dim if name else None
+
+    def retrievers_generation(self) -> int | None:
+        return files.current_generation(self.root)
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+
+    def discard(self) -> None:
+        """Remove the index this object created, before anything was stored in it."""
+        if self.created is None or self.catalog.counts()["documents"]:
+            return
+        self.catalog.close()
+        for name in (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", "write.lock"):
+            (self.root / name).unlink(missing_ok=True)
+        shutil.rmtree(self.root / files.FOLDER, ignore_errors=True)
+        if self.created == self.root and not any(self.root.iterdir()):
+            self.root.rmdir()
+        self.created = None
+
+    def close(self) -> None:
+        self.catalog.close()
