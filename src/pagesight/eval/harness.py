@@ -16,6 +16,7 @@ from pagesight.eval.dataset import Dataset
 from pagesight.index import Index
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
+from pagesight.store.base import store_exists
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[
     A new index gets dense vectors only when ``dense``; an existing one must have them if asked
     (or, for hybrid configurations, visual vectors to fuse with BM25 instead).
     """
-    exists = (path / "catalog.sqlite").exists()
+    exists = store_exists(path)
     index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
     if dense and not (index.settings.dense_model or index.settings.visual_encoder):
         index.close()

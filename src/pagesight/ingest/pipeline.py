@@ -27,7 +27,7 @@ from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.render.web.browser import RenderOptions
 from pagesight.settings import OCR_MODES
-from pagesight.store.catalog import Catalog
+from pagesight.store.base import Catalog
 
 
 @dataclass

@@ -38,7 +38,7 @@ from pagesight.render.web.sites import (
     page_again,
     web_type,
 )
-from pagesight.store.catalog import Catalog
+from pagesight.store.base import Catalog
 
 
 @dataclass

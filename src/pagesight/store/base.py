@@ -101,7 +101,8 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-# Scheme -> "module:factory"; the factory takes (location, create=, settings=) and returns a Store.
+# Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
+# static ``exists(location)`` says whether an index is there.
 STORES: dict[str, str] = {"local": "pagesight.store.local:LocalStore"}
 
 
@@ -113,9 +114,17 @@ def register_store(scheme: str, target: str) -> None:
 def open_store(location: str | Path, *, create: bool, settings: Settings | None) -> Store:
     """The store at ``location`` (``scheme:rest``, or a path for the local store), created with
     ``settings`` when ``create`` and absent."""
-    scheme = _scheme(str(location))
-    module, _, factory = STORES[scheme].partition(":")
-    return getattr(importlib.import_module(module), factory)(location, create=create, settings=settings)
+    return _store_class(location)(location, create=create, settings=settings)
+
+
+def store_exists(location: str | Path) -> bool:
+    """Whether an index is at ``location`` already."""
+    return _store_class(location).exists(location)
+
+
+def _store_class(location: str | Path):
+    module, _, name = STORES[_scheme(str(location))].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _scheme(location: str) -> str:

@@ -48,6 +48,10 @@ class LocalStore:
                 "they cannot change (make a new index)"
             )
 
+    @staticmethod
+    def exists(location: str | Path) -> bool:
+        return (Path(location) / CATALOG).exists()
+
     def writing(self) -> AbstractContextManager:
         return WriteLock(self.root)
 
