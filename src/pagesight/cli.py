@@ -20,7 +20,6 @@ from pagesight import __version__
 from pagesight.errors import PagesightError
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
-from pagesight.store.base import store_exists
 
 if TYPE_CHECKING:
     from pagesight.index import Index
@@ -174,6 +173,8 @@ def ingest(
         visual_adapter=model_reference(encoder_adapter) if encoder_adapter else None,
         visual_index=visual_index.value,
     )
+    from pagesight.store.base import store_exists
+
     exists = store_exists(index)
     if not exists and encoder is None and (encoder_model or encoder_adapter):
         _fail("--encoder-model and --encoder-adapter need --encoder")
@@ -667,6 +668,8 @@ def evaluate(
             configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
         configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
         path = index or harness.default_index_dir(data)
+        from pagesight.store.base import store_exists
+
         exists = store_exists(path)
         if not exists:
             err.print(f"indexing {data.documents} into {path}", highlight=False)

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from pagesight.settings import Settings
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pagesight.records import Document
     from pagesight.store.catalog import DocumentRow, TileRow
 
