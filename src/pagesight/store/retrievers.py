@@ -42,8 +42,8 @@ def current_generation(root: Path) -> int | None:
 
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
-    from pagesight.encode.dense import DenseRetriever
-    from pagesight.encode.lexical import LexicalRetriever
+    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.dense import DenseRetriever
     from pagesight.store.visual import VisualRetriever
 
     folder = root / FOLDER
@@ -63,8 +63,8 @@ def load(root: Path) -> Retrievers | None:
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now; the dense and visual indexes are updated from
     ``previous``."""
-    from pagesight.encode.dense import DenseRetriever
-    from pagesight.encode.lexical import LexicalRetriever
+    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.dense import DenseRetriever
     from pagesight.store.visual import VisualRetriever
 
     with catalog.snapshot():
