@@ -13,9 +13,7 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 
 from __future__ import annotations
 
-import io
 import os
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,14 +30,13 @@ from pagesight.store.base import Catalog, Store, open_store
 # command that only opens the index (info, documents) starts in a fraction of a second.
 if TYPE_CHECKING:
     from pagesight.ingest.pipeline import IngestReport
-    from pagesight.store.catalog import TileRow
+    from pagesight.render.pages import PageRenderer
 
 
 class Index:
     def __init__(self, store: Store):
         self.store = store
-        self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
-        self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
+        self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
         self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
 
@@ -196,30 +193,7 @@ class Index:
 
     def page_image(self, doc_id: str, page: int) -> Image.Image:
         """The page rendered again from its source at the index DPI (a few pages are cached)."""
-        key = (doc_id, page)
-        if key in self._pages:
-            self._pages.move_to_end(key)
-            return self._pages[key]
-        document = self.catalog.document(doc_id)
-        if document is None:
-            raise PagesightError(f"{self.root}: no document '{doc_id}'")
-        if not 1 <= page <= document.n_pages:
-            raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
-        from pagesight.render import open_source
-        from pagesight.render.web.sites import WEB_SOURCES
-
-        if document.type in WEB_SOURCES:
-            image = self._web_page(document, page)
-        else:
-            source = open_source(document.source, document.type)
-            try:
-                image = source.render(page, self.settings.dpi)
-            finally:
-                source.close()
-        self._pages[key] = image
-        while len(self._pages) > 8:
-            self._pages.popitem(last=False)
-        return image
+        return self.renderer.page_image(doc_id, page)
 
     def tile_image(
         self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False
@@ -229,44 +203,17 @@ class Index:
         Web page tiles come from the image kept in the index, or are rendered again from their
         source (always, with ``rerender``), pixel-identical to the first render.
         """
-        row = self.catalog.tile_at(doc_id, page, tile)
-        if row is None:
-            raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
-        from pagesight.render.tiles import downscale
-        from pagesight.render.web.sites import WEB_SOURCES
+        return self.renderer.tile_image(doc_id, page, tile, compression, rerender=rerender)
 
-        document = self.catalog.document(doc_id)
-        if document is not None and document.type in WEB_SOURCES:
-            return downscale(self._web_tiles(document, [row], rerender)[0], compression)
-        x0, y0, x1, y1 = (round(v) for v in row.box)
-        return downscale(self.page_image(doc_id, page).crop((x0, y0, x1, y1)), compression)
+    @property
+    def renderer(self) -> PageRenderer:
+        """Renders pages and tiles again (``render/pages.py``); made on first use, as it imports
+        the PDF renderer."""
+        if self._renderer is None:
+            from pagesight.render.pages import PageRenderer
 
-    def _web_tiles(self, document, rows: list[TileRow], rerender: bool = False) -> list[Image.Image]:
-        """Tile images of a web page: kept ones from the catalog, the others rendered again at once."""
-        data = [None if rerender else self.catalog.tile_image(row.id) for row in rows]
-        missing = [i for i, found in enumerate(data) if found is None]
-        if missing:
-            from pagesight.render.web import OnDemand
-
-            self._web = self._web or OnDemand()
-            try:
-                again = self._web.tiles(
-                    document.type, document.source, document.meta, [rows[i].box for i in missing]
-                )
-            except PagesightError as exc:
-                raise PagesightError(f"{document.id}: cannot render the page again ({exc})") from None
-            for i, png in zip(missing, again):
-                data[i] = png
-        return [Image.open(io.BytesIO(png)).convert("RGB") for png in data]
-
-    def _web_page(self, document, page: int) -> Image.Image:
-        """A web page put together from its tiles (kept or rendered again)."""
-        rows = self.catalog.page_tiles(document.id, page)
-        width, height = rows[0].page_size
-        image = Image.new("RGB", (width, height), "white")
-        for row, tile in zip(rows, self._web_tiles(document, rows)):
-            image.paste(tile, (round(row.box[0]), round(row.box[1])))
-        return image
+            self._renderer = PageRenderer(self.catalog, self.settings, self.root)
+        return self._renderer
 
     def info(self) -> dict:
         return {
@@ -299,9 +246,9 @@ class Index:
         ]
 
     def close(self) -> None:
-        if self._web is not None:
-            self._web.close()
-            self._web = None
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
         self.store.close()
 
     def __enter__(self) -> Index:

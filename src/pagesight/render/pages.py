@@ -1,0 +1,152 @@
+"""Pages and tiles as pixels again: no page image is stored, so a tile is cut from its page
+rendered again from its source, the one way, for the readers (``PageRenderer``, behind
+``Index.page_image`` and ``Index.tile_image``) and for the visual encoder at ingestion
+(``document_tiles``).
+
+PDF and image pages are rendered again at the index DPI (pypdfium2 renders a page in about 15 ms).
+Web tiles are screenshots: the ones the index kept, or the page rendered again in Chromium
+(``render.web.OnDemand``, started on the first such tile), pixel-identical to the first render;
+a web page is put together from its tiles.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import OrderedDict
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PIL import Image
+
+from pagesight.errors import PagesightError
+from pagesight.records import Box, Document
+from pagesight.render.sources import open_source
+from pagesight.render.tiles import downscale
+from pagesight.render.web.sites import WEB_SOURCES
+
+if TYPE_CHECKING:
+    from pagesight.settings import Settings
+    from pagesight.store.base import Catalog
+    from pagesight.store.catalog import DocumentRow, TileRow
+
+PAGE_CACHE = 8  # pages kept rendered; the least recently used goes first
+
+
+def crop_tile(page: Image.Image, box: Box) -> Image.Image:
+    """The tile ``box`` (page pixels, rounded to whole ones) cut from its rendered ``page``."""
+    x0, y0, x1, y1 = (round(v) for v in box)
+    return page.crop((x0, y0, x1, y1))
+
+
+def screenshot(png: bytes) -> Image.Image:
+    """A tile screenshot (PNG bytes) as an RGB image."""
+    return Image.open(io.BytesIO(png)).convert("RGB")
+
+
+def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Image.Image]:
+    """Every tile of a freshly read ``document`` as an RGB image, keyed by (page number, tile
+    index): web tiles from the screenshots the browser took, the others cut from their page
+    rendered again at ``dpi``."""
+    images: dict[tuple[int, int], Image.Image] = {}
+    pending = []
+    for page in document.pages:
+        for tile in page.tiles:
+            if tile.image is not None:
+                images[(page.number, tile.index)] = screenshot(tile.image)
+            else:
+                pending.append(page)
+                break
+    if not pending:
+        return images
+    with closing(open_source(Path(document.source), document.type)) as source:
+        for page in pending:
+            rendered = source.render(page.number, dpi).convert("RGB")
+            for tile in page.tiles:
+                images[(page.number, tile.index)] = crop_tile(rendered, tile.box)
+    return images
+
+
+class PageRenderer:
+    """Pages and tiles of an index rendered again: a few pages are cached, and one browser is
+    started for web tiles the index did not keep (``close`` stops it)."""
+
+    def __init__(self, catalog: Catalog, settings: Settings, location: str | os.PathLike = "index"):
+        self.catalog = catalog
+        self.settings = settings
+        self.location = location  # names the index in errors
+        self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
+        self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
+
+    def page_image(self, doc_id: str, page: int) -> Image.Image:
+        """The page rendered again from its source at the index DPI (a few pages are cached)."""
+        key = (doc_id, page)
+        if key in self._pages:
+            self._pages.move_to_end(key)
+            return self._pages[key]
+        document = self.catalog.document(doc_id)
+        if document is None:
+            raise PagesightError(f"{self.location}: no document '{doc_id}'")
+        if not 1 <= page <= document.n_pages:
+            raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
+        if document.type in WEB_SOURCES:
+            image = self._web_page(document, page)
+        else:
+            with closing(open_source(document.source, document.type)) as source:
+                image = source.render(page, self.settings.dpi)
+        self._pages[key] = image
+        while len(self._pages) > PAGE_CACHE:
+            self._pages.popitem(last=False)
+        return image
+
+    def tile_image(
+        self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False
+    ) -> Image.Image:
+        """A tile cut from its re-rendered page, each side divided by sqrt(``compression``).
+
+        Web page tiles come from the image kept in the index, or are rendered again from their
+        source (always, with ``rerender``), pixel-identical to the first render.
+        """
+        row = self.catalog.tile_at(doc_id, page, tile)
+        if row is None:
+            raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
+        document = self.catalog.document(doc_id)
+        if document is not None and document.type in WEB_SOURCES:
+            return downscale(self._web_tiles(document, [row], rerender)[0], compression)
+        return downscale(crop_tile(self.page_image(doc_id, page), row.box), compression)
+
+    def _web_tiles(
+        self, document: DocumentRow, rows: list[TileRow], rerender: bool = False
+    ) -> list[Image.Image]:
+        """Tile images of a web page: kept ones from the catalog, the others rendered again at once."""
+        data = [None if rerender else self.catalog.tile_image(row.id) for row in rows]
+        missing = [i for i, found in enumerate(data) if found is None]
+        if missing:
+            from pagesight.render.web import OnDemand
+
+            self._web = self._web or OnDemand()
+            try:
+                again = self._web.tiles(
+                    document.type, document.source, document.meta, [rows[i].box for i in missing]
+                )
+            except PagesightError as exc:
+                raise PagesightError(f"{document.id}: cannot render the page again ({exc})") from None
+            for i, png in zip(missing, again):
+                data[i] = png
+        return [screenshot(png) for png in data]
+
+    def _web_page(self, document: DocumentRow, page: int) -> Image.Image:
+        """A web page put together from its tiles (kept or rendered again)."""
+        rows = self.catalog.page_tiles(document.id, page)
+        width, height = rows[0].page_size
+        image = Image.new("RGB", (width, height), "white")
+        for row, tile in zip(rows, self._web_tiles(document, rows)):
+            image.paste(tile, (round(row.box[0]), round(row.box[1])))
+        return image
+
+    def close(self) -> None:
+        """Stop the browser, if one was started; the renderer can still be used (it starts another)."""
+        if self._web is not None:
+            self._web.close()
+            self._web = None
