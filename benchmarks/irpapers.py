@@ -1,6 +1,8 @@
 """Ingestion speed, retrieval quality and query latency on IRPAPERS (issue 2's numbers).
 
     python benchmarks/irpapers.py --index DIR [--ingest [--no-dense]] [--configs lexical rsf:0.1 ...]
+    python benchmarks/irpapers.py --index qdrant:DIR ...      # the same on the Qdrant store
+
 
 With --ingest, DIR is created afresh by `pagesight ingest` over the 155 PDFs (end to end, as a user
 runs it), then the unchanged folder is ingested again; both are timed, with the peak memory of the
@@ -60,8 +62,8 @@ def evaluate(index: Index, queries, qrels, cutoffs=(1, 5, 20), **search) -> dict
     }
 
 
-def ingest(index: Path, pdfs: Path, dense: bool) -> dict:
-    shutil.rmtree(index, ignore_errors=True)
+def ingest(index: str, pdfs: Path, dense: bool) -> dict:
+    shutil.rmtree(index.removeprefix("qdrant:"), ignore_errors=True)  # a folder, or a local-mode Qdrant's
     cli = [sys.executable, "-m", "pagesight", "ingest", str(pdfs), "--index", str(index), "--json"]
     if not dense:
         cli.append("--no-dense")
@@ -71,7 +73,8 @@ def ingest(index: Path, pdfs: Path, dense: bool) -> dict:
         run = subprocess.run(cli, capture_output=True, text=True, check=True)
         timings.append(time.perf_counter() - start)
     first, again = timings
-    pages = Index.open(index, create=False).catalog.counts()["pages"]
+    with Index.open(index, create=False) as opened:
+        pages = opened.catalog.counts()["pages"]
     return {
         "ingest": "dense" if dense else "lexical",
         "pages": pages,
@@ -85,7 +88,7 @@ def ingest(index: Path, pdfs: Path, dense: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", required=True, type=Path)
+    parser.add_argument("--index", required=True, help="an index folder or store location")
     parser.add_argument("--data", type=Path, default=Path(__file__).parents[1] / "../shared/data/irpapers")
     parser.add_argument("--ingest", action="store_true", help="build DIR afresh first, timed")
     parser.add_argument("--no-dense", action="store_true", help="with --ingest: lexical only")

@@ -43,15 +43,21 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    pass
+    ctx.call_on_close(_close_opened)
 
 
-IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index directory.")]
+IndexOption = Annotated[
+    str,
+    typer.Option(
+        "--index", "-i", help="Index: a directory, or a store (qdrant:FOLDER, qdrant://HOST:PORT/COLLECTION)."
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DeviceOption = Annotated[
     str, typer.Option(help="Where the visual encoder runs: auto, cpu, cuda, cuda:N or mps.")
@@ -88,13 +94,25 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _open(path: Path, create: bool = False, settings: Settings | None = None) -> Index:
+def _open(path: str | Path, create: bool = False, settings: Settings | None = None) -> Index:
     try:
         from pagesight.index import Index
 
-        return Index.open(path, create=create, settings=settings)
+        index = Index.open(path, create=create, settings=settings)
     except PagesightError as exc:
         _fail(str(exc))
+    _OPENED.append(index)
+    return index
+
+
+_OPENED: list[Index] = []  # closed when the command ends (``_main``)
+
+
+def _close_opened() -> None:
+    """Close the indexes the command opened: a store's client (Qdrant's) lets go of its files and
+    connections before the interpreter ends, and in-process callers can open the store again."""
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 @app.command()
@@ -508,7 +526,11 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
     """``Index.info()`` as labelled lines a person reads: what is stored, how it is searched."""
     settings = data["settings"]
     rows = [
-        ("index", f"{data['path']} ({_size(data['bytes_on_disk'])} on disk)"),
+        (
+            "index",
+            data["path"]
+            + (f" ({_size(data['bytes_on_disk'])} on disk)" if data["bytes_on_disk"] is not None else ""),
+        ),
         (
             "documents",
             f"{data['documents']:,}: {data['pages']:,} pages in {data['tiles']:,} tiles, "
@@ -621,7 +643,10 @@ def delete(
 def evaluate(
     dataset: Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")],
     index: Annotated[
-        Path | None, typer.Option("--index", "-i", help="Index directory (default: a cache per dataset).")
+        str | None,
+        typer.Option(
+            "--index", "-i", help="Index directory or store (default: a folder cached per dataset)."
+        ),
     ] = None,
     mode: Annotated[
         list[str] | None,

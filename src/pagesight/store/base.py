@@ -103,7 +103,10 @@ class Store(Protocol):
 
 # Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
 # static ``exists(location)`` says whether an index is there.
-STORES: dict[str, str] = {"local": "pagesight.store.local:LocalStore"}
+STORES: dict[str, str] = {
+    "local": "pagesight.store.local:LocalStore",
+    "qdrant": "pagesight.store.qdrant:QdrantStore",
+}
 
 
 def register_store(scheme: str, target: str) -> None:

@@ -1,0 +1,153 @@
+"""The Qdrant store, run in qdrant-client's local mode: the server's API without a server (none
+can be installed here). Every verb works on it and gives the local store's results."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from pagesight.settings import Settings
+from tests.conftest import SAMPLES, cli, make_pdf
+
+pytest.importorskip("qdrant_client")
+
+TOPICS = {
+    "owls": ["Barn owls hunt small mammals at night", "Owl pellets hold the bones of voles"],
+    "tides": ["Spring tides follow the full and new moon", "Neap tides have the smallest range"],
+    "glaciers": ["Glaciers carve U-shaped valleys", "Moraines mark where the ice stopped"],
+    "volcanoes": ["Basalt lava flows are runny and hot", "Ash clouds ground aircraft for days"],
+}
+QUERIES = [
+    "bones of voles",
+    "full moon tides",
+    "U-shaped valleys",
+    "aircraft grounded by ash",
+    "West region Q3",
+]
+
+
+def corpus(folder: Path) -> Path:
+    folder.mkdir()
+    for name, pages in TOPICS.items():
+        make_pdf(
+            folder / f"{name}.pdf", [[line, f"notes on {name} page {n}"] for n, line in enumerate(pages)]
+        )
+    (folder / "quarterly-report.pdf").write_bytes((SAMPLES / "quarterly-report.pdf").read_bytes())
+    return folder
+
+
+def test_the_qdrant_store_gives_the_local_stores_results(tmp_path: Path):
+    docs = corpus(tmp_path / "docs")
+    local = Index.open(tmp_path / "local")
+    remote = Index.open(f"qdrant:{tmp_path / 'q'}")
+    for index in (local, remote):
+        report = index.add([docs])
+        assert report.ok and len(report.added) == 5
+    counts = local.catalog.counts()
+    assert remote.catalog.counts() == counts and counts["vectors"] > 0
+    assert remote.documents() == local.documents()
+    for query in QUERIES:
+        for mode in ("lexical", "dense", "hybrid"):
+            ours, theirs = local.search(query, k=3, mode=mode), remote.search(query, k=3, mode=mode)
+            assert [h.page_id for h in theirs] == [h.page_id for h in ours], (query, mode)
+            assert [(h.snippet, h.boxes, h.tile_box) for h in theirs] == [
+                (h.snippet, h.boxes, h.tile_box) for h in ours
+            ]
+            if mode == "dense":  # a tile's best chunk, by Qdrant's MAX_SIM over its chunk vectors
+                assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
+    only = remote.search("tides", k=5, doc_ids=["tides"], mode="lexical")
+    assert {h.doc_id for h in only} == {"tides"} and len(only) == 2
+    assert remote.ask("What was the West region's revenue in Q3?").text == "4,870"
+    assert remote.tile_image("owls", 1).size == local.tile_image("owls", 1).size
+    local.close()
+    remote.close()
+
+
+def test_replace_delete_and_reopen_through_the_command_line(tmp_path: Path):
+    docs = corpus(tmp_path / "docs")
+    store = f"qdrant:{tmp_path / 'q'}"
+    assert json.loads(cli("ingest", str(docs), "--index", store, "--no-dense", "--json").stdout)["added"] == 5
+    again = json.loads(cli("ingest", str(docs), "--index", store, "--json").stdout)
+    assert (again["added"], again["unchanged"]) == (0, 5)
+
+    make_pdf(docs / "owls.pdf", [["Snowy owls nest on the tundra"]])
+    replaced = json.loads(cli("ingest", str(docs / "owls.pdf"), "--index", store, "--json").stdout)
+    assert (replaced["replaced"], replaced["unchanged"]) == (1, 0)
+    hits = json.loads(cli("search", "owls", "--index", store, "--json").stdout)
+    assert [(h["page_id"], "Snowy" in h["snippet"]) for h in hits if h["doc_id"] == "owls"] == [
+        ("owls_1", True)
+    ]
+    assert json.loads(cli("search", "voles pellets", "--index", store, "--json").stdout) == []
+
+    cli("delete", "tides", "--index", store)
+    info = json.loads(cli("info", "--index", store, "--json").stdout)
+    assert (info["documents"], info["pages"], info["generation"]) == (4, 7, 7)
+    assert info["retrievers_generation"] == info["generation"]
+    listed = json.loads(cli("documents", "--index", store, "--json").stdout)
+    assert [d["id"] for d in listed] == ["glaciers", "owls", "quarterly-report", "volcanoes"]
+    assert listed[1]["source"] == str(docs / "owls.pdf")
+    missing = cli("delete", "tides", "--index", store, check=False)
+    assert missing.returncode == 1 and "no document 'tides'" in missing.stderr
+
+
+# A writer that kills itself with SIGKILL at one point of its third document's write: before the
+# document point (the commit) is written, or just after it, before its tiles turn live.
+WRITER = """
+import os, signal, sys
+from pagesight import Index
+from pagesight.store import qdrant
+stage = sys.argv[3]
+seen = []
+if stage == "before-commit":
+    from qdrant_client import QdrantClient
+    upsert = QdrantClient.upsert
+    def upserting(self, collection_name, points, **options):
+        if collection_name.endswith("-catalog") and points[0].payload.get("kind") == "document":
+            seen.append(points[0].payload["id"])
+            if len(seen) == 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return upsert(self, collection_name, points, **options)
+    QdrantClient.upsert = upserting
+else:
+    finish = qdrant.QdrantCatalog._finish
+    def finishing(self, doc_id, version):
+        seen.append(doc_id)
+        if len(seen) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return finish(self, doc_id, version)
+    qdrant.QdrantCatalog._finish = finishing
+Index.open(sys.argv[1], settings=qdrant.Settings(dense_model=None)).add(sys.argv[2], jobs=1)
+"""
+
+
+@pytest.mark.parametrize(("stage", "whole"), [("before-commit", 2), ("after-commit", 3)])
+def test_a_writer_killed_mid_document_leaves_whole_documents(tmp_path: Path, stage: str, whole: int):
+    docs = corpus(tmp_path / "docs")
+    store = f"qdrant:{tmp_path / 'q'}"
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, store, str(docs), stage], timeout=300, capture_output=True
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+
+    index = Index.open(store, create=False)
+    assert index.settings == Settings(dense_model=None)
+    assert len(index.documents()) == whole
+    assert index.catalog.pending()  # the killed write is still noted
+    hits = index.search("notes on page revenue", k=50, mode="lexical")  # repairs: no writer is at work
+    assert not index.catalog.pending()
+    assert {hit.doc_id for hit in hits} == set(index.documents())
+    for document in index.catalog.documents():  # every page of every document can be found
+        for page in range(1, document.n_pages + 1):
+            assert index.catalog.page_tiles(document.id, page), (document.id, page)
+    client = index.store.client
+    assert client.count(index.catalog.tiles_name).count == sum(d.n_pages for d in index.catalog.documents())
+
+    report = index.add([docs])  # the next run finishes the work
+    assert report.ok and len(index.documents()) == 5
+    index.close()
