@@ -137,14 +137,18 @@ def test_lexical_index_has_no_visual_search(tmp_path):
         index.search_image(index.tile_image("a", 1, 0))
 
 
-def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus):
+@pytest.mark.parametrize("store", ["local", "qdrant"])
+def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
     from pagesight.encode.visual.late_interaction import import_colpali
 
+    if store == "qdrant":
+        pytest.importorskip("qdrant_client")
     models = import_colpali()
     folder = tmp_path / "tiny-colqwen2"
     build_qwen(folder, "qwen2-vl", models.ColQwen2, models.ColQwen2Processor)
     settings = Settings(dense_model=None, visual_encoder="colqwen2", visual_model=str(folder))
-    index = Index.open(tmp_path / "ix", settings=settings)
+    # Qdrant: token vectors compared by its MAX_SIM, after a prefetch on their mean
+    index = Index.open(tmp_path / "ix" if store == "local" else f"qdrant:{tmp_path / 'q'}", settings=settings)
     index.device = "cpu"
     assert index.add([corpus], ocr="never").ok
     encoder = make_encoder("colqwen2", model=str(folder), device="cpu")
@@ -156,6 +160,26 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus):
     assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True
+    index.close()
+
+
+def test_the_qdrant_store_holds_single_visual_vectors(tmp_path, corpus, clip_folder, clip_index):
+    pytest.importorskip("qdrant_client")
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder))
+    index = Index.open(f"qdrant:{tmp_path / 'q'}", settings=settings)
+    index.device = "cpu"
+    assert index.add([corpus], ocr="never").ok
+    assert index.info()["visual_vectors"] == 3
+    for query in ("quarterly revenue", "warehouse orders", "supplier change"):
+        for mode in ("visual", "hybrid"):
+            ours, theirs = clip_index.search(query, k=3, mode=mode), index.search(query, k=3, mode=mode)
+            assert [(h.doc_id, h.page) for h in theirs] == [(h.doc_id, h.page) for h in ours], (query, mode)
+            assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=2e-3)
+    picture = clip_index.tile_image("report", 2)
+    assert [(h.doc_id, h.page) for h in index.search_image(picture, k=3)] == [
+        (h.doc_id, h.page) for h in clip_index.search_image(picture, k=3)
+    ]
+    index.close()
 
 
 def test_cli_ingest_with_an_encoder_and_search_by_image(tmp_path, corpus, clip_folder):
