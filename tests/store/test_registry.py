@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pagesight import Index
+from pagesight import Index, IndexFormatError
 from pagesight.settings import Settings
 from pagesight.store import base
 from pagesight.store.local import LocalStore
@@ -53,3 +53,15 @@ def test_plain_paths_and_unknown_schemes_are_local_directories(tmp_path: Path, m
         index = Index.open(location, settings=Settings(dense_model=None))
         assert isinstance(index.store, LocalStore) and Path(location).is_dir()
         index.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "qdrant"])
+def test_an_index_cannot_be_opened_with_other_settings(tmp_path: Path, kind: str):
+    if kind == "qdrant":
+        pytest.importorskip("qdrant_client")
+    location = str(tmp_path / "ix") if kind == "local" else f"qdrant:{tmp_path / 'q'}"
+    Index.open(location, settings=Settings(dense_model=None)).close()
+    with pytest.raises(IndexFormatError, match="index was created with settings .* they cannot change"):
+        Index.open(location, settings=Settings(dense_model=None, dpi=150))
+    with Index.open(location) as index:
+        assert index.settings == Settings(dense_model=None)

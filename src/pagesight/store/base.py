@@ -101,6 +101,16 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def check_settings(location: str, stored: Settings, given: Settings | None) -> None:
+    """Refuse to open an existing index with other settings than it was made with."""
+    if given is not None and given != stored:
+        from pagesight.errors import IndexFormatError
+
+        raise IndexFormatError(
+            f"{location}: index was created with settings {stored.to_dict()}; they cannot change (make a new index)"
+        )
+
+
 # Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
 # static ``exists(location)`` says whether an index is there.
 STORES: dict[str, str] = {

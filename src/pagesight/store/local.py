@@ -19,7 +19,7 @@ from pathlib import Path
 from pagesight.errors import IndexFormatError
 from pagesight.settings import Settings
 from pagesight.store import retrievers as files
-from pagesight.store.base import Retrievers
+from pagesight.store.base import Retrievers, check_settings
 from pagesight.store.catalog import Catalog
 from pagesight.store.lock import WriteLock
 
@@ -42,11 +42,7 @@ class LocalStore:
             self.catalog = Catalog(root, settings or Settings())
             return
         self.catalog = Catalog(root)
-        if settings is not None and settings != self.catalog.settings:
-            raise IndexFormatError(
-                f"{root}: index was created with settings {self.catalog.settings.to_dict()}; "
-                "they cannot change (make a new index)"
-            )
+        check_settings(str(root), self.catalog.settings, settings)
 
     @staticmethod
     def exists(location: str | Path) -> bool:

@@ -48,7 +48,7 @@ import numpy as np
 from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError
 from pagesight.records import Document
 from pagesight.settings import Settings
-from pagesight.store.base import Retrievers
+from pagesight.store.base import Retrievers, check_settings
 from pagesight.store.catalog import DocumentRow, TileRow
 
 FORMAT_VERSION = 1
@@ -82,11 +82,7 @@ class QdrantStore:
             self.created = True
             return
         self.catalog.load()
-        if settings is not None and settings != self.catalog.settings:
-            raise IndexFormatError(
-                f"{self.location}: index was created with settings {self.catalog.settings.to_dict()}; "
-                "they cannot change (make a new index)"
-            )
+        check_settings(str(self.location), self.catalog.settings, settings)
 
     @staticmethod
     def exists(location: str | Path) -> bool:
