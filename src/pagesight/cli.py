@@ -581,11 +581,12 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
 
 
 def _size(n_bytes: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n_bytes < 1000 or unit == "GB":
-            return f"{n_bytes:,.0f} {unit}" if unit == "bytes" else f"{n_bytes:,.1f} {unit}"
-        n_bytes /= 1000
-    raise AssertionError("unreachable")
+    size, unit = float(n_bytes), "bytes"
+    for bigger in ("KB", "MB", "GB"):
+        if size < 1000:
+            break
+        size, unit = size / 1000, bigger
+    return f"{n_bytes:,} bytes" if unit == "bytes" else f"{size:,.1f} {unit}"
 
 
 @app.command()

@@ -288,8 +288,7 @@ class ExtractiveReader:
             reach = partial + WEIGHTS["dense"] * penalty >= partial[order[0]]
             pool = [i for i in order[: self.dense_pool] if reach[i]]
             if len(pool) > 1:
-                encode = getattr(self._model, "encode_queries", self._model.encode)
-                vectors = encode([question] + [_dense_text(candidates[i]) for i in pool])
+                vectors = self._model.encode_queries([question] + [_dense_text(candidates[i]) for i in pool])
                 f["dense"][pool] = vectors[1:] @ vectors[0]
         f["penalty"] = penalty
         return f

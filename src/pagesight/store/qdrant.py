@@ -108,16 +108,17 @@ class QdrantStore:
         writer left half done is finished first when no writer is at work (as the local store
         repairs its files)."""
         catalog = self.catalog
-        catalog.load()
-        if catalog.pending():
+        record = catalog.load()
+        if record["pending"]:
             try:
                 with self.writing():
                     pass  # taking the writer's place repairs
             except IndexLockedError:
                 pass  # a writer is at work and finishes its own
-        spec = catalog.visual_spec()
+            record = catalog.load()
+        spec = record["visual_spec"]
         return Retrievers(
-            generation=catalog.generation(),
+            generation=int(record["generation"]),
             lexical=Bm25Vectors(catalog),
             dense=DenseVectors(catalog) if catalog.settings.dense_model else None,
             visual=VisualVectors(catalog, bool(spec["multi_vector"])) if spec else None,
@@ -206,7 +207,8 @@ class QdrantCatalog:
         }
         self._save_index()
 
-    def load(self) -> None:
+    def load(self) -> dict:
+        """Read the index record again (other processes write it); returns it."""
         found = self.client.retrieve(self.catalog_name, [INDEX_POINT], with_payload=True)
         if not found:
             raise IndexFormatError(f"{self.catalog_name}: not a pagesight index (no index point)")
@@ -217,6 +219,7 @@ class QdrantCatalog:
                 f"this build reads version {FORMAT_VERSION}"
             )
         self.settings = Settings.from_dict(self._index["settings"])
+        return self._index
 
     def _save_index(self) -> None:
         models = _models()
@@ -619,8 +622,8 @@ def _dead(owner: str) -> bool:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
-    except PermissionError:
-        return False
+    except PermissionError:  # alive, another user's
+        pass
     return False
 
 
