@@ -16,6 +16,11 @@ class LexicalRetriever:
     def __init__(self, model: bm25s.BM25 | None, tile_ids: np.ndarray):
         self.model = model
         self.tile_ids = tile_ids
+        self._removed = np.zeros(len(tile_ids), dtype=bool)  # deleted tiles the model still counts
+
+    def remove(self, tile_ids: np.ndarray) -> None:
+        """Leave ``tile_ids`` out of every result; the BM25 statistics keep them until a rebuild."""
+        self._removed |= np.isin(self.tile_ids, tile_ids)
 
     @classmethod
     def build(
@@ -52,8 +57,8 @@ class LexicalRetriever:
         if not terms:
             return []
         scores = self.model.get_scores(terms)
-        if allowed is not None:
-            scores = np.where(np.isin(self.tile_ids, allowed), scores, 0.0)
+        keep = ~self._removed if allowed is None else np.isin(self.tile_ids, allowed) & ~self._removed
+        scores = np.where(keep, scores, 0.0)
         return _top(self.tile_ids, scores, n)
 
 

@@ -64,6 +64,8 @@ class LocalStore:
         if lock.acquire():  # no writer at work: the files are stale after a crash; repair them
             try:
                 self.refresh()
+                if self._retrievers is None or self._retrievers.generation != generation:
+                    self._retrievers = files.load(self.root)
             finally:
                 lock.release()
         else:  # a writer is at work and will save its own; search what is committed so far
@@ -71,10 +73,19 @@ class LocalStore:
         return self._retrievers
 
     def refresh(self) -> None:
-        previous = self._retrievers or files.load(self.root)
-        if previous is not None and previous.generation == self.catalog.generation():
-            self._retrievers = previous
+        generation = self.catalog.generation()
+        if self._retrievers is not None and self._retrievers.generation == generation:
             return
+        if files.current_generation(self.root) == generation:
+            return
+        # Only deletions since the files were saved: list the tiles gone, rewrite nothing (and load
+        # neither bm25s nor FAISS, so `pagesight delete` stays fast on any index size).
+        removed = files.removals(self.root, self.catalog.tile_ids())
+        if removed is not None:
+            files.save_removals(self.root, generation, removed)
+            self._retrievers = None  # loaded again, without the removed tiles, by the next search
+            return
+        previous = self._retrievers or files.load(self.root)
         self._retrievers = files.build(self.catalog, previous, self._dense_dim())
         files.save(self.root, self._retrievers)
 

@@ -3,7 +3,7 @@
 Layout inside the index directory::
 
     retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G.faiss",
-                                   "visual": "visual-G"}
+                                   "visual": "visual-G", "removed": [tile ids]}
     retrievers/bm25-G/            bm25s index + tile_ids.npy
     retrievers/dense-G.faiss      FAISS IndexIDMap2 whose ids are tile ids
     retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
@@ -11,6 +11,11 @@ Layout inside the index directory::
 New files are written under new names and ``current.json`` is replaced atomically, so a reader
 sees either the old set or the new one. Files that ``current.json`` does not name are leftovers of
 a crash or of an older generation and are removed by the next writer.
+
+Deleting documents rewrites no file: the pointer moves to the new generation and lists the tiles
+gone (``removed``), which every reader drops from the loaded stores (Lucene's deleted documents).
+So a delete costs a pointer write, whatever the index size, and BM25 statistics count the removed
+tiles until the next ingestion rebuilds the files without them.
 """
 
 from __future__ import annotations
@@ -53,11 +58,37 @@ def load(root: Path) -> Retrievers | None:
             lexical = LexicalRetriever.load(folder / pointer["lexical"])
             dense = DenseRetriever.load(folder / pointer["dense"]) if pointer.get("dense") else None
             visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
+            removed = np.array(pointer.get("removed", []), dtype=np.int64)
+            for store in (lexical, dense, visual):
+                if store is not None and len(removed):
+                    store.remove(removed)
             return Retrievers(pointer["generation"], lexical, dense, visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
                 return None
     return None
+
+
+def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
+    """The tiles to list as removed so that the saved files hold exactly ``tile_ids`` (the catalog's
+    tiles now), or None when the catalog has tiles the files lack (they must be built)."""
+    folder = root / FOLDER
+    try:
+        pointer = json.loads((folder / POINTER).read_text())
+        saved = np.load(folder / pointer["lexical"] / "tile_ids.npy")
+    except FileNotFoundError:
+        return None
+    if not np.isin(tile_ids, saved).all():
+        return None
+    return np.setdiff1d(saved, tile_ids)
+
+
+def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
+    """Point at the same files for ``generation``, with ``removed`` tiles left out at load."""
+    folder = root / FOLDER
+    pointer = json.loads((folder / POINTER).read_text())
+    pointer.update(generation=generation, removed=[int(i) for i in removed])
+    _write_pointer(folder, pointer)
 
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
@@ -108,13 +139,21 @@ def save(root: Path, retrievers: Retrievers) -> None:
         pointer["visual"] = f"visual-{tag}"
         retrievers.visual.save(folder / pointer["visual"])
     _fsync_tree(folder)
-    temporary = folder / f"{POINTER}.new-{os.getpid()}"
-    temporary.write_text(json.dumps(pointer))
-    os.replace(temporary, folder / POINTER)
+    _write_pointer(folder, pointer)
     keep = {POINTER, pointer["lexical"], pointer["dense"], pointer["visual"]}
     for entry in folder.iterdir():
         if entry.name not in keep:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+
+def _write_pointer(folder: Path, pointer: dict) -> None:
+    """Replace ``current.json`` atomically and durably: readers see the old pointer or the new."""
+    temporary = folder / f"{POINTER}.new-{os.getpid()}"
+    with temporary.open("w") as handle:
+        handle.write(json.dumps(pointer))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, folder / POINTER)
 
 
 def _fsync_tree(folder: Path) -> None:
