@@ -151,3 +151,37 @@ def test_a_writer_killed_mid_document_leaves_whole_documents(tmp_path: Path, sta
     report = index.add([docs])  # the next run finishes the work
     assert report.ok and len(index.documents()) == 5
     index.close()
+
+
+def test_bm25_scores_equal_the_local_stores_as_the_index_grows_and_shrinks(tmp_path: Path):
+    # Documents of very different lengths, added one at a time: each is weighed with the average
+    # tile length of its moment, so without weighing again the first ones score otherwise.
+    settings = Settings(dense_model=None)
+    local = Index.open(tmp_path / "local", settings=settings)
+    remote = Index.open(f"qdrant:{tmp_path / 'q'}", settings=settings)
+    words = "owls voles tides moons glaciers valleys lava ash basalt moraine".split()
+    for n, name in enumerate(words):
+        lines = [f"{name} and {words[(n + 1) % len(words)]}"] + [
+            " ".join(words[: n + 1]) for _ in range(n * 3)
+        ]
+        pdf = make_pdf(tmp_path / f"{name}.pdf", [lines])
+        for index in (local, remote):
+            assert index.add([pdf]).ok
+
+    def same_scores(local: Index):
+        for query in ("owls", "tides and ash", "basalt moraine valleys", "voles"):
+            ours = local.search(query, k=10, mode="lexical")
+            theirs = remote.search(query, k=10, mode="lexical")
+            assert [h.page_id for h in theirs] == [h.page_id for h in ours], query
+            assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], rel=0.01), query
+
+    same_scores(local)
+    local.close()
+    assert remote.delete("owls") and remote.delete("glaciers")
+    # The local store keeps deleted tiles in its BM25 statistics until it rebuilds (Lucene's way);
+    # Qdrant's statistics drop them at once: compare with a local index of what is left.
+    left = Index.open(tmp_path / "left", settings=settings)
+    assert left.add([tmp_path / f"{name}.pdf" for name in words if name not in ("owls", "glaciers")]).ok
+    same_scores(left)
+    left.close()
+    remote.close()

@@ -14,7 +14,11 @@ Collections, for the collection name NAME:
                     "dense"   the tile's text chunks as one multi-vector compared by MAX_SIM, so
                               a tile scores as its best chunk, as in the local store
                     "bm25"    sparse BM25 term weights (Lucene's term frequency part); Qdrant
-                              multiplies by the IDF at query time (``Modifier.IDF``)
+                              multiplies by the IDF at query time (``Modifier.IDF``). The
+                              weights depend on the corpus's average tile length: each tile
+                              records the average it was weighed with (``bm25_avg``), and the
+                              end of each write weighs again the tiles whose average is off
+                              by more than ``BM25_DRIFT`` (``refresh``)
                     "visual"  the visual encoder's vector, or for late interaction its token
                               vectors by MAX_SIM with "visual_mean" (their mean) as the prefetch,
                               as Qdrant's ColPali guidance does
@@ -55,6 +59,7 @@ FORMAT_VERSION = 1
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
 BM25_K1, BM25_B = 1.2, 0.75  # as the local store's bm25s index
+BM25_DRIFT = 0.01  # tiles weighed with an average tile length off by more are weighed again
 LEASE_SECONDS = 600.0  # a writer that stops renewing its lease for this long is taken to be gone
 PAGE = 256  # points per scroll request
 _HEAVY = ["spans", "links", "text", "image"]  # payload left out when only boxes are wanted
@@ -125,7 +130,9 @@ class QdrantStore:
         )
 
     def refresh(self) -> None:
-        """Nothing to derive: the vectors are written with their documents."""
+        """The vectors are written with their documents; only BM25 weights can lag: tiles written
+        while the average tile length was another are weighed again."""
+        self.catalog.reweigh_bm25()
 
     def retrievers_generation(self) -> int | None:
         return self.catalog.generation()
@@ -356,6 +363,7 @@ class QdrantCatalog:
                 "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
                 "kind": tile.kind,
                 "chunks": 0 if matrix is None else len(matrix),
+                "bm25_avg": average,
                 "version": version,
                 "live": False,
             }
@@ -454,6 +462,47 @@ class QdrantCatalog:
         self._save_index()
         return True
 
+    def bm25_average(self) -> float:
+        """The average tile length in BM25 terms, over the live tiles."""
+        stats = self.load()["bm25"]
+        return stats["terms"] / stats["tiles"] if stats["tiles"] else 1.0
+
+    def reweigh_bm25(self, drift: float = BM25_DRIFT) -> int:
+        """Weigh again the live tiles whose BM25 weights used an average tile length more than
+        ``drift`` away from today's; returns how many. Early tiles of a growing index are the
+        ones: each document is weighed with the average known when it was written."""
+
+        if not self._has_tiles():
+            return 0
+        models = _models()
+        average = self.bm25_average()
+        close = models.FieldCondition(
+            key="bm25_avg", range=models.Range(gte=average / (1 + drift), lte=average * (1 + drift))
+        )
+        stale = models.Filter(must=self.live_filter().must, must_not=[close])
+        count, batch = 0, []
+        for record in _scroll(self.client, self.tiles_name, stale, with_payload=["text"]):
+            batch.append(record)
+            if len(batch) == PAGE:
+                count += self._reweigh(batch, average)
+                batch = []
+        return count + (self._reweigh(batch, average) if batch else 0)
+
+    def _reweigh(self, batch: list, average: float) -> int:
+        from pagesight.encode.lexical import tokenize
+
+        models = _models()
+        terms = tokenize([r.payload.get("text", "") for r in batch])
+        points = [
+            models.PointVectors(id=r.id, vector={"bm25": _bm25_document(t, average)})
+            for r, t in zip(batch, terms)
+        ]
+        self.client.update_vectors(self.tiles_name, points)
+        # The weights first, then the mark: a writer killed in between leaves the mark stale, and
+        # the next refresh weighs those tiles again.
+        self.client.set_payload(self.tiles_name, {"bm25_avg": average}, points=[r.id for r in batch])
+        return len(batch)
+
     # Tiles and vectors -------------------------------------------------------------------------
 
     def _ensure_tiles_collection(self) -> None:
@@ -490,7 +539,8 @@ class QdrantCatalog:
             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
         )
         if self.path is None:  # local mode has no payload indexes (and warns)
-            for field, schema in (("doc_id", "KEYWORD"), ("version", "KEYWORD"), ("live", "BOOL")):
+            indexed = (("doc_id", "KEYWORD"), ("version", "KEYWORD"), ("live", "BOOL"), ("bm25_avg", "FLOAT"))
+            for field, schema in indexed:
                 self.client.create_payload_index(
                     self.tiles_name, field, getattr(models.PayloadSchemaType, schema)
                 )
