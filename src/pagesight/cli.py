@@ -173,6 +173,19 @@ def ingest(
         typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
     ] = VisualKind.ivf,
     device: DeviceOption = "auto",
+    ray: Annotated[
+        bool,
+        typer.Option(help="Read and encode files on Ray (a local Ray unless --ray-address)."),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --ray: the cluster (ray://HOST:10001, HOST:6379 or auto); files must be at "
+            "the same paths on every node."
+        ),
+    ] = None,
+    ray_encoders: Annotated[int, typer.Option(help="With --ray: actors per encoder model.")] = 1,
+    ray_gpus: Annotated[float, typer.Option(help="With --ray: GPUs for each encoder actor.")] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """Add files, folders and URLs to the index.
@@ -212,11 +225,23 @@ def ingest(
         )
     ):
         _fail(f"{index}: the visual encoder is chosen when an index is made; make a new index for {given[0]}")
+    ray_options = None
+    if ray or ray_address:
+        from pagesight.ingest.distributed import RayOptions
+
+        ray_options = RayOptions(
+            address=ray_address,
+            readers=jobs or None,
+            encoders=max(1, ray_encoders),
+            gpus_per_encoder=ray_gpus,
+            device=device,
+        )
     try:
         report = _add_with_progress(
             idx,
             paths,
             transient=as_json,
+            ray=ray_options,
             ocr=ocr.value,
             jobs=jobs or None,
             timeout=timeout,

@@ -20,6 +20,7 @@ from pagesight.encode.dense import chunk_words, dense_model
 from pagesight.encode.visual import VisualEncoder
 from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
+from pagesight.ingest.distributed import RayOptions
 from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, read_files
@@ -124,6 +125,7 @@ def run(
     on_planned: Callable[[int], None] | None = None,
     web: dict | None = None,
     visual: Callable[[], VisualEncoder] | None = None,
+    ray: RayOptions | str | bool | None = None,
 ) -> IngestReport:
     """Ingest ``paths``: PDFs and images in worker processes, then web pages in one browser.
 
@@ -132,7 +134,15 @@ def run(
     the index settings, the per-page timeout from ``timeout``. ``visual`` loads the index's
     visual encoder, which encodes every tile image stored; it is called only when some input is
     new or changed, so an unchanged re-ingest loads no model.
+
+    ``ray`` reads and encodes the files on a Ray cluster instead (``ingest/distributed.py``), with
+    the same limits, failure reasons and commits; web pages are then refused. ``True`` starts a
+    local Ray, a string is a cluster's address, ``RayOptions`` says more (encoder actors, GPUs).
     """
+    if ray is True or isinstance(ray, str):
+        ray = RayOptions(address=None if ray is True else ray)
+    elif ray is False:
+        ray = None
     if ocr not in OCR_MODES:
         raise ValueError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{ocr}'")
     report = IngestReport()
@@ -141,6 +151,10 @@ def run(
     for path, _ in report.failed:
         if progress:
             progress(path, "failed", 0)
+    if ray is not None and web_inputs:
+        raise InputError(
+            f"web pages are rendered in one local browser, not on Ray: ingest {web_inputs[0]} without --ray"
+        )
     todo = plan(catalog, files, report, progress)
     settings = catalog.settings
     web_options = RenderOptions(
@@ -162,6 +176,9 @@ def run(
     if on_planned:
         on_planned(len(todo) + len(web_todo))
     if not todo and not web_todo:
+        return report
+    if ray is not None:
+        _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress, ray)
         return report
     encoder = dense_model(settings.dense_model) if settings.dense_model else None
     visual = visual() if visual else None
@@ -204,39 +221,78 @@ def _encode_web(
         for page in document.pages:
             for tile in page.tiles:
                 tile.image = None
-    return _encode(document, encoder, settings.chunk_words, settings.chunk_overlap), images
+    return encode_text(document, encoder, settings.chunk_words, settings.chunk_overlap), images
 
 
 def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress) -> None:
-    """PDFs and images, read by worker processes and committed one by one."""
+    """PDFs and images, read by worker processes, encoded here and committed one by one."""
     settings = catalog.settings
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
     for job, outcome in outcomes:
-        if isinstance(outcome, Exception):
-            _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
-        elif outcome == UNCHANGED:
-            catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
-            report.unchanged.append(job.doc_id)
-            if progress:
-                progress(str(job.path), "unchanged", 0)
-        else:
+        if isinstance(outcome, Document):
             try:
                 images = encode_tiles(outcome, visual, settings)
             except InputError as exc:
-                _fail(report, progress, job.path, str(exc))
-                continue
-            vectors = _encode(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
-            catalog.put_document(outcome, vectors, images)
-            report.notes.extend((str(job.path), note) for note in outcome.meta.get("notes", []))
-            kind = "replaced" if job.known_sha256 else "added"
-            (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
-            report.pages += len(outcome.pages)
-            if progress:
-                progress(str(job.path), kind, len(outcome.pages))
+                outcome = exc
+            else:
+                vectors = encode_text(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
+        if isinstance(outcome, Document):
+            _commit(catalog, job, outcome, vectors, images, report, progress)
+        else:
+            _settle(catalog, job, outcome, report, progress, timeout, max_memory)
 
 
-def _encode(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
+def _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress, options) -> None:
+    """The same, read and encoded on Ray; the visual encoder's spec comes back from its actors."""
+    from pagesight.ingest import distributed
+
+    with distributed.cluster(options.address):
+        found = distributed.read_and_encode(
+            todo, catalog.settings, ocr, timeout=timeout, max_memory=max_memory, options=options
+        )
+        for job, outcome, vectors, images, spec in found:
+            if isinstance(outcome, Document) and spec is not None:
+                _record_spec(catalog, spec)
+            if isinstance(outcome, Document):
+                _commit(catalog, job, outcome, vectors, images, report, progress)
+            else:
+                _settle(catalog, job, outcome, report, progress, timeout, max_memory)
+
+
+def _record_spec(catalog: Catalog, spec: dict) -> None:
+    """The visual encoder's spec, recorded by the first document and checked against after."""
+    from pagesight.encode.visual.base import check_spec
+
+    recorded = catalog.visual_spec()
+    if recorded is None:
+        catalog.set_visual_spec(spec)
+    else:
+        check_spec(recorded, spec)
+
+
+def _commit(catalog, job, document: Document, vectors, images, report, progress) -> None:
+    catalog.put_document(document, vectors, images)
+    report.notes.extend((str(job.path), note) for note in document.meta.get("notes", []))
+    kind = "replaced" if job.known_sha256 else "added"
+    (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
+    report.pages += len(document.pages)
+    if progress:
+        progress(str(job.path), kind, len(document.pages))
+
+
+def _settle(catalog, job, outcome, report, progress, timeout, max_memory) -> None:
+    """A file not committed: unchanged (its new mtime noted), or failed with its reason."""
+    if outcome == UNCHANGED:
+        catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
+        report.unchanged.append(job.doc_id)
+        if progress:
+            progress(str(job.path), "unchanged", 0)
+    else:
+        _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
+
+
+def encode_text(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
     if encoder is None:
         return {}
     keys, chunks, owners = [], [], []

@@ -137,7 +137,11 @@ def check_compatible(recorded_spec: dict, encoder: VisualEncoder) -> None:
     """Raise ``PagesightError`` unless ``encoder`` produces the vector space ``recorded_spec`` (the
     spec of the encoder that built an index) describes. A revision is compared only when both
     sides know theirs (a hub load records its commit; a local folder has none)."""
-    current = encoder.spec()
+    check_spec(recorded_spec, encoder.spec())
+
+
+def check_spec(recorded_spec: dict, current: dict) -> None:
+    """``check_compatible`` for the spec of an encoder loaded elsewhere (a Ray actor's)."""
     differs = [
         field
         for field in SPACE_FIELDS

@@ -1,0 +1,195 @@
+"""Ingestion on Ray Data: reading and encoding spread over a Ray cluster, commits in one place.
+
+    planned files ─► read        Ray tasks; each file in its own limited worker process, exactly
+                 │               as local ingestion reads it (``workers.read_files``: time limit,
+                 │               memory cap, a crash fails the file alone)
+                 ├─► dense       an actor pool holding the text model (``num_gpus`` when asked)
+                 ├─► visual      an actor pool holding the visual encoder (``num_gpus`` when asked)
+                 └─► the driver  commits each document into the store, one at a time
+
+The driver is the index's single writer, so the store's promises hold unchanged: whole documents
+only, a killed run resumes by ingesting again (unchanged files are skipped by the plan). Every node
+reads the input files at the paths the driver names, so on a cluster they live on a shared file
+system. ``address`` is a Ray address (``ray://HOST:10001``, ``HOST:6379`` or ``auto``); without
+one, a local Ray starts in this process and stops at the end.
+
+Rows carry documents and vectors pickled, so Ray Data moves them as opaque bytes through its
+object store; each stage handles a few documents per batch to keep memory flat.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pagesight.errors import PagesightError
+from pagesight.ingest.workers import Job
+from pagesight.settings import Settings
+
+FILES_PER_TASK = 4  # files one read task takes; small, so a slow file holds few others back
+DOCUMENTS_PER_BATCH = 4  # documents an encoder actor takes at once
+
+
+@dataclass
+class RayOptions:
+    """Where and how wide ingestion runs on Ray."""
+
+    address: str | None = None  # None: start a local Ray in this process
+    readers: int | None = None  # read tasks at once (default: as many as the cluster has CPUs)
+    encoders: int = 1  # actors per encoder (each holds one copy of the model)
+    gpus_per_encoder: float = 0.0  # num_gpus of each encoder actor
+    device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
+
+
+@contextmanager
+def cluster(address: str | None) -> Iterator[None]:
+    """Ray connected: to ``address``, to the Ray this process already joined, or a local one."""
+    try:
+        import ray
+    except ImportError:
+        raise PagesightError("ingestion on Ray needs the ray extra: pip install 'pagesight[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = address or "a local Ray"
+            raise PagesightError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def read_and_encode(
+    todo: list[Job],
+    settings: Settings,
+    ocr: str,
+    *,
+    timeout: float,
+    max_memory: int | None,
+    options: RayOptions,
+) -> Iterator[tuple[Job, object, dict, dict, dict | None]]:
+    """(job, Document | UNCHANGED | exception, dense vectors, visual vectors, visual spec) for
+    every job, in the order the cluster finishes them. Runs inside ``cluster``."""
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # the caller's progress callback reports per file
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    actors = ray.data.ActorPoolStrategy(size=options.encoders)
+    rows = [{"path": str(job.path), "doc_id": job.doc_id, "known": job.known_sha256 or ""} for job in todo]
+    dataset = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // FILES_PER_TASK)))
+    dataset = dataset.map_batches(
+        _read,
+        batch_size=FILES_PER_TASK,
+        fn_kwargs={"settings": settings, "ocr": ocr, "timeout": timeout, "max_memory": max_memory},
+        compute=ray.data.TaskPoolStrategy(size=options.readers),
+        num_cpus=1,
+    )
+    if settings.dense_model:
+        dataset = dataset.map_batches(
+            DenseStage,
+            batch_size=DOCUMENTS_PER_BATCH,
+            fn_constructor_kwargs={"settings": settings},
+            compute=actors,
+            num_gpus=options.gpus_per_encoder,
+        )
+    if settings.visual_encoder:
+        dataset = dataset.map_batches(
+            VisualStage,
+            batch_size=DOCUMENTS_PER_BATCH,
+            fn_constructor_kwargs={"settings": settings, "device": options.device},
+            compute=actors,
+            num_gpus=options.gpus_per_encoder,
+        )
+    by_path = {str(job.path): job for job in todo}
+    for row in dataset.iter_rows():
+        outcome = pickle.loads(row["outcome"])
+        dense = pickle.loads(row["dense"]) if row.get("dense") else {}
+        visual = pickle.loads(row["visual"]) if row.get("visual") else {}
+        spec = pickle.loads(row["spec"]) if row.get("spec") else None
+        yield by_path[row["path"]], outcome, dense, visual, spec
+
+
+def _read(batch: dict, settings: Settings, ocr: str, timeout: float, max_memory: int | None) -> dict:
+    """Read a few files, each in a worker process of its own (the local limits and isolation)."""
+    from pathlib import Path
+
+    from pagesight.ingest.workers import read_files
+
+    jobs = [
+        Job(Path(path), doc_id, known or None)
+        for path, doc_id, known in zip(batch["path"], batch["doc_id"], batch["known"])
+    ]
+    done = list(read_files(jobs, settings, ocr, workers=1, timeout=timeout, max_memory=max_memory))
+    return {"path": [str(job.path) for job, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
+
+
+def _documents(batch: dict) -> Iterator[tuple[int, object]]:
+    """(row, Document) for the rows of ``batch`` that hold a document read."""
+    from pagesight.records import Document
+
+    for row, blob in enumerate(batch["outcome"]):
+        outcome = pickle.loads(blob)
+        if isinstance(outcome, Document):
+            yield row, outcome
+
+
+class DenseStage:
+    """An actor holding the index's dense text model: the chunk vectors of each document."""
+
+    def __init__(self, settings: Settings):
+        from pagesight.encode.dense import dense_model
+
+        self.settings = settings
+        self.model = dense_model(settings.dense_model)
+
+    def __call__(self, batch: dict) -> dict:
+        from pagesight.ingest.pipeline import encode_text
+
+        vectors = [b""] * len(batch["outcome"])
+        for row, document in _documents(batch):
+            vectors[row] = pickle.dumps(
+                encode_text(document, self.model, self.settings.chunk_words, self.settings.chunk_overlap)
+            )
+        return {**batch, "dense": vectors}
+
+
+class VisualStage:
+    """An actor holding the index's visual encoder: the vectors of each document's tile images,
+    rendered again on the node from the file (as local ingestion does), and the encoder's spec."""
+
+    def __init__(self, settings: Settings, device: str):
+        from pagesight.encode.visual import make_encoder
+
+        self.settings = settings
+        self.encoder = make_encoder(
+            settings.visual_encoder,
+            model=settings.visual_model,
+            adapter=settings.visual_adapter,
+            device=device,
+        )
+
+    def __call__(self, batch: dict) -> dict:
+        from pagesight.errors import InputError
+        from pagesight.ingest.visual import encode_tiles
+
+        outcomes, vectors = list(batch["outcome"]), [b""] * len(batch["outcome"])
+        for row, document in _documents(batch):
+            try:
+                vectors[row] = pickle.dumps(encode_tiles(document, self.encoder, self.settings))
+            except InputError as exc:  # the file changed under us: it fails alone, as locally
+                outcomes[row] = pickle.dumps(exc)
+        spec = pickle.dumps(self.encoder.spec())
+        return {**batch, "outcome": outcomes, "visual": vectors, "spec": [spec] * len(outcomes)}
