@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from pagesight import Index
 from pagesight.cli import app
 from pagesight.eval.dataset import Dataset
+from pagesight.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "corpus"
@@ -84,5 +85,17 @@ def sample_index(tmp_path_factory) -> Index:
     """The bundled sample corpus, ingested once with dense vectors and OCR."""
     index = Index.open(tmp_path_factory.mktemp("samples") / "index")
     report = index.add([SAMPLES])
+    assert report.ok, report.failed
+    return index
+
+
+@pytest.fixture(scope="session")
+def lexical_samples(tmp_path_factory) -> Index:
+    """The bundled sample corpus, lexical only and without OCR (the scans have no text): indexed in
+    about two seconds, for tests of what is built on search rather than of search itself."""
+    index = Index.open(
+        tmp_path_factory.mktemp("lexical-samples") / "index", settings=Settings(dense_model=None)
+    )
+    report = index.add([SAMPLES], ocr="never")
     assert report.ok, report.failed
     return index

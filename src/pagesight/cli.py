@@ -1,4 +1,4 @@
-"""The ``pagesight`` command line: ingest, search, ask, info, delete, eval, bench."""
+"""The ``pagesight`` command line: ingest, search, ask, info, delete, mcp, eval, bench."""
 
 from __future__ import annotations
 
@@ -468,6 +468,14 @@ def ask(
         typer.Option(help="Model readers: images (default), text (the tiles' text) or images+text."),
     ] = None,
     doc: Annotated[list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")] = None,
+    agent: Annotated[
+        bool, typer.Option("--agent", help="Model readers: the reader searches itself (-k tiles a search).")
+    ] = False,
+    max_searches: Annotated[int, typer.Option(help="With --agent: the most searches it may make.")] = 3,
+    image: Annotated[
+        Path | None,
+        typer.Option(help="With --agent: an image the question is about, which it may search by regions of."),
+    ] = None,
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,
@@ -475,7 +483,9 @@ def ask(
 ) -> None:
     """Answer a question from the best tiles, with citations.
 
-    Citations name pages and the regions on them; --html shows them cropped, boxes drawn.
+    Citations name pages and the regions on them; --html shows them cropped, boxes drawn. With
+    --agent a model reader is given a search tool instead of the tiles: it decides what to search
+    (text, or a region of an image it was given), reads the tiles found, and answers.
     """
     from pagesight.answer import make_reader
     from pagesight.answer.show import write_html
@@ -500,6 +510,8 @@ def ask(
             raise PagesightError(
                 f"reader '{reader}' takes none of --{' --'.join(o.replace('_', '-') for o in options)}"
             ) from None
+        if image is not None and not agent:
+            raise PagesightError("--image needs --agent")
         answer = idx.ask(
             question,
             chosen,
@@ -508,6 +520,9 @@ def ask(
             compression=compression,
             strategy=strategy.value,
             doc_ids=doc,
+            agent=agent,
+            max_searches=max_searches,
+            image=_query_image(image) if image is not None else None,
         )
         if html is not None:
             write_html(idx, answer, html)
@@ -522,6 +537,10 @@ def ask(
         quote = f' "{citation.text}"' if citation.text and citation.text != answer.text else ""
         out.print(f"  {citation.page_id} tile {citation.tile}:{quote} {boxes}", highlight=False)
     timing = answer.timings
+    for n, made in enumerate(answer.usage.get("searches", []), 1):
+        asked = {key: made[key] for key in ("query", "image", "region", "k", "doc_ids") if key in made}
+        found = f"error: {made['error']}" if "error" in made else f"{len(made['hits'])} tiles"
+        err.print(f"search {n}: {json.dumps(asked, ensure_ascii=False)}: {found}", highlight=False)
     err.print(
         f"{answer.reader}, {len(answer.hits)} tiles, {answer.usage['image_tokens']} image tokens,"
         f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms)",
@@ -663,6 +682,46 @@ def delete(
     if not deleted:
         _fail(f"{index}: no document '{doc_id}'", code=1)
     err.print(f"deleted {doc_id}", highlight=False)
+
+
+@app.command("mcp")
+def mcp_server(
+    index: IndexOption,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option(help="With --http: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --http: port to listen on.")] = 8765,
+    reader: Annotated[str, typer.Option(help="Reader of the ask tool: extractive, openai, transformers.")] = (
+        "extractive"
+    ),
+    model: Annotated[
+        str | None, typer.Option(help="Reader model: hub id, local folder or served name.")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Serve the index as MCP tools for agents.
+
+    Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: see the
+    README for the mcpServers entry), or with --http over streamable HTTP at http://HOST:PORT/mcp.
+    """
+    from pagesight.answer import make_reader
+    from pagesight.serve.mcp import serve as serve_mcp
+
+    idx = _open(index)
+    idx.device = device
+    options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
+    chosen = reader  # the extractive reader is made on the first ask, so the server starts at once
+    if reader != "extractive" or options:
+        try:
+            chosen = make_reader(reader, **options)
+        except (PagesightError, TypeError) as exc:
+            _fail(f"reader '{reader}': {exc}")
+    if http:
+        shown = f"[{host}]" if ":" in host else host
+        err.print(f"serving MCP for {index} at http://{shown}:{port}/mcp", highlight=False)
+    serve_mcp(idx, chosen, http=http, host=host, port=port)
 
 
 @app.command("eval")

@@ -183,11 +183,24 @@ class Index:
             self.store, image, k, visual_encoder=self.visual_encoder, region=region, doc_ids=doc_ids
         )
 
-    def ask(self, question: str, reader="extractive", *, k: int = 5, **options):
-        """Answer ``question`` from the ``k`` best tiles, with citations; see ``pagesight.answer.ask``."""
+    def ask(
+        self,
+        question: str,
+        reader="extractive",
+        *,
+        k: int = 5,
+        agent: bool = False,
+        max_searches: int = 3,
+        **options,
+    ):
+        """Answer ``question`` from the ``k`` best tiles, with citations; see ``pagesight.answer.ask``.
+
+        With ``agent`` the reader (a model reader) searches itself, ``k`` tiles a search, up to
+        ``max_searches`` times, then answers from the tiles it read.
+        """
         from pagesight.answer.ask import ask
 
-        return ask(self, question, reader, k=k, **options)
+        return ask(self, question, reader, k=k, agent=agent, max_searches=max_searches, **options)
 
     # Reading -----------------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ answer's tokens (citation tags left out), which VisRAG's weighted selection need
 backoff on 408/409/429/5xx and on timeouts are the ``openai`` client's (it honours Retry-After);
 every failure that remains becomes a one-line ``PagesightError`` naming the endpoint and the model.
 
+``turn`` takes part in agentic search (``answer/agent.py``) through OpenAI tool calling: the
+conversation goes as chat messages (tool results as ``tool`` messages, the tiles they found as
+image parts of the user message after them) and the model's ``tool_calls`` come back as calls.
+
 Options fall back to the environment: ``PAGESIGHT_OPENAI_BASE_URL`` then ``OPENAI_BASE_URL``,
 ``PAGESIGHT_OPENAI_MODEL``, ``PAGESIGHT_OPENAI_API_KEY`` then ``OPENAI_API_KEY`` (a local server
 needs no key; a placeholder is sent). ``chat`` is a plain prompt-to-text completion, the callable
@@ -31,8 +35,11 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from PIL import Image
+
+from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import (
     ContextItem,
     Reading,
@@ -60,6 +67,7 @@ class _Reply:
     finish_reason: str | None
     tokens: list[tuple[str, float]] | None  # (token, logprob), when the endpoint reported them
     usage: dict
+    calls: list[ToolCall] = field(default_factory=list)  # the tools the model called
 
 
 class OpenAIReader:
@@ -148,6 +156,13 @@ class OpenAIReader:
             usage["warnings"] = warnings
         return Reading(text=text, cited=cited, quotes=quotes, logprob=logprob, usage=usage)
 
+    def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
+        """One turn of agentic search: the model's reply to ``transcript`` with ``tools`` offered
+        (``tool_choice`` none when ``final``, so it answers)."""
+        messages = [_chat_message(message) for message in transcript]
+        reply = self._complete(messages, logprobs=False, tools=tools, tool_choice="none" if final else "auto")
+        return Turn(reply.text, reply.calls, reply.usage, cut=reply.finish_reason == "length")
+
     def chat(self, prompt: str) -> str:
         """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
         return self._complete([{"role": "user", "content": prompt}], logprobs=False).text.strip()
@@ -175,7 +190,13 @@ class OpenAIReader:
         parts.append({"type": "text", "text": f"Question: {question}"})
         return parts
 
-    def _complete(self, messages: list[dict], logprobs: bool) -> _Reply:
+    def _complete(
+        self,
+        messages: list[dict],
+        logprobs: bool,
+        tools: list[dict] | None = None,
+        tool_choice: str | None = None,
+    ) -> _Reply:
         """One chat completion, with every failure turned into a one-line ``PagesightError``.
 
         The reply is read defensively: compatible servers differ, and a proxy may answer with HTML.
@@ -185,6 +206,8 @@ class OpenAIReader:
         options: dict = {"max_tokens": self.max_tokens, "temperature": self.temperature}
         if logprobs:
             options["logprobs"] = True
+        if tools:
+            options.update(tools=tools, tool_choice=tool_choice)
         where = self._where()
         tries = f" after {self.max_retries + 1} tries" if self.max_retries else ""
         try:
@@ -228,6 +251,9 @@ class OpenAIReader:
         if finish_reason == "content_filter":
             raise PagesightError(f"{where}: the answer was withheld by the endpoint's content filter")
         text = getattr(message, "content", None)
+        calls = _tool_calls(getattr(message, "tool_calls", None))
+        if text is None and calls:
+            text = ""
         if not isinstance(text, str):
             raise PagesightError(f"{where}: the reply has no text (finish reason: {finish_reason})")
         tokens = getattr(getattr(choices[0], "logprobs", None), "content", None)
@@ -238,6 +264,7 @@ class OpenAIReader:
             finish_reason=finish_reason,
             tokens=[(t.token, t.logprob) for t in tokens] if tokens else None,
             usage={key: value for key, value in usage.items() if value is not None},
+            calls=calls,
         )
 
     def _where(self) -> str:
@@ -246,12 +273,66 @@ class OpenAIReader:
 
 def png_data_url(item: ContextItem) -> str:
     """The item's image as a ``data:image/png;base64,...`` URL."""
-    image = item.image
+    return image_data_url(item.image)
+
+
+def image_data_url(image: Image.Image) -> str:
+    """``image`` as a ``data:image/png;base64,...`` URL."""
+    return "data:image/png;base64," + png_base64(image)
+
+
+def png_base64(image: Image.Image) -> str:
+    """``image`` as a PNG (RGB or grey), base64-encoded: how chat APIs and MCP carry images."""
     if image.mode not in ("RGB", "L"):
         image = image.convert("RGB")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _chat_message(message: Message) -> dict:
+    """A transcript message as an OpenAI chat message; images become PNG data URLs."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.text}
+    if message.role == "assistant":
+        chat: dict = {"role": "assistant", "content": message.text or None}
+        if message.calls:
+            chat["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.arguments
+                        if isinstance(call.arguments, str)
+                        else json.dumps(call.arguments),
+                    },
+                }
+                for call in message.calls
+            ]
+        return chat
+    if all(isinstance(part, str) for part in message.parts):
+        return {"role": message.role, "content": message.text}
+    content = [
+        {"type": "text", "text": part}
+        if isinstance(part, str)
+        else {"type": "image_url", "image_url": {"url": image_data_url(part)}}
+        for part in message.parts
+    ]
+    return {"role": message.role, "content": content}
+
+
+def _tool_calls(calls) -> list[ToolCall]:
+    """The ``tool_calls`` of a reply as ``ToolCall``; a call without a function reads as a problem."""
+    found = []
+    for n, call in enumerate(calls if isinstance(calls, list) else [], 1):
+        function = getattr(call, "function", None)
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        problem = "" if isinstance(name, str) else "the tool call names no function"
+        found.append(
+            ToolCall(str(getattr(call, "id", None) or f"call_{n}"), name or "", arguments or "", problem)
+        )
+    return found
 
 
 def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> float:

@@ -21,6 +21,12 @@ log-softmax of the model's logits at each chosen token, before any repetition pe
 model's generation config), which VisRAG's weighted selection needs. ``chat`` is a plain
 prompt-to-text completion, the callable the LLM judge of ``pagesight.eval.answers`` takes.
 
+``turn`` takes part in agentic search (``answer/agent.py``) Qwen2.5's way: the search tool goes to
+the chat template (``tools=``; a template that renders no tools gets Qwen2.5's tool prompt in the
+system message instead), tool results go back as ``<tool_response>`` user messages followed by the
+tiles they found, and calls are read from ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
+in the generated text.
+
 torch and transformers are imported when a reader is built: install torch first, then
 ``pagesight[vlm]`` (transformers and accelerate). Qwen-VL processors also need torchvision, the
 build that matches your torch. ``adapter`` applies a PEFT LoRA adapter (``pip install peft``).
@@ -29,6 +35,7 @@ build that matches your torch. ``adapter`` applies a PEFT LoRA adapter (``pip in
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +43,7 @@ from typing import Any
 
 from PIL import Image
 
+from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import (
     ContextItem,
     Reading,
@@ -50,6 +58,14 @@ from pagesight.encode.visual.base import DTYPES, looks_like_path
 from pagesight.errors import PagesightError
 
 _INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
+# Qwen2.5's own tool prompt, for chat templates that render no tools (Qwen2-VL's, Qwen2.5-VL's).
+_TOOLS_PROMPT = (
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n"
+    "</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": '
+    "<args-json-object>}}\n</tool_call>"
+)
 
 
 @dataclass
@@ -150,6 +166,7 @@ class TransformersReader:
         self.inputs = inputs
         self.coordinates = coordinates
         self.max_images = max_images
+        self._template_tools: bool | None = None  # whether the chat template renders tools
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
         """Answer ``question`` from ``context`` in one generation; cited boxes are in page pixels."""
@@ -178,6 +195,56 @@ class TransformersReader:
             usage["warnings"] = warnings
         return Reading(text=text, cited=cited, quotes=quotes, logprob=generation.logprob, usage=usage)
 
+    def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
+        """One turn of agentic search: a generation over ``transcript`` with ``tools`` offered; the
+        model's ``<tool_call>`` blocks are its calls (``final`` changes nothing: the transcript
+        already tells the model to answer)."""
+        messages, images = self.agent_messages(transcript, tools)
+        generation = self.generate(messages, images, tools=tools if self._renders_tools(tools) else None)
+        usage = {"prompt_tokens": generation.prompt_tokens, "completion_tokens": len(generation.tokens)}
+        return Turn(
+            generation.text, tool_calls(generation.text), usage, generation.seen_sizes, generation.cut
+        )
+
+    def agent_messages(
+        self, transcript: Sequence[Message], tools: list[dict]
+    ) -> tuple[list[dict], list[Image.Image]]:
+        """The chat ``turn`` sends, and its images in order: Qwen2.5's tool prompt in the system
+        message when the template renders no tools, tool results as ``<tool_response>`` user
+        messages, images as ``{"type": "image"}`` placeholders."""
+        messages: list[dict] = []
+        images: list[Image.Image] = []
+        for message in transcript:
+            if message.role == "system" and not self._renders_tools(tools):
+                text = message.text + _TOOLS_PROMPT.format(tools="\n".join(json.dumps(t) for t in tools))
+                messages.append({"role": "system", "content": text})
+            elif message.role in ("system", "assistant"):
+                messages.append({"role": message.role, "content": message.text})
+            elif message.role == "tool":
+                messages.append(
+                    {"role": "user", "content": f"<tool_response>\n{message.text}\n</tool_response>"}
+                )
+            else:
+                parts = []
+                for part in message.parts:
+                    if isinstance(part, str):
+                        parts.append({"type": "text", "text": part + "\n"})
+                    else:
+                        parts.append({"type": "image"})
+                        images.append(part)
+                messages.append({"role": "user", "content": parts})
+        return messages, images
+
+    def _renders_tools(self, tools: list[dict]) -> bool:
+        """Whether the chat template puts ``tools`` in the prompt (checked once)."""
+        if self._template_tools is None:
+            probe = [{"role": "user", "content": "?"}]
+            without = self.processor.apply_chat_template(probe, tokenize=False)
+            self._template_tools = (
+                self.processor.apply_chat_template(probe, tools=tools, tokenize=False) != without
+            )
+        return self._template_tools
+
     def chat(self, prompt: str) -> str:
         """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
         return self.generate([{"role": "user", "content": prompt}]).text.strip()
@@ -199,12 +266,17 @@ class TransformersReader:
         parts.append({"type": "text", "text": f"\nQuestion: {question}"})
         return [system, {"role": "user", "content": parts}]
 
-    def generate(self, messages: list[dict], images: Sequence[Image.Image] = ()) -> Generation:
-        """Greedy generation over ``messages`` (the processor's chat template) with ``images`` in order."""
+    def generate(
+        self, messages: list[dict], images: Sequence[Image.Image] = (), tools: list[dict] | None = None
+    ) -> Generation:
+        """Greedy generation over ``messages`` (the processor's chat template, given ``tools`` when
+        some) with ``images`` in order."""
         import torch
 
         try:
-            prompt = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            prompt = self.processor.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=True
+            )
             if images:
                 inputs = self.processor(
                     text=[prompt], images=list(images), add_special_tokens=False, return_tensors="pt"
@@ -246,6 +318,24 @@ class TransformersReader:
             cut=len(tokens) >= self.max_tokens and (not tokens or tokens[-1] not in eos),
             seen_sizes=seen,
         )
+
+
+def tool_calls(text: str) -> list[ToolCall]:
+    """The ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks of ``text`` (the last
+    one may be cut short), each as a ``ToolCall``; a block that is no such object reads as a problem."""
+    calls = []
+    for n, match in enumerate(TOOL_CALL.finditer(text), 1):
+        body = match.group(1).strip()
+        try:
+            call = json.loads(body)
+        except json.JSONDecodeError:
+            call = None
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            calls.append(ToolCall(f"call_{n}", call["name"], call.get("arguments") or {}))
+        else:
+            problem = f'a tool call must be {{"name": ..., "arguments": {{...}}}}, got {body[:100]!r}'
+            calls.append(ToolCall(f"call_{n}", "", body, problem))
+    return calls
 
 
 def load(

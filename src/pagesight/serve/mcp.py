@@ -1,0 +1,184 @@
+"""The index as MCP tools for agents: ``search``, ``ask``, ``get_page`` and ``list_documents``.
+
+``build_server(index)`` makes the server with the official SDK (``MCPServer``);
+``pagesight mcp --index DIR`` runs it over stdio, the transport desktop agents launch, or with
+``--http`` over streamable HTTP at ``/mcp``. ``http_app(index)`` is the streamable-HTTP ASGI app,
+for mounting inside another app (``pagesight serve``'s): Starlette does not run a mounted app's
+lifespan, and this one's starts the MCP session manager, so the host app enters it from its own::
+
+    mcp_app = http_app(index)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with mcp_app.router.lifespan_context(mcp_app):
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    app.mount("/mcp", mcp_app)  # http://HOST:PORT/mcp (the SDK's client follows /mcp -> /mcp/)
+
+Results carry boxes in page pixels at the index DPI, as everywhere in pagesight; images are PNG
+image content. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
+SQLite connection and its page cache are shared. An index error (an unknown document, a page out
+of range) is a tool error the agent reads, never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from PIL import Image
+from pydantic import Field
+from starlette.applications import Starlette
+
+from pagesight import __version__
+from pagesight.answer.base import Reader, make_reader
+from pagesight.answer.openai_chat import png_base64
+from pagesight.errors import PagesightError
+from pagesight.index import Index
+from pagesight.render.tiles import downscale
+
+INSTRUCTIONS = (
+    "pagesight searches an index of document page images (PDFs, scans, web pages) cut into tiles. "
+    "search finds tiles by a text query, with snippets and boxes; get_page shows a page or a tile as an "
+    "image; ask answers a question with citations; list_documents names the documents. Boxes are "
+    "[x0, y0, x1, y1] in pixels of the page as rendered at the index's DPI, origin top left."
+)
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+K = Annotated[int, Field(ge=1, le=50, description="How many tiles.")]
+DocIds = Annotated[list[str] | None, Field(description="Only these documents (ids from list_documents).")]
+Compression = Annotated[
+    float, Field(ge=1, description="Images shrink by sqrt(compression) per side: 4 halves each side.")
+]
+
+
+def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer:
+    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name)."""
+    # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
+    # would fill an agent's log of the server's stderr.
+    server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    lock = threading.Lock()
+    answering = {"reader": reader}  # a reader named is made on the first ask: it may load a model
+
+    @contextmanager
+    def using_index() -> Iterator[None]:
+        """One tool at a time on the index; its errors become tool errors for the agent."""
+        with lock:
+            try:
+                yield
+            except PagesightError as exc:
+                raise ToolError(str(exc)) from None
+
+    @server.tool(annotations=_READ_ONLY)
+    def search(
+        query: Annotated[str, Field(description="The question or keywords.")],
+        k: K = 5,
+        doc_ids: DocIds = None,
+        mode: Annotated[
+            Literal["lexical", "dense", "visual", "hybrid"] | None,
+            Field(description="Retrievers; default hybrid when the index has vectors."),
+        ] = None,
+        images: Annotated[bool, Field(description="Also return each tile as an image.")] = False,
+        compression: Compression = 4.0,
+    ) -> CallToolResult:
+        """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of
+        the matching lines and the tile's box on its page; with images, each tile's image too."""
+        with using_index():
+            hits = index.search(query, k=k, doc_ids=doc_ids, mode=mode)
+            found = [hit.to_dict() for hit in hits]
+            content: list[TextContent | ImageContent] = [_text({"hits": found})]
+            if images:
+                for n, hit in enumerate(hits, 1):
+                    content.append(TextContent(type="text", text=f"Hit {n}: {hit.page_id} tile {hit.tile}"))
+                    content.append(_png(index.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
+        return CallToolResult(content=content, structured_content={"hits": found})
+
+    @server.tool(annotations=_READ_ONLY)
+    def ask(
+        question: Annotated[str, Field(description="The question.")],
+        k: K = 5,
+        doc_ids: DocIds = None,
+        compression: Compression = 1.0,
+    ) -> CallToolResult:
+        """Answer a question from the best tiles, with citations: page id, tile and the cited boxes."""
+        with using_index():
+            if isinstance(answering["reader"], str):
+                answering["reader"] = make_reader(answering["reader"])
+            answer = index.ask(question, answering["reader"], k=k, doc_ids=doc_ids, compression=compression)
+        data = answer.to_dict()
+        result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
+        return CallToolResult(content=[_text(result)], structured_content=result)
+
+    @server.tool(annotations=_READ_ONLY)
+    def get_page(
+        doc_id: Annotated[str, Field(description="The document id.")],
+        page: Annotated[int, Field(ge=1, description="The page number, from 1.")],
+        tile: Annotated[
+            int | None, Field(ge=0, description="A tile of the page (from 0) instead of it all.")
+        ] = None,
+        compression: Compression = 1.0,
+    ) -> list[TextContent | ImageContent]:
+        """The image of a page, or of one tile of it, rendered again from its source."""
+        with using_index():
+            if tile is None:
+                picture = downscale(index.page_image(doc_id, page), compression)
+                what = f"{doc_id} page {page}"
+            else:
+                picture = index.tile_image(doc_id, page, tile, compression)
+                what = f"{doc_id} page {page} tile {tile}"
+        note = f"{what}: {picture.width}x{picture.height} pixels (compression {compression:g})"
+        return [TextContent(type="text", text=note), _png(picture)]
+
+    @server.tool(annotations=_READ_ONLY)
+    def list_documents() -> CallToolResult:
+        """The documents: id, type, pages, source, size in bytes, and notes made when they were read."""
+        with using_index():
+            documents = index.document_list()
+        return CallToolResult(
+            content=[_text({"documents": documents})], structured_content={"documents": documents}
+        )
+
+    return server
+
+
+def http_app(
+    index: Index, reader: str | Reader = "extractive", *, path: str = "/", host: str = "127.0.0.1"
+) -> Starlette:
+    """The tools over streamable HTTP as an ASGI app answering at ``path`` (``/``: where it is mounted).
+
+    ``host`` is where the app is served: on a loopback address the SDK refuses requests whose Host or
+    Origin header is not a loopback one (DNS rebinding). Run the app's lifespan (see the module
+    docstring): it starts the session manager.
+    """
+    return build_server(index, reader).streamable_http_app(streamable_http_path=path, host=host)
+
+
+def serve(
+    index: Index,
+    reader: str | Reader = "extractive",
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> None:
+    """Serve the tools until the client goes (stdio) or the process is stopped (HTTP, at ``/mcp``)."""
+    server = build_server(index, reader)
+    if http:
+        server.run("streamable-http", host=host, port=port)
+    else:
+        server.run("stdio")
+
+
+def _text(data: dict) -> TextContent:
+    return TextContent(type="text", text=json.dumps(data, ensure_ascii=False))
+
+
+def _png(image: Image.Image) -> ImageContent:
+    return ImageContent(type="image", data=png_base64(image), mime_type="image/png")
