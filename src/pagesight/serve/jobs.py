@@ -1,0 +1,159 @@
+"""Uploaded files and the ingestion jobs that index them, one at a time, beside the searches.
+
+An upload is saved under the uploads folder with a name made from the uploaded one (letters,
+digits, ``.``, ``-`` and ``_``; the rest replaced), never a path a client chose, and then goes
+through ``Index.add`` like any file: read in a worker process with time and memory limits, a
+failure reported for that file alone. Its document id is the saved name's stem.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import tempfile
+import threading
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+from pagesight.errors import PagesightError
+from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
+from pagesight.serve.pool import IndexPool, retry_locked
+
+log = logging.getLogger(__name__)
+KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class UploadError(PagesightError):
+    """An uploaded file refused before ingestion: ``status`` is the HTTP status it deserves."""
+
+    def __init__(self, message: str, status: int = 415):
+        super().__init__(message)
+        self.status = status
+
+
+def safe_name(filename: str) -> str:
+    """A file name to save an upload under: its last path component, unsafe characters replaced,
+    no leading dot; UploadError when nothing usable is left or its type is not ingested."""
+    name = _UNSAFE.sub("-", filename.replace("\\", "/").rsplit("/", 1)[-1]).lstrip(".-")[:120]
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUFFIXES:
+        accepted = ", ".join(sorted(SUFFIXES))
+        raise UploadError(f"{filename or 'upload'}: unsupported file type; accepted: {accepted}")
+    if not Path(name).stem:
+        raise UploadError(f"{filename}: the file name has no usable stem", status=422)
+    return name
+
+
+def check_content(name: str, data: bytes) -> None:
+    """Refuse a file whose bytes are not of the type its name says (a damaged file of the right
+    type passes, and fails in ingestion with its reason)."""
+    suffix = Path(name).suffix.lower()
+    if suffix in PDF_SUFFIXES and b"%PDF-" not in data[:1024]:
+        raise UploadError(f"{name}: not a PDF (no %PDF- header)")
+    if suffix in IMAGE_SUFFIXES:
+        try:
+            Image.open(io.BytesIO(data)).close()  # reads the header only
+        except (OSError, ValueError, Image.DecompressionBombError):
+            raise UploadError(f"{name}: not an image Pillow can read") from None
+
+
+def save(folder: Path, name: str, data: bytes) -> Path:
+    """``data`` written to ``folder/name`` all at once (a temporary file renamed into place)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as handle:
+        handle.write(data)
+    os.replace(handle.name, path)
+    return path
+
+
+@dataclass
+class Job:
+    """An ingestion of uploaded files: what the web page polls to show progress."""
+
+    id: str
+    files: list[str]
+    state: str = "queued"  # queued, running, done, failed (the whole run; files fail alone in "failed")
+    total: int | None = None  # inputs to read, known once planned
+    done: int = 0
+    pages: int = 0
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)  # {"file", "reason"}
+    notes: list[dict] = field(default_factory=list)  # {"file", "note"}
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+class Jobs:
+    """Ingestion jobs run one after another in a background thread."""
+
+    def __init__(self, pool: IndexPool, ingest_options: dict | None = None):
+        self.pool = pool
+        self.options = ingest_options or {}
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
+
+    def submit(self, paths: list[Path]) -> Job:
+        job = Job(uuid.uuid4().hex, [path.name for path in paths])
+        with self._lock:
+            self._jobs[job.id] = job
+            finished = [key for key, kept in self._jobs.items() if kept.state in ("done", "failed")]
+            for key in finished[: max(0, len(self._jobs) - KEPT_JOBS)]:
+                del self._jobs[key]
+        self._runner.submit(self._run, job, paths)
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def all(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def _run(self, job: Job, paths: list[Path]) -> None:
+        job.state = "running"
+
+        def planned(n: int) -> None:
+            job.total = n
+
+        def progress(path: str, outcome: str, n_pages: int) -> None:
+            job.done += 1
+            job.pages += n_pages
+
+        try:
+            with self.pool.writing() as index:
+                # PDFium runs in this process when tiles are embedded by a visual encoder
+                rendering = self.pool.render_lock if index.settings.visual_encoder else nullcontext()
+                with rendering:
+                    report = retry_locked(
+                        lambda: index.add(paths, progress=progress, on_planned=planned, **self.options)
+                    )
+        except PagesightError as exc:
+            job.error, job.state = str(exc), "failed"
+            return
+        except Exception as exc:  # a bug: the job says so, the log has the traceback
+            log.exception("ingestion job %s failed", job.id)
+            job.error, job.state = f"{type(exc).__name__}: {exc}", "failed"
+            return
+        job.added, job.replaced, job.unchanged = report.added, report.replaced, report.unchanged
+        job.failed = [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
+        job.notes = [{"file": Path(path).name, "note": note} for path, note in report.notes]
+        job.state = "done"
+
+    def close(self) -> None:
+        self._runner.shutdown(wait=True, cancel_futures=True)

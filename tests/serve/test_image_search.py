@@ -1,0 +1,88 @@
+"""Image and image-region search over HTTP, on an index embedded by a tiny random-weight CLIP: the
+API ranks as ``Index.search_image`` does."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pagesight import Index
+from pagesight.serve.app import create_app
+from pagesight.settings import Settings
+from tests.conftest import make_pdf
+from tests.serve.test_app import error_of
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tests.encode.visual.conftest import build_clip  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def clip_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-clip")
+    build_clip(root / "clip")
+    make_pdf(root / "report.pdf", [["Quarterly revenue"], ["Warehouse Delta"]],
+             blocks=[(72, 300, 460, 300, (0.1, 0.2, 0.8)), (300, 60, 250, 500, (0.9, 0.1, 0.1))])  # fmt: skip
+    make_pdf(root / "memo.pdf", [["Supplier change"]], blocks=[(60, 60, 200, 200, (0.1, 0.7, 0.2))])
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(root / "clip"))
+    index = Index.open(root / "index", settings=settings)
+    index.device = "cpu"
+    report = index.add([root / "report.pdf", root / "memo.pdf"], ocr="never", jobs=1)
+    assert report.ok, report.failed
+    yield index
+    index.close()
+
+
+@pytest.fixture(scope="module")
+def client(clip_index):
+    with TestClient(create_app(Index.open(clip_index.root, create=False), readers=2)) as client:
+        yield client
+
+
+def as_png(image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.timeout(120)
+def test_image_and_region_search_rank_as_the_index_does(client, clip_index):
+    query = clip_index.tile_image("report", 2, 0)
+    sent = client.post("/api/search/image", files={"image": ("q.png", as_png(query))}, data={"k": "3"})
+    assert sent.status_code == 200, sent.text
+    expected = clip_index.search_image(query, k=3)
+    assert [(h["page_id"], round(h["score"], 5)) for h in sent.json()["hits"]] == [
+        (h.page_id, round(h.score, 5)) for h in expected
+    ]
+    assert sent.json()["hits"][0]["page_id"] == "report_2"
+
+    region = (40, 40, query.width // 2, query.height // 3)
+    by_region = client.post("/api/search/image", files={"image": ("q.png", as_png(query))},
+                            data={"k": "3", "region": ",".join(map(str, region))})  # fmt: skip
+    assert [h["page_id"] for h in by_region.json()["hits"]] == [
+        h.page_id for h in clip_index.search_image(query, k=3, region=region)
+    ]
+    only = client.post("/api/search/image", files={"image": ("q.png", as_png(query))}, data={"doc": "memo"})
+    assert {h["doc_id"] for h in only.json()["hits"]} == {"memo"}
+    text = client.get("/api/search", params={"q": "Supplier change", "mode": "visual", "k": 2})
+    assert text.status_code == 200 and len(text.json()["hits"]) == 2
+
+
+@pytest.mark.timeout(60)
+def test_image_search_refusals(client, clip_index):
+    picture = as_png(clip_index.tile_image("memo", 1, 0))
+    assert "not an image" in error_of(
+        client.post("/api/search/image", files={"image": ("q.png", b"nope")}), 415
+    )
+    bad_region = client.post(
+        "/api/search/image", files={"image": ("q.png", picture)}, data={"region": "1,2,3"}
+    )
+    assert "region" in error_of(bad_region, 422)
+    outside = client.post(
+        "/api/search/image", files={"image": ("q.png", picture)}, data={"region": "0,0,9999,10"}
+    )
+    error_of(outside, 400)
+    error_of(client.post("/api/search/image", data={"k": "3"}), 422)
