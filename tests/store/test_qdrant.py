@@ -159,7 +159,7 @@ def test_bm25_scores_equal_the_local_stores_as_the_index_grows_and_shrinks(tmp_p
     settings = Settings(dense_model=None)
     local = Index.open(tmp_path / "local", settings=settings)
     remote = Index.open(f"qdrant:{tmp_path / 'q'}", settings=settings)
-    words = "owls voles tides moons glaciers valleys lava ash basalt moraine".split()
+    words = ["owls", "voles", "tides", "moons", "glaciers", "valleys", "lava", "ash", "basalt", "moraine"]
     for n, name in enumerate(words):
         lines = [f"{name} and {words[(n + 1) % len(words)]}"] + [
             " ".join(words[: n + 1]) for _ in range(n * 3)
