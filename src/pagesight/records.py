@@ -43,7 +43,8 @@ class Tile:
 
     @property
     def text(self) -> str:
-        return "\n".join(s.text for s in self.spans)
+        """The lines, one per line; a word split by a soft hyphen at a line's end joined again."""
+        return "\n".join(s.text for s in self.spans).replace("\u00ad\n", "")
 
 
 @dataclass

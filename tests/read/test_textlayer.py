@@ -67,3 +67,16 @@ def test_line_boxes_hold_the_letters_that_hang_below_the_line(tmp_path: Path):
         band = ink[max(0, y0 - 30) : y1 + 30, x0:x1]  # the line's rows and 30 px around them
         rows = np.flatnonzero(band.any(axis=1)) + max(0, y0 - 30)
         assert y0 - 1 <= rows.min() and rows.max() <= y1 + 1, (span.text, span.box, rows.min(), rows.max())
+
+
+def test_a_word_split_at_a_line_end_is_two_lines_and_one_word_in_the_tile_text(tmp_path: Path):
+    # PDFium runs "de-" on into the next line without a break; each visual line must keep its own
+    # box, and the text that is indexed must hold "description", not "de" and "scription".
+    from pagesight.records import Tile
+
+    pdf = make_pdf(tmp_path / "a.pdf", [["variants from a de-", "scription of the need", "last line"]])
+    spans = open_source(pdf).text_layer(1, 100)
+    assert [s.text for s in spans] == ["variants from a de\u00ad", "scription of the need", "last line"]
+    first, second, _ = (s.box for s in spans)
+    assert first[3] - first[1] < 25 and second[1] >= first[3] - 2  # one line each, one under the other
+    assert Tile(0, (0, 0, 850, 1100), spans).text == "variants from a description of the need\nlast line"

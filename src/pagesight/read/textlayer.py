@@ -19,6 +19,10 @@ import pypdfium2.raw as raw
 from pagesight.records import Span
 
 _BREAKS = (10, 13)
+# PDFium's mark for a hyphen that splits a word at the end of a line (not the text's own "-"). It
+# becomes the Unicode soft hyphen, so the word is joined again wherever lines are (``Tile.text``).
+_PDFIUM_SOFT_HYPHEN = 0xFFFE
+SOFT_HYPHEN = "\u00ad"
 
 
 def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Span]:
@@ -35,18 +39,27 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
         in_line = np.concatenate(([0], ~np.isin(units, _BREAKS), [0])).astype(np.int8)
         steps = np.diff(in_line)
         starts, ends = np.flatnonzero(steps == 1), np.flatnonzero(steps == -1)
+        # PDFium runs a line that ends in a word-splitting hyphen on into the next line without a
+        # break: cut it after the hyphen, so each visual line is a span with its own box.
+        hyphens = np.flatnonzero(units[:-1] == _PDFIUM_SOFT_HYPHEN) + 1
+        hyphens = hyphens[~np.isin(units[hyphens], _BREAKS)]  # mid-run only; else the line ends there
+        cuts = sorted(set(starts.tolist()) | set(hyphens.tolist()))
+        ends = np.sort(np.concatenate((ends, hyphens)))
         spans = []
         rect = raw.FS_RECTF()
-        for start, end in zip(starts.tolist(), ends.tolist()):
+        for start, end in _runs(cuts, ends.tolist()):
             text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
-            text = " ".join(text.replace("\x00", " ").split())
+            text = " ".join(text.replace("\x00", " ").replace("\ufffe", SOFT_HYPHEN).split())
             if not text:
                 continue
             xs, ys = [], []
-            for index in (start, end - 1):
-                if raw.FPDFText_GetLooseCharBox(textpage, index, rect):
-                    xs += [rect.left, rect.right]
-                    ys += [rect.bottom, rect.top]
+            # the first character and the last with a box (the hyphen PDFium marks may have none)
+            for candidates in ((start,), (end - 1, end - 2)):
+                for index in candidates:
+                    if index >= start and raw.FPDFText_GetLooseCharBox(textpage, index, rect):
+                        xs += [rect.left, rect.right]
+                        ys += [rect.bottom, rect.top]
+                        break
             if not xs:
                 continue
             box = to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
@@ -55,6 +68,17 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
         return spans
     finally:
         textpage_obj.close()
+
+
+def _runs(starts: list[int], ends: list[int]):
+    """[start, end) pairs: each start with the first end after it (a line, or its part up to a
+    hyphen that PDFium did not break the line at)."""
+    position = 0
+    for start in starts:
+        while position < len(ends) and ends[position] <= start:
+            position += 1
+        if position < len(ends):
+            yield start, ends[position]
 
 
 def to_pixels(page, size_px, x0, y0, x1, y1):
