@@ -35,11 +35,13 @@ demo: $(DEMO_STAMP)
 	$(BIN)/pagesight ask "What was the West region's revenue in Q3?" --index $(DEMO_INDEX)
 	$(BIN)/pagesight ask "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) --html demo-answer.html
 
-# Debian packages the web tests use: Chromium (driven by Playwright) and the Python docs they render.
+# Debian packages the tests use: Chromium (driven by Playwright) and the Python docs it renders,
+# and LibreOffice (office files are converted to PDF by it).
+OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc
 system-packages:
-	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3.11/html ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium python3.11-doc; \
-	  else echo "web tests skip without: sudo apt-get install chromium python3.11-doc"; fi; fi
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3.11/html ] || ! command -v soffice >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3.11-doc $(OFFICE); \
+	  else echo "web and office tests skip without: sudo apt-get install chromium python3.11-doc $(OFFICE)"; fi; fi
 
 test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks samples

@@ -120,7 +120,8 @@ def ingest(
     paths: Annotated[
         list[str],
         typer.Argument(
-            help="Files, folders (searched recursively) and URLs; PDFs, images, HTML, ZIM archives."
+            help="Files, folders (searched recursively) and URLs; PDFs, images, office files (LibreOffice), "
+            "HTML, ZIM archives."
         ),
     ],
     index: IndexOption,

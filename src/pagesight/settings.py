@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 OCR_MODES = ("auto", "always", "never")
 
@@ -31,3 +33,11 @@ class Settings:
     def from_dict(cls, data: dict) -> Settings:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def cache_dir() -> Path:
+    """Where pagesight keeps derived files (model exports, converted office files): $PAGESIGHT_CACHE,
+    else the XDG cache."""
+    if os.environ.get("PAGESIGHT_CACHE"):
+        return Path(os.environ["PAGESIGHT_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pagesight"

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pagesight.settings import cache_dir
+
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-5
@@ -27,13 +29,6 @@ PROBES = [
     "naïve café, Zürich — 東京 1.5 µm ≥ 3 %",
     "a long page " * 200,  # past the token limit: truncation must match
 ]
-
-
-def cache_dir() -> Path:
-    """Where pagesight keeps derived model files: $PAGESIGHT_CACHE, else the XDG cache."""
-    if os.environ.get("PAGESIGHT_CACHE"):
-        return Path(os.environ["PAGESIGHT_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pagesight"
 
 
 def export_path(name: str, model_dir: Path) -> Path:

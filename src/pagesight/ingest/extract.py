@@ -6,7 +6,6 @@ a memory blow-up here costs only this file.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -15,18 +14,11 @@ from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.read.textlayer import usable_text
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
+from pagesight.render.sources import PdfSource, file_sha256
 from pagesight.settings import Settings
 
 UNCHANGED = "unchanged"
 BLANK_CHECK_DPI = 36.0  # enough to see whether anything is drawn on a page
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings, ocr: str) -> Document | str:
@@ -41,7 +33,7 @@ def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings
         return UNCHANGED
     if stat.st_size == 0:
         raise InputError("file is empty")
-    source = open_source(file)
+    source = open_source(file, sha256=sha)
     try:
         if source.n_pages == 0:
             raise InputError(f"{source.type.upper()} has no pages")
@@ -75,7 +67,7 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page,
     image = None
     if ocr == "always" or (ocr == "auto" and not usable_text(spans)):
         # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
-        ocr_dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
+        ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
         image = source.render(number, ocr_dpi)
         found = ocr_spans(image, scale=width / image.width)
         if found or ocr == "always":

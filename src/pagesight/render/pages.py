@@ -60,7 +60,7 @@ def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Imag
                 break
     if not pending:
         return images
-    with closing(open_source(Path(document.source), document.type)) as source:
+    with closing(open_source(Path(document.source), document.type, document.sha256)) as source:
         for page in pending:
             rendered = source.render(page.number, dpi).convert("RGB")
             for tile in page.tiles:
@@ -93,7 +93,7 @@ class PageRenderer:
         if document.type in WEB_SOURCES:
             image = self._web_page(document, page)
         else:
-            with closing(open_source(document.source, document.type)) as source:
+            with closing(open_source(document.source, document.type, document.sha256)) as source:
                 image = source.render(page, self.settings.dpi)
         self._pages[key] = image
         while len(self._pages) > PAGE_CACHE:

@@ -1,4 +1,5 @@
-"""Page sources: a PDF (pypdfium2) or an image file (Pillow, multi-page TIFF included).
+"""Page sources: a PDF (pypdfium2), an image file (Pillow, multi-page TIFF included), or an office
+file through the PDF LibreOffice makes of it (``office.py``).
 
 A source is opened from its path and re-rendered on demand; no page image is stored.
 
@@ -10,6 +11,7 @@ re-rendering later repeats it and gives the same pixels.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import math
@@ -22,10 +24,11 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 from pagesight.errors import InputError
 from pagesight.read.textlayer import text_layer_spans
 from pagesight.records import Span
+from pagesight.render.office import OFFICE_SUFFIXES
 
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"}
-SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
+SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES | OFFICE_SUFFIXES
 
 # qpdf logs every repair it makes (some on its error channel); a failure is reported as the file's one error line.
 logging.getLogger("pikepdf._core").setLevel(logging.CRITICAL)
@@ -40,7 +43,17 @@ def source_type(path: Path) -> str | None:
         return "pdf"
     if suffix in IMAGE_SUFFIXES:
         return "image"
+    if suffix in OFFICE_SUFFIXES:
+        return "office"
     return None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class PdfSource:
@@ -108,6 +121,26 @@ class PdfSource:
         self._pdf.close()
 
 
+class OfficeSource(PdfSource):
+    """A Word, PowerPoint, Excel or OpenDocument file: the PDF LibreOffice prints of it
+    (``render/office.py``), one page per page, slide or sheet page."""
+
+    type = "office"
+
+    def __init__(self, path: Path, sha256: str | None = None):
+        """``sha256``: the content the caller expects (an indexed document's), whose cached PDF is
+        used as is; without the cache, the file must still have that content to be converted."""
+        from pagesight.render.office import cached_pdf, office_pdf
+
+        pdf = cached_pdf(sha256) if sha256 else None
+        if pdf is None:
+            actual = file_sha256(path)
+            if sha256 and actual != sha256:
+                raise InputError(f"{path.name} changed since it was indexed: ingest it again")
+            pdf = office_pdf(path, actual)
+        super().__init__(pdf)
+
+
 class ImageSource:
     """An image file; every frame of a multi-page TIFF (or animated image) is a page."""
 
@@ -149,13 +182,16 @@ class ImageSource:
 Source = PdfSource | ImageSource
 
 
-def open_source(path: Path, type: str | None = None) -> Source:
-    """Open ``path`` as a page source; raises InputError with a one-line reason."""
+def open_source(path: Path, type: str | None = None, sha256: str | None = None) -> Source:
+    """Open ``path`` as a page source; raises InputError with a one-line reason. ``sha256`` (the
+    file's, when known) finds an office file's converted PDF without hashing the file again."""
     kind = type or source_type(path)
     if kind == "pdf":
         return PdfSource(path)
     if kind == "image":
         return ImageSource(path)
+    if kind == "office":
+        return OfficeSource(Path(path), sha256)
     raise InputError(f"unsupported file type '{path.suffix or path.name}'")
 
 
