@@ -5,7 +5,8 @@ that rebuilds its retrievers (a read snapshot) and an ingestion committing a doc
 transaction) cannot share one, and neither can two searches rebuilding at once. So each request
 borrows an ``Index`` of its own from a small pool, and ingestion and deletion write through another
 one. The local store is made for this: readers never block, and a reader whose retriever files lag
-a commit builds the missing part in memory (``store/local.py``).
+a commit builds the missing part in memory (``store/local.py``), once per process for the whole
+pool, and at most every ``READ_LAG`` seconds while an ingestion commits document after document.
 
 PDFium is not thread-safe (not even across documents), so every page rendering in the process, by
 any of the indexes, happens under ``render_lock``.
@@ -27,6 +28,7 @@ from pagesight.index import Index
 from pagesight.store.local import LocalStore
 
 WRITE_WAIT = 10.0  # seconds a write waits for a reader that is repairing stale retriever files
+READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): one rebuild per 2 s at most
 
 
 class IndexPool:
@@ -38,9 +40,11 @@ class IndexPool:
         self._opened: list[Index] = []
         separate = isinstance(index.store, LocalStore)
         self.readers = max(1, readers) if separate else 1
-        self._free.put(index)
-        for _ in range(self.readers - 1):
-            self._free.put(self._open_like(index))
+        indexes = [index] + [self._open_like(index) for _ in range(self.readers - 1)]
+        for reader in indexes:
+            if separate:
+                reader.store.max_lag = READ_LAG
+            self._free.put(reader)
         self._writer = self._open_like(index) if separate else None
 
     def _open_like(self, index: Index) -> Index:

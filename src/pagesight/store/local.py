@@ -8,11 +8,19 @@
 Any number of processes search while one writes: a reader whose retriever files lag the catalog
 (a writer at work, or a crash) builds the missing part in memory, or repairs the files when no
 writer holds the lock.
+
+The stores of one index in one process (a server's pool of connections) share what they built in
+memory, so a commit costs one rebuild per process, not one per connection; and a store with
+``max_lag`` > 0 serves retrievers up to that many seconds behind a writer at work, so a stream of
+commits costs a rebuild every ``max_lag`` seconds at most (``pagesight serve`` uses this).
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
+import time
+import weakref
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -26,6 +34,28 @@ from pagesight.store.lock import WriteLock
 CATALOG = "catalog.sqlite"
 
 
+class _Shared:
+    """Retrievers built in memory for one index directory, shared by its stores in this process."""
+
+    def __init__(self):
+        self.lock = threading.Lock()  # one thread builds; the others wait for its result
+        self.retrievers: Retrievers | None = None
+        self.built = 0.0  # time.monotonic() of the build
+
+
+# Held by the stores open on each directory; gone with the last of them.
+_SHARED: weakref.WeakValueDictionary[Path, _Shared] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(root: Path) -> _Shared:
+    with _SHARED_LOCK:
+        shared = _SHARED.get(root.resolve())
+        if shared is None:
+            shared = _SHARED[root.resolve()] = _Shared()
+        return shared
+
+
 class LocalStore:
     def __init__(self, location: str | Path, *, create: bool, settings: Settings | None):
         root = Path(location)
@@ -33,6 +63,9 @@ class LocalStore:
         self.location = str(root)
         self.created: Path | None = None  # what this object made: removed again by discard()
         self._retrievers: Retrievers | None = None
+        self.max_lag = 0.0  # seconds a search may lag a writer at work (see the module docstring)
+        self._shared = _shared(root)
+        self._refreshed: Retrievers | None = None  # the retrievers refresh() built, this store's own
         if not (root / CATALOG).exists():
             if not create:
                 raise IndexFormatError(f"{root}: no pagesight index here")
@@ -56,10 +89,17 @@ class LocalStore:
         generation = self.catalog.generation()
         if self._retrievers is not None and self._retrievers.generation == generation:
             return self._retrievers
-        loaded = files.load(self.root)
-        if loaded is not None and loaded.generation == generation:
-            self._retrievers = loaded
-            return loaded
+        shared = self._shared
+        if shared.retrievers is not None and shared.retrievers.generation == generation:
+            self._retrievers = shared.retrievers
+            return self._retrievers
+        if files.current_generation(self.root) == generation:
+            loaded = files.load(self.root)
+            if loaded is not None and loaded.generation == generation:
+                with shared.lock:  # the other stores of this process take these instead of loading
+                    shared.retrievers, shared.built = loaded, time.monotonic()
+                self._retrievers = loaded
+                return loaded
         lock = WriteLock(self.root)
         if lock.acquire():  # no writer at work: the files are stale after a crash; repair them
             try:
@@ -69,8 +109,25 @@ class LocalStore:
             finally:
                 lock.release()
         else:  # a writer is at work and will save its own; search what is committed so far
-            self._retrievers = files.build(self.catalog, loaded or self._retrievers, self._dense_dim())
+            self._retrievers = self._built_in_memory(generation)
         return self._retrievers
+
+    def _built_in_memory(self, generation: int) -> Retrievers:
+        """Retrievers for the catalog as committed while a writer is at work: built once per
+        process for all its stores of this index, or the last ones built when they are at most
+        ``max_lag`` seconds old."""
+        shared = self._shared
+        with shared.lock:
+            current = shared.retrievers
+            if current is not None and (
+                current.generation == generation or time.monotonic() - shared.built < self.max_lag
+            ):
+                return current
+            # Built from a copy of the files of its own: ``build`` updates the vector stores it is
+            # given in place, and the shared ones are being searched by other threads.
+            built = files.build(self.catalog, files.load(self.root), self._dense_dim())
+            shared.retrievers, shared.built = built, time.monotonic()
+            return built
 
     def refresh(self) -> None:
         generation = self.catalog.generation()
@@ -85,15 +142,17 @@ class LocalStore:
             files.save_removals(self.root, generation, removed)
             self._retrievers = None  # loaded again, without the removed tiles, by the next search
             return
-        previous = self._retrievers or files.load(self.root)
-        self._retrievers = files.build(self.catalog, previous, self._dense_dim())
+        # ``build`` updates the vector stores it is given: only ones this store built itself, never
+        # ones other stores of the process may be searching.
+        previous = self._retrievers if self._retrievers is self._refreshed else files.load(self.root)
+        self._retrievers = self._refreshed = files.build(self.catalog, previous, self._dense_dim())
         files.save(self.root, self._retrievers)
 
     def _dense_dim(self) -> int | None:
-        from pagesight.encode.dense import DENSE_MODELS
+        from pagesight.encode.dense import dense_dim
 
         name = self.catalog.settings.dense_model
-        return DENSE_MODELS[name].dim if name else None
+        return dense_dim(name) if name else None
 
     def retrievers_generation(self) -> int | None:
         return files.current_generation(self.root)

@@ -1,0 +1,53 @@
+"""The stores of one index in one process share the retrievers they build in memory while a writer
+is at work, and with ``max_lag`` rebuild them at most that often (a server under ingestion)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from pagesight.records import Document, Page, Span, Tile
+from pagesight.settings import Settings
+from pagesight.store.lock import WriteLock
+from tests.conftest import make_pdf
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _document(doc_id: str, text: str) -> Document:
+    tile = Tile(
+        index=0, box=(0, 0, 850, 1100), spans=[Span(text=text, box=(100, 100, 600, 120), source="pdf")]
+    )
+    page = Page(number=1, width=850, height=1100, text_source="pdf", tiles=[tile])
+    return Document(
+        id=doc_id,
+        source=f"/nowhere/{doc_id}.pdf",
+        sha256=doc_id,
+        type="pdf",
+        size=1,
+        mtime_ns=1,
+        pages=[page],
+    )
+
+
+def test_searches_share_one_build_and_lag_a_writer_by_at_most_max_lag(tmp_path: Path):
+    root = tmp_path / "index"
+    with Index.open(root, settings=Settings(dense_model=None)) as first:
+        assert first.add([make_pdf(tmp_path / "owls.pdf", [["barn owls hunt voles"]])]).ok
+    one, two, writer = (Index.open(root, create=False) for _ in range(3))
+    assert one.store.retrievers() is two.store.retrievers()  # loaded once for the process
+
+    with WriteLock(root):  # a writer at work: it commits, the files lag until it saves them
+        writer.catalog.put_document(_document("tides", "spring tides follow the moon"), {})
+        assert [h.doc_id for h in one.search("tides moon", k=1)] == ["tides"]  # built in memory
+        assert two.store.retrievers() is one.store.retrievers()  # by one store, for both
+
+        one.store.max_lag = two.store.max_lag = 60.0
+        writer.catalog.put_document(_document("glaciers", "glaciers carve valleys"), {})
+        assert one.search("glaciers valleys", k=1) == []  # within the lag: the last build
+        two.store.max_lag = 0.0
+        assert [h.doc_id for h in two.search("glaciers valleys", k=1)] == ["glaciers"]
+    for index in (one, two, writer):
+        index.close()
