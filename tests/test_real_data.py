@@ -21,7 +21,7 @@ def test_irpapers_lexical_keeps_the_bm25_baseline(tmp_path: Path):
         cli("eval", str(IRPAPERS), "--index", str(tmp_path / "ix"), "-m", "lexical", "--json").stdout
     )
     assert (result["n_queries"], result["n_pages"]) == (180, 2575)
-    assert result["recall@1"] >= 0.46 and result["recall@5"] >= 0.82 and result["recall@20"] >= 0.91
+    assert result["recall@1"] >= 0.48 and result["recall@5"] >= 0.83 and result["recall@20"] >= 0.92
     again = json.loads(
         cli("ingest", str(IRPAPERS / "pdfs"), "--index", str(tmp_path / "ix"), "--json").stdout
     )

@@ -19,6 +19,7 @@ class Settings:
     dense_model: str | None = "minilm-l6-v2"  # None: lexical only
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
+    context_weight: int = 3  # BM25: each tile also holds its document's title and name this many times
     visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
     visual_model: str | None = None  # its hub id or local folder; None: the family's default checkpoint
     visual_adapter: str | None = None  # a PEFT LoRA adapter applied on top of it

@@ -26,6 +26,13 @@ def tokenize(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False, show_progress=False)
 
 
+def indexed_text(text: str, context: str, weight: int) -> str:
+    """A tile's text as BM25 indexes it: with its document's context (``read.titles.context``)
+    ``weight`` times, BM25F's field weight by repeated terms, so pages of a document its question
+    names rank above pages that share only the question's other words."""
+    return "\n".join([text] + [context] * weight) if context and weight > 0 else text
+
+
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from pagesight.errors import InputError
 from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.read.textlayer import usable_text
+from pagesight.read.titles import heading
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
 from pagesight.render.sources import PdfSource, file_sha256
@@ -51,6 +52,10 @@ def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings
             document.pages.append(page)
             if is_blank:
                 blank.append(number)
+        first = document.pages[0] if document.pages else None
+        title = heading([s for t in first.tiles for s in t.spans], first.height) if first else ""
+        if title:
+            document.meta["title"] = title
         note = blank_pages_note(blank, source.n_pages)
         if note:
             document.meta["notes"] = [note]

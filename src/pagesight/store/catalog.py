@@ -307,6 +307,15 @@ class Catalog:
     def tile_texts(self) -> Iterator[tuple[int, str]]:
         yield from self.db.execute("SELECT id, text FROM tiles ORDER BY id")
 
+    def tile_contexts(self) -> Iterator[tuple[int, str, str]]:
+        """(tile id, text, the context naming its document: ``read.titles.context``), by tile id."""
+        from pagesight.read.titles import context
+
+        documents = self.db.execute("SELECT id, meta FROM documents").fetchall()
+        named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
+        for tile_id, doc_id, text in self.db.execute("SELECT id, doc_id, text FROM tiles ORDER BY id"):
+            yield tile_id, text, named[doc_id]
+
     def tile_ids(self) -> np.ndarray:
         rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)

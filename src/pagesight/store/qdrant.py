@@ -62,7 +62,7 @@ BM25_K1, BM25_B = 1.2, 0.75  # as the local store's bm25s index
 BM25_DRIFT = 0.01  # tiles weighed with an average tile length off by more are weighed again
 LEASE_SECONDS = 600.0  # a writer that stops renewing its lease for this long is taken to be gone
 PAGE = 256  # points per scroll request
-_HEAVY = ["spans", "links", "text", "image"]  # payload left out when only boxes are wanted
+_HEAVY = ["spans", "links", "text", "context", "image"]  # payload left out when only boxes are wanted
 
 
 def _models():
@@ -316,7 +316,8 @@ class QdrantCatalog:
         visual: dict[tuple[int, int], np.ndarray] | None = None,
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
-        from pagesight.encode.lexical import tokenize
+        from pagesight.encode.lexical import indexed_text, tokenize
+        from pagesight.read.titles import context
 
         models = _models()
         visual = visual or {}
@@ -330,7 +331,9 @@ class QdrantCatalog:
         self._index["next_tile_id"] = first_id + len(tiles)
         self._save_index()  # tile ids are never reused, even by a write that dies
 
-        terms = tokenize([tile.text for _, tile in tiles]) if tiles else []
+        named = context(document.id, document.meta)
+        weight = self.settings.context_weight
+        terms = tokenize([indexed_text(tile.text, named, weight) for _, tile in tiles]) if tiles else []
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
         old_tiles = previous.get("tiles", 0) if previous else 0
@@ -359,6 +362,7 @@ class QdrantCatalog:
                 "box": [float(v) for v in tile.box],
                 "page_size": [page.width, page.height],
                 "text": tile.text,
+                "context": named,
                 "spans": [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans],
                 "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
                 "kind": tile.kind,
@@ -481,7 +485,7 @@ class QdrantCatalog:
         )
         stale = models.Filter(must=self.live_filter().must, must_not=[close])
         count, batch = 0, []
-        for record in _scroll(self.client, self.tiles_name, stale, with_payload=["text"]):
+        for record in _scroll(self.client, self.tiles_name, stale, with_payload=["text", "context"]):
             batch.append(record)
             if len(batch) == PAGE:
                 count += self._reweigh(batch, average)
@@ -489,10 +493,12 @@ class QdrantCatalog:
         return count + (self._reweigh(batch, average) if batch else 0)
 
     def _reweigh(self, batch: list, average: float) -> int:
-        from pagesight.encode.lexical import tokenize
+        from pagesight.encode.lexical import indexed_text, tokenize
 
         models = _models()
-        terms = tokenize([r.payload.get("text", "") for r in batch])
+        weight = self.settings.context_weight
+        texts = [indexed_text(r.payload.get("text", ""), r.payload.get("context", ""), weight) for r in batch]
+        terms = tokenize(texts)
         points = [
             models.PointVectors(id=r.id, vector={"bm25": _bm25_document(t, average)})
             for r, t in zip(batch, terms)
@@ -508,14 +514,14 @@ class QdrantCatalog:
     def _ensure_tiles_collection(self) -> None:
         if self.client.collection_exists(self.tiles_name):
             return
-        from pagesight.encode.dense import DENSE_MODELS
+        from pagesight.encode.dense import dense_dim
 
         models = _models()
         max_sim = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
         vectors = {}
         if self.settings.dense_model:
             vectors["dense"] = models.VectorParams(
-                size=DENSE_MODELS[self.settings.dense_model].dim,
+                size=dense_dim(self.settings.dense_model),
                 distance=models.Distance.COSINE,
                 multivector_config=max_sim,
             )

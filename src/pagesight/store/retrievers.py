@@ -94,15 +94,19 @@ def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now; the dense and visual indexes are updated from
     ``previous``."""
+    from pagesight.encode.lexical import indexed_text
     from pagesight.store.bm25 import LexicalRetriever
     from pagesight.store.dense import DenseRetriever
     from pagesight.store.visual import VisualRetriever
 
     with catalog.snapshot():
         generation = catalog.generation()
-        pairs = list(catalog.tile_texts())
-        tile_ids = np.array([p[0] for p in pairs], dtype=np.int64)
-        lexical = LexicalRetriever.build(tile_ids, [p[1] for p in pairs])
+        weight = catalog.settings.context_weight
+        rows = list(catalog.tile_contexts())
+        tile_ids = np.array([row[0] for row in rows], dtype=np.int64)
+        lexical = LexicalRetriever.build(
+            tile_ids, [indexed_text(text, named, weight) for _, text, named in rows]
+        )
         dense = None
         if dim is not None:
             dense = (previous.dense if previous is not None else None) or DenseRetriever.empty(dim)

@@ -1,0 +1,64 @@
+"""A document's title and what names it: the words a question uses to point at one document.
+
+Most pages of a report, a filing or a paper never repeat its name, so a question that names the
+document ("the Halvorsen 2021 annual report", "what does Query2doc do") matches only the pages
+that do. Each page is therefore indexed with its document's *context*: the title (the largest
+line at the top of the first page, which beats PDF metadata: empty or "Microsoft Word - draft3"
+more often than not) and the file name with its separators split.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pagesight.records import Span
+
+TOP = 0.4  # the title sits in the top part of the first page
+SAME_SIZE = 0.6  # lines at least this tall, relative to the tallest, may continue the title block
+GAP = 0.5  # ... when at most this much of its height apart (a section heading sits further off)
+MAX_CHARS = 300
+_SEPARATORS = re.compile(r"[_\-.+]+|(?<=[a-z])(?=[A-Z])")
+
+
+def heading(spans: list[Span], page_height: float) -> str:
+    """The first page's title block: its tallest horizontal line in the top part of the page (line
+    height follows the font size) and the lines that continue it above and below, as tall as
+    ``SAME_SIZE`` of it and at most ``GAP`` of its height apart (a subtitle, a second title line,
+    not the authors or a section heading further off). Vertical text (the arXiv stamp on the
+    margin) and lines of fewer than four letters are left out."""
+    lines = sorted(
+        (
+            s
+            for s in spans
+            if s.box[1] < page_height * TOP
+            and (s.box[2] - s.box[0]) > 2 * (s.box[3] - s.box[1])
+            and sum(c.isalpha() for c in s.text) > 3
+        ),
+        key=lambda s: s.box[1],
+    )
+    if not lines:
+        return ""
+    height = [s.box[3] - s.box[1] for s in lines]
+    top = bottom = max(range(len(lines)), key=lambda n: height[n])
+    tallest = height[top]
+
+    def continues(n: int, gap: float) -> bool:
+        return height[n] >= SAME_SIZE * tallest and gap <= GAP * tallest
+
+    while bottom + 1 < len(lines) and continues(bottom + 1, lines[bottom + 1].box[1] - lines[bottom].box[3]):
+        bottom += 1
+    while top > 0 and continues(top - 1, lines[top].box[1] - lines[top - 1].box[3]):
+        top -= 1
+    title = " ".join(s.text for s in lines[top : bottom + 1])
+    return title.replace("\u00ad ", "")[:MAX_CHARS]
+
+
+def name_words(stem: str) -> str:
+    """A file name as words: "acme_10-K.2021" -> "acme 10 K 2021", "AnnualReport" -> "Annual Report"."""
+    return " ".join(_SEPARATORS.sub(" ", stem).split())
+
+
+def context(doc_id: str, meta: dict) -> str:
+    """The text that names a document: its title and the words of its file name (its id)."""
+    title = meta.get("title") or ""
+    return "\n".join(part for part in (title, name_words(doc_id)) if part)
