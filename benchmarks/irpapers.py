@@ -2,13 +2,15 @@
 
     python benchmarks/irpapers.py --index DIR [--ingest [--no-dense]] [--configs lexical rsf:0.1 ...]
     python benchmarks/irpapers.py --index qdrant:DIR ...      # the same on the Qdrant store
+    python benchmarks/irpapers.py --index DIR --configs dense rsf:0.1 --rerank cross-encoder --rerank-model M
 
 
 With --ingest, DIR is created afresh by `pagesight ingest` over the 155 PDFs (end to end, as a user
 runs it), then the unchanged folder is ingested again; both are timed, with the peak memory of the
 largest process. Then one JSON object per search configuration: Recall@1/5/20 over the 180
 questions (page-level: hits of the same page count once, in rank order) and the median / p95
-search latency in a warm process.
+search latency in a warm process. With --rerank, each configuration again with that reranker over
+its --rerank-candidates best hits (latency includes the reranking).
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def main() -> None:
     parser.add_argument(
         "--configs", nargs="*", default=["lexical"], help="lexical, dense, rrf, rsf:ALPHA (e.g. rsf:0.3)"
     )
+    parser.add_argument("--rerank", help="also each configuration reranked by this reranker")
+    parser.add_argument("--rerank-model", help="the reranker's model (hub id or folder)")
+    parser.add_argument("--rerank-candidates", type=int, default=50)
     args = parser.parse_args()
     if args.ingest:
         print(json.dumps(ingest(args.index, args.data / "pdfs", dense=not args.no_dense)), flush=True)
@@ -110,8 +115,21 @@ def main() -> None:
             search = {"mode": "hybrid", "fusion": "rsf", "alpha": float(config.split(":")[1])}
         else:
             parser.error(f"unknown config {config}")
-        result = evaluate(index, queries, qrels, **search)
-        print(json.dumps({"config": config, "pages": counts["pages"], "tiles": counts["tiles"], **result}))
+        runs = {config: search}
+        if args.rerank:
+            options = {"model": args.rerank_model} if args.rerank_model else {}
+            reranking = {
+                "rerank": args.rerank,
+                "rerank_candidates": args.rerank_candidates,
+                "rerank_options": options,
+            }
+            runs[f"{config}+{args.rerank}@{args.rerank_candidates}"] = {**search, **reranking}
+        for name, options in runs.items():
+            result = evaluate(index, queries, qrels, **options)
+            print(
+                json.dumps({"config": name, "pages": counts["pages"], "tiles": counts["tiles"], **result}),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The ``pagesight`` command line: ingest, search, ask, info, delete, serve, mcp, eval, bench."""
+"""The ``pagesight`` command line: ingest, search, ask, info, delete, serve, mcp, eval, train, bench."""
 
 from __future__ import annotations
 
@@ -59,6 +59,21 @@ IndexOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+RerankOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Rerank the first-stage hits: cross-encoder, vlm (transformers reader), vlm-openai, or a "
+        "visual encoder (colqwen2.5, colpali, ...: MaxSim over the tile images)."
+    ),
+]
+RerankModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The reranker's model: hub id or folder (for cross-encoder, the cross-encoder/ folder "
+        "pagesight train writes), or the reader's model for vlm."
+    ),
+]
+RerankCandidatesOption = Annotated[int, typer.Option(help="First-stage hits the reranker scores.")]
 DeviceOption = Annotated[
     str, typer.Option(help="Where the visual encoder runs: auto, cpu, cuda, cuda:N or mps.")
 ]
@@ -135,6 +150,10 @@ def ingest(
     dense: Annotated[
         bool, typer.Option(help="Also embed text with MiniLM for dense and hybrid search (new index only).")
     ] = True,
+    dense_model: Annotated[
+        str | None,
+        typer.Option(help="A MiniLM fine-tuned by pagesight train (its dense/ folder) (new index only)."),
+    ] = None,
     dpi: Annotated[float, typer.Option(help="Rendering resolution of PDF pages (new index only).")] = 100.0,
     tile_height: Annotated[int, typer.Option(help="Tile height in pixels (new index only).")] = 1024,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
@@ -199,7 +218,9 @@ def ingest(
         dpi=dpi,
         tile_height=tile_height,
         viewport_width=viewport_width,
-        dense_model=Settings.dense_model if dense else None,
+        dense_model=(model_reference(dense_model) if dense_model else Settings.dense_model)
+        if dense
+        else None,
         visual_encoder=encoder,
         visual_model=model_reference(encoder_model) if encoder_model else None,
         visual_adapter=model_reference(encoder_adapter) if encoder_adapter else None,
@@ -214,6 +235,8 @@ def ingest(
     idx.device = device
     if exists and idx.settings.dense_model is None and dense and _given("--dense"):
         _fail(f"{index}: index was created without dense vectors; make a new index for --dense")
+    if exists and dense_model and settings.dense_model != idx.settings.dense_model:
+        _fail(f"{index}: the dense model is chosen when an index is made; make a new index for --dense-model")
     given = [flag for flag in ("--encoder", "--encoder-model", "--encoder-adapter") if _given(flag)]
     if (
         exists
@@ -354,6 +377,29 @@ def _add_with_progress(idx: Index, paths, transient: bool, **options):
         return idx.add(paths, progress=on_file, on_planned=on_planned, **options)
 
 
+def _reranking(name: str | None, model: str | None, candidates: int, device: str | None) -> dict:
+    """``Index.search`` options for ``--rerank``, ``--rerank-model``, ``--rerank-candidates``."""
+    if name is None:
+        if model is not None:
+            raise PagesightError("--rerank-model needs --rerank")
+        return {}
+    options: dict = {"model": model} if model else {}
+    if device and name != "cross-encoder" and name != "vlm-openai":
+        options["device"] = device
+    return {"rerank": name, "rerank_candidates": candidates, "rerank_options": options}
+
+
+def _report_rerank(idx: Index, search_options: dict) -> None:
+    """One line on stderr: what the reranker of the last search scored, in batches of what, how fast."""
+    if search_options:
+        last = idx.reranker(search_options["rerank"], **search_options["rerank_options"]).last
+        err.print(
+            f"reranked {last['candidates']} candidates with {last['reranker']} "
+            f"(batch {last['batch_size']}) in {last['ms']:.0f} ms",
+            highlight=False,
+        )
+
+
 def _given(flag: str) -> bool:
     return flag in sys.argv
 
@@ -399,6 +445,9 @@ def search(
         str | None, typer.Option(help="With --image: x0,y0,x1,y1 in the image's pixels.")
     ] = None,
     device: DeviceOption = "auto",
+    rerank: RerankOption = None,
+    rerank_model: RerankModelOption = None,
+    rerank_candidates: RerankCandidatesOption = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Search with a text query, or an image or image region.
@@ -413,9 +462,17 @@ def search(
         else:
             if region is not None:
                 raise PagesightError("--region needs --image")
+            reranking = _reranking(rerank, rerank_model, rerank_candidates, device)
             hits = idx.search(
-                query, k=k, mode=mode.value if mode else None, fusion=fusion.value, alpha=alpha, doc_ids=doc
+                query,
+                k=k,
+                mode=mode.value if mode else None,
+                fusion=fusion.value,
+                alpha=alpha,
+                doc_ids=doc,
+                **reranking,
             )
+            _report_rerank(idx, reranking)
     except PagesightError as exc:
         _fail(str(exc))
     if as_json:
@@ -480,6 +537,9 @@ def ask(
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,
+    rerank: RerankOption = None,
+    rerank_model: RerankModelOption = None,
+    rerank_candidates: RerankCandidatesOption = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Answer a question from the best tiles, with citations.
@@ -517,6 +577,7 @@ def ask(
             question,
             chosen,
             k=k,
+            **_reranking(rerank, rerank_model, rerank_candidates, device),
             mode=mode.value if mode else None,
             compression=compression,
             strategy=strategy.value,
@@ -831,6 +892,14 @@ def evaluate(
         str | None, typer.Option(help="Judge answers with this model on an OpenAI-compatible endpoint.")
     ] = None,
     judge_base_url: Annotated[str | None, typer.Option(help="The judge's endpoint.")] = None,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="Also evaluate each configuration reranked by this reranker (see search --rerank)."
+        ),
+    ] = None,
+    rerank_model: RerankModelOption = None,
+    rerank_candidates: RerankCandidatesOption = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Score search (and answers) on a dataset.
@@ -850,6 +919,9 @@ def evaluate(
         if sweep:
             configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
         configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
+        reranking = _reranking(rerank, rerank_model, rerank_candidates, None)
+        if reranking:
+            configs += [c.reranked(rerank, rerank_candidates, reranking["rerank_options"]) for c in configs]
         path = index or harness.default_index_dir(data)
         from pagesight.store.base import store_exists
 
@@ -1011,6 +1083,167 @@ def compare(
             f"only {pair['b']} {len(pair['only_b'])}, both {pair['both']}, neither {pair['neither']}",
             highlight=False,
         )
+
+
+class Retriever(str, Enum):
+    lexical = "lexical"
+    dense = "dense"
+    visual = "visual"
+    hybrid = "hybrid"
+
+
+@app.command()
+def train(
+    index: IndexOption,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the queries, models and report.")],
+    sample: Annotated[int, typer.Option(help="Tiles to write queries for (0: every tile with text).")] = 0,
+    per_tile: Annotated[int, typer.Option(help="Queries per tile.")] = 2,
+    reader: Annotated[
+        str | None,
+        typer.Option(help="Write the queries with this reader (openai, transformers) shown each tile image."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="The reader's model.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
+    negatives_from: Annotated[
+        list[Retriever] | None, typer.Option(help="Retrievers to mine hard negatives with (repeatable).")
+    ] = None,
+    negatives: Annotated[int, typer.Option(help="Hard negatives per query.")] = 3,
+    depth: Annotated[int, typer.Option(help="Ranks searched for hard negatives.")] = 30,
+    margin: Annotated[
+        float, typer.Option(help="Drop candidates scoring at least this fraction of the positive's score.")
+    ] = 0.95,
+    heldout: Annotated[float, typer.Option(help="Share of the tiles whose queries are held out.")] = 0.1,
+    dense: Annotated[bool, typer.Option(help="Train the index's dense text model.")] = True,
+    cross_encoder: Annotated[
+        bool, typer.Option("--cross-encoder", help="Train a cross-encoder reranker from MiniLM's weights.")
+    ] = False,
+    cross_passage_words: Annotated[
+        int | None,
+        typer.Option(help="Cross-encoder: words per passage (overlap a sixth); default the index's chunks."),
+    ] = None,
+    visual: Annotated[
+        bool, typer.Option("--visual", help="Train a LoRA adapter for the index's visual encoder.")
+    ] = False,
+    lora: Annotated[
+        bool, typer.Option("--lora", help="Dense model: LoRA instead of full fine-tuning.")
+    ] = False,
+    lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
+    lora_vision: Annotated[
+        bool, typer.Option("--lora-vision", help="Visual encoder: adapt the vision tower too.")
+    ] = False,
+    epochs: Annotated[float, typer.Option(help="Passes over the training queries.")] = 1.0,
+    batch_size: Annotated[
+        int, typer.Option(help="Queries per optimiser step (the in-batch negatives).")
+    ] = 32,
+    cache_batch: Annotated[
+        int | None,
+        typer.Option(help="Gradient caching: encode this many at a time, the whole batch in-batch."),
+    ] = None,
+    accumulation: Annotated[int, typer.Option(help="Micro-batches per step (without gradient caching).")] = 1,
+    learning_rate: Annotated[float | None, typer.Option(help="Default: 3e-5 (full), 1e-4 (LoRA).")] = None,
+    temperature: Annotated[float, typer.Option(help="InfoNCE temperature.")] = 0.05,
+    max_steps: Annotated[int | None, typer.Option(help="Stop each training after this many steps.")] = None,
+    device: DeviceOption = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of the sampling, splits and training.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Fine-tune retrievers on the index's own pages.
+
+    Synthetic queries, hard negatives mined from the index, contrastive training of MiniLM (and
+    of visual encoders with --visual), a cross-encoder reranker.
+
+    Writes OUT/queries and OUT/heldout (datasets for pagesight eval), OUT/dense (a MiniLM that
+    ingest --dense-model loads; with --lora also OUT/dense-adapter), OUT/cross-encoder (for search
+    --rerank cross-encoder --rerank-model), OUT/visual-adapter (for ingest --encoder-adapter) and
+    OUT/report.json: queries made and filtered, negatives and their thresholds, losses, time, memory,
+    held-out metrics before and after.
+    """
+    from pagesight.train.contrastive import Options
+    from pagesight.train.run import TrainConfig
+    from pagesight.train.run import train as run_training
+
+    idx = _open(index)
+    idx.device = device
+    rate = learning_rate or (1e-4 if lora else 3e-5)
+    options = dict(
+        epochs=epochs,
+        batch_size=batch_size,
+        cache_batch=cache_batch,
+        accumulation=accumulation,
+        temperature=temperature,
+        lora_rank=lora_rank,
+        max_steps=max_steps,
+        seed=seed,
+    )
+    try:
+        chosen_reader = None
+        if reader is not None:
+            from pagesight.answer import make_reader
+
+            settings = {"model": model, "base_url": base_url} if reader == "openai" else {"model": model}
+            chosen_reader = make_reader(reader, **settings)
+        config = TrainConfig(
+            sample=sample,
+            per_tile=per_tile,
+            reader=chosen_reader,
+            negatives_from=tuple(r.value for r in negatives_from or [Retriever.hybrid]),
+            negatives=negatives,
+            depth=depth,
+            margin=margin,
+            heldout=heldout,
+            dense=dense,
+            cross_encoder=cross_encoder,
+            cross_passage=(cross_passage_words, cross_passage_words // 6) if cross_passage_words else None,
+            visual=visual,
+            dense_options=Options(learning_rate=rate, lora=lora, **options),
+            cross_options=Options(learning_rate=learning_rate or 3e-5, **options),
+            visual_options=Options(
+                learning_rate=learning_rate or 1e-4, lora=True, lora_vision=lora_vision, **options
+            ),
+            seed=seed,
+        )
+        with _progress(transient=True) as progress:
+            tasks: dict[str, int] = {}
+
+            def show(stage: str, done: int, total: int, note: str) -> None:
+                if stage not in tasks:
+                    tasks[stage] = progress.add_task(stage, total=total, note=note)
+                progress.update(tasks[stage], completed=done, note=note)
+
+            report = run_training(idx, out, config, show)
+    except PagesightError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(report))
+        return
+    _print_training(report)
+
+
+def _print_training(report: dict) -> None:
+    made = report["queries"]
+    out.print(
+        f"queries: {made['made']} from {made['tiles_sampled']} tiles ({made['train']} train, "
+        f"{made['heldout']} held out), {made['source']}",
+        highlight=False,
+    )
+    mined = report["negatives"]
+    out.print(
+        f"hard negatives: {mined['kept']} kept of {mined['candidates_seen']} seen, dropped {mined['dropped']}; "
+        f"thresholds: {mined['thresholds']}",
+        highlight=False,
+    )
+    for name in ("dense", "cross_encoder", "visual"):
+        if name in report:
+            part = report[name]
+            out.print(
+                f"{name}: {part['steps']} steps in {part['seconds']:.0f} s, loss {part['loss_first_steps']} -> "
+                f"{part['loss_last_steps']}, peak {part['peak_rss_mb']:.0f} MB; saved {part['saved']}",
+                highlight=False,
+            )
+            for when in ("heldout_before", "heldout_after"):
+                if part.get(when):
+                    out.print(f"  {when}: {json.dumps(part[when])}", highlight=False)
+    out.print(f"report: {report['out']}/report.json", highlight=False)
 
 
 @app.command("import-dataset")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from pagesight.store.base import Catalog, Store, open_store
 if TYPE_CHECKING:
     from pagesight.ingest.pipeline import IngestReport
     from pagesight.render.pages import PageRenderer
+    from pagesight.search.rerank import Reranker
 
 
 class Index:
@@ -38,6 +40,7 @@ class Index:
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
+        self._rerankers: dict = {}  # loaded rerankers by name and options
         self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
 
     @classmethod
@@ -139,6 +142,9 @@ class Index:
         doc_ids: Sequence[str] | None = None,
         candidates: int = 100,
         evidence: bool = True,
+        rerank: str | Reranker | None = None,
+        rerank_candidates: int = 50,
+        rerank_options: dict | None = None,
     ) -> list[Hit]:
         """The ``k`` best tiles for a text query.
 
@@ -149,8 +155,20 @@ class Index:
         for BM25).
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
+        ``rerank`` (a reranker or its name, built with ``rerank_options`` once per index object;
+        see ``search.rerank``) reorders the ``rerank_candidates`` best fused tiles; its last call's
+        size and time are in ``self.reranker(...).last``.
         """
         from pagesight.search import engine
+
+        reranking = None
+        if rerank is not None:
+            if rerank_candidates < 1:
+                raise PagesightError(f"rerank_candidates must be 1 or more, got {rerank_candidates}")
+            if isinstance(rerank, str):
+                rerank = self.reranker(rerank, **(rerank_options or {}))
+            reranking = self._reranking(rerank, rerank_candidates)
+            candidates = max(candidates, rerank_candidates)
 
         return engine.search_text(
             self.store,
@@ -165,7 +183,45 @@ class Index:
             doc_ids=doc_ids,
             candidates=candidates,
             evidence=evidence,
+            rerank=reranking,
         )
+
+    def reranker(self, name: str, **options) -> Reranker:
+        """The reranker ``name`` built with ``options`` (``search.rerank.make_reranker``), loaded
+        once per index object."""
+        key = (name, tuple(sorted(options.items())))
+        if key not in self._rerankers:
+            from pagesight.search.rerank import make_reranker
+
+            self._rerankers[key] = make_reranker(name, **options)
+        return self._rerankers[key]
+
+    def _reranking(self, reranker: Reranker, n: int):
+        """The engine's rerank step: the ``n`` best tiles as candidates (text, and images rendered
+        on demand) scored by ``reranker``."""
+        from pagesight.search.rerank import Candidate, reorder
+
+        chunking = (self.settings.chunk_words, self.settings.chunk_overlap)
+
+        def rerank(query: str, ranked):
+            rows = self.catalog.tiles([tile_id for tile_id, _ in ranked[:n]], spans=True)
+            candidates = [
+                Candidate(
+                    row.id,
+                    row.doc_id,
+                    row.page,
+                    row.idx,
+                    "\n".join(span[0] for span in row.spans),
+                    partial(self.tile_image, row.doc_id, row.page, row.idx),
+                    chunking,
+                )
+                for row in (rows.get(tile_id) for tile_id, _ in ranked[:n])
+                if row is not None
+            ]
+            scores = reranker.score(query, candidates)
+            return reorder([(c.tile_id, 0.0) for c in candidates] + ranked[n:], scores)
+
+        return rerank
 
     def search_image(
         self,
@@ -273,13 +329,11 @@ class Index:
 
 def _check_models(settings: Settings) -> None:
     """Refuse settings naming models no registry knows, before an index is made with them."""
-    from pagesight.encode.dense import DENSE_MODELS
+    from pagesight.encode.dense import check_dense_model
     from pagesight.encode.visual import ENCODERS
 
-    if settings.dense_model is not None and settings.dense_model not in DENSE_MODELS:
-        raise PagesightError(
-            f"unknown dense model '{settings.dense_model}'; choose one of {', '.join(sorted(DENSE_MODELS))}"
-        )
+    if settings.dense_model is not None:
+        check_dense_model(settings.dense_model)
     if settings.visual_encoder is not None and settings.visual_encoder not in ENCODERS:
         raise PagesightError(
             f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"

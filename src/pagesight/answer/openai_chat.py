@@ -68,6 +68,7 @@ class _Reply:
     tokens: list[tuple[str, float]] | None  # (token, logprob), when the endpoint reported them
     usage: dict
     calls: list[ToolCall] = field(default_factory=list)  # the tools the model called
+    alternatives: list[dict[str, float]] | None = None  # per token: top tokens' logprobs, when asked
 
 
 class OpenAIReader:
@@ -163,9 +164,26 @@ class OpenAIReader:
         reply = self._complete(messages, logprobs=False, tools=tools, tool_choice="none" if final else "auto")
         return Turn(reply.text, reply.calls, reply.usage, cut=reply.finish_reason == "length")
 
-    def chat(self, prompt: str) -> str:
-        """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
-        return self._complete([{"role": "user", "content": prompt}], logprobs=False).text.strip()
+    def chat(self, prompt: str, images: Sequence[Image.Image] = ()) -> str:
+        """The model's reply to ``prompt`` (after ``images``, when given) with no instructions: a
+        judge's callable, and the question writer of ``pagesight train``."""
+        return self._complete([self._prompt_message(prompt, images)], logprobs=False).text.strip()
+
+    def first_token_logprobs(self, prompt: str, images: Sequence[Image.Image] = (), top: int = 10) -> dict:
+        """The log-probabilities of the endpoint's ``top`` likeliest first tokens of the reply to
+        ``prompt`` (after ``images``): a yes/no judgement's confidence (the ``vlm`` reranker)."""
+        reply = self._complete(
+            [self._prompt_message(prompt, images)], logprobs=True, top_logprobs=top, max_tokens=1
+        )
+        if not reply.alternatives:
+            raise PagesightError(f"{self._where()}: the endpoint returned no top log-probabilities")
+        return reply.alternatives[0]
+
+    def _prompt_message(self, prompt: str, images: Sequence[Image.Image]) -> dict:
+        if not images:
+            return {"role": "user", "content": prompt}
+        parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in images]
+        return {"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}
 
     def _instructions(self) -> str:
         return instructions(self.inputs, self.coordinates, sizes_labelled=True)
@@ -196,6 +214,8 @@ class OpenAIReader:
         logprobs: bool,
         tools: list[dict] | None = None,
         tool_choice: str | None = None,
+        top_logprobs: int | None = None,
+        max_tokens: int | None = None,
     ) -> _Reply:
         """One chat completion, with every failure turned into a one-line ``PagesightError``.
 
@@ -203,9 +223,11 @@ class OpenAIReader:
         """
         import openai
 
-        options: dict = {"max_tokens": self.max_tokens, "temperature": self.temperature}
+        options: dict = {"max_tokens": max_tokens or self.max_tokens, "temperature": self.temperature}
         if logprobs:
             options["logprobs"] = True
+        if top_logprobs:
+            options["top_logprobs"] = top_logprobs
         if tools:
             options.update(tools=tools, tool_choice=tool_choice)
         where = self._where()
@@ -265,6 +287,9 @@ class OpenAIReader:
             tokens=[(t.token, t.logprob) for t in tokens] if tokens else None,
             usage={key: value for key, value in usage.items() if value is not None},
             calls=calls,
+            alternatives=[{a.token: a.logprob for a in t.top_logprobs or ()} for t in tokens]
+            if tokens
+            else None,
         )
 
     def _where(self) -> str:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
@@ -245,9 +246,26 @@ class TransformersReader:
             )
         return self._template_tools
 
-    def chat(self, prompt: str) -> str:
-        """The model's reply to ``prompt`` alone (no pages, no instructions): a judge's callable."""
-        return self.generate([{"role": "user", "content": prompt}]).text.strip()
+    def chat(self, prompt: str, images: Sequence[Image.Image] = ()) -> str:
+        """The model's reply to ``prompt`` (after ``images``, when given) with no instructions: a
+        judge's callable, and the question writer of ``pagesight train``."""
+        return self.generate([_prompt_message(prompt, images)], images).text.strip()
+
+    def first_token_logprobs(self, prompt: str, images: Sequence[Image.Image] = (), top: int = 10) -> dict:
+        """The log-probabilities of the ``top`` likeliest first tokens of the reply to ``prompt``
+        (after ``images``), from one forward pass: a yes/no judgement's confidence (the ``vlm``
+        reranker)."""
+        import torch
+
+        inputs = self._inputs([_prompt_message(prompt, images)], images)
+        with torch.inference_mode():
+            logits = self.model(**inputs).logits[0, -1].float()
+        values, ids = torch.log_softmax(logits, dim=-1).topk(top)
+        found: dict[str, float] = {}
+        for value, token in zip(values.tolist(), ids.tolist()):
+            text = self.tokenizer.decode([token])  # tokens that decode alike (byte pieces) add up
+            found[text] = float(np.logaddexp(found[text], value)) if text in found else value
+        return found
 
     def messages(self, question: str, context: Sequence[ContextItem]) -> list[dict]:
         """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text,
@@ -266,13 +284,9 @@ class TransformersReader:
         parts.append({"type": "text", "text": f"\nQuestion: {question}"})
         return [system, {"role": "user", "content": parts}]
 
-    def generate(
-        self, messages: list[dict], images: Sequence[Image.Image] = (), tools: list[dict] | None = None
-    ) -> Generation:
-        """Greedy generation over ``messages`` (the processor's chat template, given ``tools`` when
-        some) with ``images`` in order."""
-        import torch
-
+    def _inputs(self, messages: list[dict], images: Sequence[Image.Image], tools: list[dict] | None = None):
+        """The processor's tensors for ``messages`` (its chat template, with ``tools`` when some) and
+        ``images`` in order, on the model's device."""
         try:
             prompt = self.processor.apply_chat_template(
                 messages, tools=tools, tokenize=False, add_generation_prompt=True
@@ -288,6 +302,16 @@ class TransformersReader:
         inputs = inputs.to(self.model.device)
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
+        return inputs
+
+    def generate(
+        self, messages: list[dict], images: Sequence[Image.Image] = (), tools: list[dict] | None = None
+    ) -> Generation:
+        """Greedy generation over ``messages`` (the processor's chat template, given ``tools`` when
+        some) with ``images`` in order."""
+        import torch
+
+        inputs = self._inputs(messages, images, tools)
         with torch.inference_mode():
             out = self.model.generate(
                 **inputs,
@@ -318,6 +342,16 @@ class TransformersReader:
             cut=len(tokens) >= self.max_tokens and (not tokens or tokens[-1] not in eos),
             seen_sizes=seen,
         )
+
+
+def _prompt_message(prompt: str, images: Sequence[Image.Image]) -> dict:
+    """A user message of ``images`` (placeholders, given in order to the processor), then ``prompt``."""
+    if not images:
+        return {"role": "user", "content": prompt}
+    return {
+        "role": "user",
+        "content": [*({"type": "image"} for _ in images), {"type": "text", "text": prompt}],
+    }
 
 
 def tool_calls(text: str) -> list[ToolCall]:

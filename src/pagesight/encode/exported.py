@@ -31,11 +31,14 @@ PROBES = [
 ]
 
 
-def export_path(name: str, model_dir: Path) -> Path:
-    """The cache file for the model in ``model_dir``, keyed by its weights file's size and time."""
-    weights = model_dir / "model.safetensors"
-    stat = weights.stat()
-    key = f"{RECIPE}\n{weights.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}"
+def export_path(name: str, *folders: Path) -> Path:
+    """The cache file for the model made of ``folders`` (a model, then any adapter on it), keyed by
+    their weights files' paths, sizes and times."""
+    key = RECIPE
+    for folder in folders:
+        for weights in sorted(folder.glob("*.safetensors")):
+            stat = weights.stat()
+            key += f"\n{weights.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}"
     return cache_dir() / "onnx" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
 
 

@@ -7,7 +7,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pagesight.errors import PagesightError
@@ -29,6 +29,9 @@ class Config:
     mode: str
     fusion: str = "rsf"
     alpha: float = DEFAULT_ALPHA
+    rerank: str | None = None  # a reranker over the first-stage hits (``search.rerank``)
+    rerank_candidates: int = 50
+    rerank_options: tuple[tuple[str, object], ...] = ()  # its options as (name, value) pairs
 
     @classmethod
     def parse(cls, text: str) -> Config:
@@ -56,7 +59,25 @@ class Config:
         return self.mode in ("dense", "hybrid")
 
     def search_options(self) -> dict:
-        return {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
+        options = {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
+        if self.rerank:
+            options.update(
+                rerank=self.rerank,
+                rerank_candidates=self.rerank_candidates,
+                rerank_options=dict(self.rerank_options),
+            )
+        return options
+
+    def reranked(self, name: str, candidates: int = 50, options: dict | None = None) -> Config:
+        """This configuration with reranker ``name`` over its ``candidates`` best hits, named
+        ``<config>+<reranker>``."""
+        return replace(
+            self,
+            name=f"{self.name}+{name}",
+            rerank=name,
+            rerank_candidates=candidates,
+            rerank_options=tuple(sorted((options or {}).items())),
+        )
 
 
 METRICS = (

@@ -46,9 +46,12 @@ def search_text(
     doc_ids: Sequence[str] | None = None,
     candidates: int = 100,
     evidence: bool = True,
+    rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
 ) -> list[Hit]:
     """The ``k`` best tiles for a text query; see ``Index.search`` for the options.
-    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed)."""
+    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed);
+    ``rerank`` reorders the fused ranking: it returns the new ranking and the reranked head, whose
+    scores the hits carry as "rerank" (``search.rerank``)."""
     settings = store.catalog.settings
     mode = check_mode(store, mode, fusion)
     if not query.strip():
@@ -80,6 +83,8 @@ def search_text(
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
+    if rerank is not None:
+        ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked[:k], runs, query, evidence)
 
 

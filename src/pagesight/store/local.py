@@ -149,10 +149,10 @@ class LocalStore:
         files.save(self.root, self._retrievers)
 
     def _dense_dim(self) -> int | None:
-        from pagesight.encode.dense import DENSE_MODELS
+        from pagesight.encode.dense import dense_dim
 
         name = self.catalog.settings.dense_model
-        return DENSE_MODELS[name].dim if name else None
+        return dense_dim(name) if name else None
 
     def retrievers_generation(self) -> int | None:
         return files.current_generation(self.root)

@@ -514,14 +514,14 @@ class QdrantCatalog:
     def _ensure_tiles_collection(self) -> None:
         if self.client.collection_exists(self.tiles_name):
             return
-        from pagesight.encode.dense import DENSE_MODELS
+        from pagesight.encode.dense import dense_dim
 
         models = _models()
         max_sim = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
         vectors = {}
         if self.settings.dense_model:
             vectors["dense"] = models.VectorParams(
-                size=DENSE_MODELS[self.settings.dense_model].dim,
+                size=dense_dim(self.settings.dense_model),
                 distance=models.Distance.COSINE,
                 multivector_config=max_sim,
             )

@@ -1,0 +1,266 @@
+"""Rerankers: a second, slower look at the first-stage hits of a search.
+
+A reranker scores (query, candidate tile) pairs; the engine reorders the top ``candidates`` fused
+hits by those scores (``Index.search(..., rerank=NAME)``, ``--rerank NAME`` on search, ask and
+eval). Three kinds, chosen by name (``make_reranker``, ``register``):
+
+- ``cross-encoder``: a sentence-transformers ``CrossEncoder`` (a hub id, a folder, or the one
+  ``pagesight train --cross-encoder`` writes) reads the query with the tile's chunk that shares the
+  most terms with it (``encode.dense.best_chunk``, the chunks the dense index holds);
+- the name of a visual encoder (``colqwen2.5``, ``colpali``, ... or a single-vector one): the
+  query and the tile images through that encoder, scored by MaxSim for late interaction, cosine
+  otherwise, so an index without visual vectors can still be reranked visually;
+- ``vlm``: a vision-language reader judges each tile image: the probability of "yes" against "no"
+  as the first token of its answer to "does this image answer the question?", pointwise, through
+  the ``transformers`` reader (the model's logits) or the ``openai`` one (the endpoint's top
+  log-probabilities).
+
+Each reranker keeps the size and time of its last call (``last``), which search reports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from PIL import Image
+
+from pagesight.errors import PagesightError
+
+DEFAULT_CANDIDATES = 50
+
+
+@dataclass
+class Candidate:
+    """A first-stage hit as a reranker sees it: the tile's text, and its image on demand."""
+
+    tile_id: int
+    doc_id: str
+    page: int
+    tile: int
+    text: str
+    load_image: Callable[[], Image.Image] | None = field(default=None, repr=False)
+    chunking: tuple[int, int] = (120, 20)  # the index's chunk words and overlap, for text rerankers
+
+    @property
+    def image(self) -> Image.Image:
+        if self.load_image is None:
+            raise PagesightError(f"{self.doc_id}_{self.page}: no image for this candidate")
+        return self.load_image()
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+    batch_size: int
+    last: dict  # candidates, batch_size, ms of the last ``score`` call
+
+    def score(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        """One relevance score per candidate, higher is better, in the candidates' order."""
+        ...
+
+
+RERANKERS: dict[str, str] = {
+    "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
+    "vlm": "pagesight.search.rerank:VlmReranker",
+    "vlm-openai": "pagesight.search.rerank:openai_vlm",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Make a reranker available by name; ``target`` is ``"module:factory"``."""
+    RERANKERS[name] = target
+
+
+def make_reranker(name: str, **options: Any) -> Reranker:
+    """The reranker registered as ``name``, or visual reranking by the visual encoder ``name``."""
+    from pagesight.encode.visual import ENCODERS
+
+    if name in RERANKERS:
+        module, _, factory = RERANKERS[name].partition(":")
+        return getattr(importlib.import_module(module), factory)(**options)
+    if name in ENCODERS:
+        return VisualReranker(name, **options)
+    known = ", ".join(sorted(RERANKERS) + ["a visual encoder (" + ", ".join(sorted(ENCODERS)) + ")"])
+    raise PagesightError(f"unknown reranker '{name}'; choose one of {known}")
+
+
+def reorder(run: list[tuple[int, float]], scores: Sequence[float]) -> tuple[list, list]:
+    """The first ``len(scores)`` entries of ``run`` sorted by ``scores`` (ties keep their order),
+    then the rest of ``run`` in its order, scored below every reranked entry; and the reranked
+    entries alone."""
+    head = sorted(((tile_id, float(s)) for (tile_id, _), s in zip(run, scores)), key=lambda item: -item[1])
+    floor = min((s for _, s in head), default=0.0)
+    tail = [(tile_id, floor - rank) for rank, (tile_id, _) in enumerate(run[len(head) :], 1)]
+    return head + tail, head
+
+
+class _Timed:
+    """Times ``score`` calls into ``last``."""
+
+    name = "reranker"
+    batch_size = 1
+
+    def __init__(self) -> None:
+        self.last: dict = {}
+
+    def score(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        start = time.perf_counter()
+        scores = self._score(query, list(candidates)) if candidates else []
+        self.last = {
+            "reranker": self.name,
+            "candidates": len(candidates),
+            "batch_size": self.batch_size,
+            "ms": round(1000 * (time.perf_counter() - start), 2),
+        }
+        return scores
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        raise NotImplementedError
+
+
+PASSAGE_FILE = "pagesight.json"  # in a cross-encoder folder: the passage size it was trained on
+
+
+class CrossEncoderReranker(_Timed):
+    """A sentence-transformers cross-encoder over (query, the tile's best chunk). The chunk size is
+    the one the model was trained on when its folder says (``PASSAGE_FILE``, written by
+    ``pagesight train``), else the index's."""
+
+    name = "cross-encoder"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        batch_size: int = 64,
+        max_length: int = 256,
+        device: str = "cpu",
+    ):
+        super().__init__()
+        if not model:
+            raise PagesightError(
+                "the cross-encoder reranker needs a model: --rerank-model with a hub id, a folder, or "
+                "the cross-encoder/ folder pagesight train --cross-encoder wrote"
+            )
+        try:
+            from sentence_transformers.cross_encoder import CrossEncoder
+        except ImportError:
+            raise PagesightError(
+                "the cross-encoder reranker needs the 'dense' extra: pip install torch 'pagesight[dense]'"
+            ) from None
+        from pagesight.encode.visual.base import load_pretrained
+
+        self.batch_size = batch_size
+        self.model = load_pretrained(
+            "cross-encoder", model, lambda m: CrossEncoder(m, max_length=max_length, device=device)
+        )
+        self.passage = passage_size(model)
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        from pagesight.encode.dense import best_chunk
+
+        pairs = [
+            (query, best_chunk(c.text, query, *(self.passage or c.chunking)) or c.text) for c in candidates
+        ]
+        scores = self.model.predict(
+            pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+        )
+        return [float(s) for s in np.asarray(scores, dtype=np.float32).reshape(-1)]
+
+
+def passage_size(model: str) -> tuple[int, int] | None:
+    """The (words, overlap) of the passages the cross-encoder in folder ``model`` was trained on."""
+    path = Path(model) / PASSAGE_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return int(data["passage_words"]), int(data["passage_overlap"])
+
+
+class VisualReranker(_Timed):
+    """The query and each candidate's tile image through a visual encoder: MaxSim for
+    late-interaction (``col*``) encoders, cosine for single-vector ones."""
+
+    def __init__(
+        self,
+        encoder: str,
+        model: str | None = None,
+        adapter: str | None = None,
+        device: str = "auto",
+        batch_size: int = 4,
+        **options: Any,
+    ):
+        super().__init__()
+        from pagesight.encode.visual import make_encoder
+
+        self.encoder = make_encoder(
+            encoder, model=model, adapter=adapter, device=device, batch_size=batch_size
+        )
+        self.name = encoder
+        self.batch_size = batch_size
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        from pagesight.vectors import maxsim
+
+        q = self.encoder.encode_queries([query])[0]
+        pages = self.encoder.encode_images([c.image for c in candidates])
+        if self.encoder.multi_vector:
+            return [float(s) for s in maxsim([q], pages)[0]]
+        return [float(np.dot(q, p)) for p in pages]
+
+
+JUDGE_PROMPT = (
+    "Does this image contain the answer to the question below? Answer with yes or no only.\nQuestion: {query}"
+)
+
+
+class VlmReranker(_Timed):
+    """Pointwise relevance from a vision-language reader: P(yes) / (P(yes) + P(no)) for the first
+    token of its answer to ``JUDGE_PROMPT`` about each tile image."""
+
+    name = "vlm"
+    batch_size = 1
+
+    def __init__(self, reader: Any = "transformers", model: str | None = None, **options: Any):
+        """``reader``: "transformers" or "openai" (built with ``model`` and ``options``), or a
+        reader object that has ``first_token_logprobs``."""
+        super().__init__()
+        from pagesight.answer.base import make_reader
+
+        if isinstance(reader, str):
+            if reader not in ("transformers", "openai"):
+                raise PagesightError(
+                    f"the vlm reranker reads through 'transformers' or 'openai', not '{reader}'"
+                )
+            reader = make_reader(reader, model=model, **options)
+        self.name = "vlm-openai" if getattr(reader, "name", "") == "openai" else "vlm"
+        self.reader = reader
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        prompt = JUDGE_PROMPT.format(query=query)
+        return [yes_probability(self.reader.first_token_logprobs(prompt, [c.image])) for c in candidates]
+
+
+def yes_probability(logprobs: dict[str, float]) -> float:
+    """P(yes) / (P(yes) + P(no)) from first-token log-probabilities (any case, spaces stripped);
+    0 when neither is among them."""
+    yes = no = 0.0
+    for token, logprob in logprobs.items():
+        word = token.strip().lower()
+        if word == "yes":
+            yes += math.exp(logprob)
+        elif word == "no":
+            no += math.exp(logprob)
+    return yes / (yes + no) if yes + no > 0 else 0.0
+
+
+def openai_vlm(**options: Any) -> VlmReranker:
+    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``)."""
+    return VlmReranker(reader="openai", **options)
