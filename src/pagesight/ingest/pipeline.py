@@ -230,17 +230,16 @@ def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
     for job, outcome in outcomes:
-        if isinstance(outcome, Document):
-            try:
-                images = encode_tiles(outcome, visual, settings)
-            except InputError as exc:
-                outcome = exc
-            else:
-                vectors = encode_text(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
-        if isinstance(outcome, Document):
-            _commit(catalog, job, outcome, vectors, images, report, progress)
-        else:
+        if not isinstance(outcome, Document):
             _settle(catalog, job, outcome, report, progress, timeout, max_memory)
+            continue
+        try:
+            images = encode_tiles(outcome, visual, settings)
+        except InputError as exc:  # the file changed since it was read: it fails alone
+            _settle(catalog, job, exc, report, progress, timeout, max_memory)
+            continue
+        vectors = encode_text(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
+        _commit(catalog, job, outcome, vectors, images, report, progress)
 
 
 def _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress, options) -> None:
@@ -252,12 +251,12 @@ def _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress
             todo, catalog.settings, ocr, timeout=timeout, max_memory=max_memory, options=options
         )
         for job, outcome, vectors, images, spec in found:
-            if isinstance(outcome, Document) and spec is not None:
-                _record_spec(catalog, spec)
-            if isinstance(outcome, Document):
-                _commit(catalog, job, outcome, vectors, images, report, progress)
-            else:
+            if not isinstance(outcome, Document):
                 _settle(catalog, job, outcome, report, progress, timeout, max_memory)
+                continue
+            if spec is not None:
+                _record_spec(catalog, spec)
+            _commit(catalog, job, outcome, vectors, images, report, progress)
 
 
 def _record_spec(catalog: Catalog, spec: dict) -> None:

@@ -30,16 +30,20 @@ RESTART = 81  # LibreOffice's exit code for "start me again" (after it sets up a
 INSTALL = "apt-get install libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc"
 
 
+def _cache_path(sha256: str) -> Path:
+    return cache_dir() / "office" / f"{sha256}.pdf"
+
+
 def cached_pdf(sha256: str) -> Path | None:
     """The cached PDF of the office file whose content hash is ``sha256``, if there is one."""
-    cached = cache_dir() / "office" / f"{sha256}.pdf"
+    cached = _cache_path(sha256)
     return cached if cached.exists() else None
 
 
 def office_pdf(path: Path, sha256: str, timeout: float = CONVERT_TIMEOUT) -> Path:
     """The PDF of the office file ``path`` (whose content hash is ``sha256``), converted once per
     content and cached."""
-    cached = cache_dir() / "office" / f"{sha256}.pdf"
+    cached = _cache_path(sha256)
     if cached.exists():
         return cached
     soffice = _soffice()
