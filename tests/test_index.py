@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pagesight import Index, IndexFormatError, PagesightError
+from pagesight import Index, IndexFormatError, PagesightError, SettingsConflict
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, make_pdf
 
@@ -212,6 +212,40 @@ def test_index_format_checks(tmp_path: Path):
     with pytest.raises(IndexFormatError, match="no pagesight index"):
         Index.open(tmp_path / "absent", create=False)
     assert not (tmp_path / "absent").exists()
+
+
+def test_settings_are_checked_when_an_existing_index_is_opened(tmp_path: Path):
+    path = tmp_path / "ix"
+    Index.open(path, settings={"dense_model": None, "dpi": 120.0}).close()
+    made = Index.open(path, create=False)
+    assert (made.settings.dpi, made.settings.dense_model, made.settings.tile_height) == (120.0, None, 1024)
+    made.close()
+    # the fields named must be the index's; the others are not compared
+    Index.open(path, settings={"dpi": 120.0}).close()
+    with pytest.raises(
+        SettingsConflict, match=r"made with dense_model=None.*make a new index for dense_model"
+    ) as caught:
+        Index.open(path, settings={"dpi": 120.0, "dense_model": "minilm-l6-v2"})
+    assert caught.value.conflicts == {"dense_model": (None, "minilm-l6-v2")}
+    with pytest.raises(SettingsConflict, match="dpi=120.0"):
+        Index.open(path, settings=Settings(dense_model=None))  # a whole Settings: every field
+    with pytest.raises(PagesightError, match="unknown index settings: colour"):
+        Index.open(path, settings={"colour": "red"})
+
+
+@pytest.mark.parametrize(
+    "chosen, message",
+    [
+        ({"dpi": 0}, "dpi and ocr_dpi must be positive"),
+        ({"visual_model": "vidore/colqwen2-v1.0"}, "visual_model and visual_adapter need a visual_encoder"),
+        ({"visual_index": "annoy"}, "visual_index must be one of flat, ivf, hnsw, ivfpq"),
+        ({"dense_model": "no-such-model"}, "no-such-model"),
+    ],
+)
+def test_bad_settings_of_a_new_index_are_refused_before_it_is_made(tmp_path: Path, chosen, message):
+    with pytest.raises(PagesightError, match=message):
+        Index.open(tmp_path / "ix", settings=chosen)
+    assert not (tmp_path / "ix").exists()
 
 
 def test_index_moves_with_relative_source_paths(tmp_path: Path):

@@ -1,10 +1,18 @@
 """pagesight: retrieval-augmented generation in pixel space."""
 
-from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError
+from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError, SettingsConflict
 from pagesight.records import Hit
 
 __version__ = "0.1.0"
-__all__ = ["Hit", "Index", "IndexFormatError", "IndexLockedError", "PagesightError", "__version__"]
+__all__ = [
+    "Hit",
+    "Index",
+    "IndexFormatError",
+    "IndexLockedError",
+    "PagesightError",
+    "SettingsConflict",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

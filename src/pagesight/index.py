@@ -14,10 +14,10 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
@@ -25,7 +25,7 @@ from pagesight.errors import PagesightError
 from pagesight.records import Hit
 from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
 from pagesight.settings import Settings
-from pagesight.store.base import Catalog, Store, open_store
+from pagesight.store.base import Catalog, Store, open_store, store_exists
 
 # FAISS, bm25s, the models and the file readers are imported by the methods that use them, so a
 # command that only opens the index (info, documents) starts in a fraction of a second.
@@ -44,9 +44,22 @@ class Index:
         self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, create: bool = True, settings: Settings | None = None) -> Index:
-        """Open the index at ``path``; create it (with ``settings``) when ``create`` and absent."""
-        if settings is not None:
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        create: bool = True,
+        settings: Settings | Mapping[str, Any] | None = None,
+    ) -> Index:
+        """Open the index at ``path``; create it with ``settings`` when ``create`` and absent.
+
+        ``settings`` is a whole ``Settings``, or a mapping of some fields (the rest default for a
+        new index). An existing index is checked against them: the fields given must be those it
+        was made with, or ``SettingsConflict`` names each difference (settings are fixed when an
+        index is made).
+        """
+        if settings is not None and not store_exists(path):
+            settings = Settings.given(settings)
             _check_models(settings)
         return cls(open_store(path, create=create, settings=settings))
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
+
+from pagesight.errors import PagesightError, SettingsConflict
 
 OCR_MODES = ("auto", "always", "never")
+VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,23 @@ class Settings:
         "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
     )
 
+    def __post_init__(self):
+        if self.dpi <= 0 or self.ocr_dpi <= 0:
+            raise PagesightError(
+                f"settings: dpi and ocr_dpi must be positive, got {self.dpi:g} and {self.ocr_dpi:g}"
+            )
+        if self.tile_height < 16 or self.viewport_width < 16:
+            raise PagesightError(
+                f"settings: tile_height and viewport_width must be at least 16 pixels, got "
+                f"{self.tile_height} and {self.viewport_width}"
+            )
+        if self.visual_encoder is None and (self.visual_model or self.visual_adapter):
+            raise PagesightError("settings: visual_model and visual_adapter need a visual_encoder")
+        if self.visual_index not in VISUAL_INDEXES:
+            raise PagesightError(
+                f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"
+            )
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -34,6 +56,34 @@ class Settings:
     def from_dict(cls, data: dict) -> Settings:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def given(cls, chosen: Settings | Mapping[str, Any] | None) -> Settings:
+        """The settings of a new index: ``chosen`` whole, or the named fields with defaults for the rest."""
+        if chosen is None or isinstance(chosen, Settings):
+            return chosen or cls()
+        unknown = sorted(set(chosen) - {f.name for f in fields(cls)})
+        if unknown:
+            raise PagesightError(
+                f"unknown index settings: {', '.join(unknown)} (known: {', '.join(f.name for f in fields(cls))})"
+            )
+        return cls(**chosen)
+
+
+def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[str, Any] | None) -> None:
+    """Refuse to open an existing index with settings it was not made with: ``chosen`` whole (every
+    field compared) or a mapping of the fields the caller cares about (only those compared)."""
+    if chosen is None:
+        return
+    asked = chosen.to_dict() if isinstance(chosen, Settings) else dict(chosen)
+    Settings.given(asked)  # unknown names fail the same way as for a new index
+    conflicts = {
+        name: (getattr(stored, name), value)
+        for name, value in asked.items()
+        if getattr(stored, name) != value
+    }
+    if conflicts:
+        raise SettingsConflict(location, conflicts)
 
 
 def cache_dir() -> Path:

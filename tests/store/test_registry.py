@@ -61,7 +61,12 @@ def test_an_index_cannot_be_opened_with_other_settings(tmp_path: Path, kind: str
         pytest.importorskip("qdrant_client")
     location = str(tmp_path / "ix") if kind == "local" else f"qdrant:{tmp_path / 'q'}"
     Index.open(location, settings=Settings(dense_model=None)).close()
-    with pytest.raises(IndexFormatError, match="index was created with settings .* they cannot change"):
+    with pytest.raises(
+        IndexFormatError, match="made with dpi=100.0; settings are chosen when an index is made"
+    ):
         Index.open(location, settings=Settings(dense_model=None, dpi=150))
+    with pytest.raises(IndexFormatError, match="made with dense_model=None;"):
+        Index.open(location, settings={"dense_model": "minilm-l6-v2"})
+    Index.open(location, settings={"dpi": 100.0}).close()  # only the fields named are compared
     with Index.open(location) as index:
         assert index.settings == Settings(dense_model=None)

@@ -18,7 +18,7 @@ directory). ``register_store`` adds one.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,16 +101,6 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-def check_settings(location: str, stored: Settings, given: Settings | None) -> None:
-    """Refuse to open an existing index with other settings than it was made with."""
-    if given is not None and given != stored:
-        from pagesight.errors import IndexFormatError
-
-        raise IndexFormatError(
-            f"{location}: index was created with settings {stored.to_dict()}; they cannot change (make a new index)"
-        )
-
-
 # Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
 # static ``exists(location)`` says whether an index is there.
 STORES: dict[str, str] = {
@@ -124,9 +114,9 @@ def register_store(scheme: str, target: str) -> None:
     STORES[scheme] = target
 
 
-def open_store(location: str | Path, *, create: bool, settings: Settings | None) -> Store:
+def open_store(location: str | Path, *, create: bool, settings: Settings | Mapping[str, Any] | None) -> Store:
     """The store at ``location`` (``scheme:rest``, or a path for the local store), created with
-    ``settings`` when ``create`` and absent."""
+    ``settings`` when ``create`` and absent, else checked against them (``check_settings``)."""
     return _store_class(location)(location, create=create, settings=settings)
 
 

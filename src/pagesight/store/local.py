@@ -21,13 +21,15 @@ import shutil
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from pagesight.errors import IndexFormatError
-from pagesight.settings import Settings
+from pagesight.settings import Settings, check_settings
 from pagesight.store import retrievers as files
-from pagesight.store.base import Retrievers, check_settings
+from pagesight.store.base import Retrievers
 from pagesight.store.catalog import Catalog
 from pagesight.store.lock import WriteLock
 
@@ -57,7 +59,7 @@ def _shared(root: Path) -> _Shared:
 
 
 class LocalStore:
-    def __init__(self, location: str | Path, *, create: bool, settings: Settings | None):
+    def __init__(self, location: str | Path, *, create: bool, settings: Settings | Mapping[str, Any] | None):
         root = Path(location)
         self.root = root
         self.location = str(root)
@@ -72,7 +74,7 @@ class LocalStore:
             if root.exists() and (not root.is_dir() or any(root.iterdir())):
                 raise IndexFormatError(f"{root}: exists and is not a pagesight index")
             self.created = root if not root.exists() else root / CATALOG
-            self.catalog = Catalog(root, settings or Settings())
+            self.catalog = Catalog(root, Settings.given(settings))
             return
         self.catalog = Catalog(root)
         check_settings(str(root), self.catalog.settings, settings)

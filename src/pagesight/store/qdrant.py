@@ -42,17 +42,18 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 
 from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError
 from pagesight.records import Document
-from pagesight.settings import Settings
-from pagesight.store.base import Retrievers, check_settings
+from pagesight.settings import Settings, check_settings
+from pagesight.store.base import Retrievers
 from pagesight.store.catalog import DocumentRow, TileRow
 
 FORMAT_VERSION = 1
@@ -74,7 +75,7 @@ def _models():
 class QdrantStore:
     """The ``Store`` contract over Qdrant collections (see the module docstring)."""
 
-    def __init__(self, location: str | Path, *, create: bool, settings: Settings | None):
+    def __init__(self, location: str | Path, *, create: bool, settings: Settings | Mapping[str, Any] | None):
         self.location = str(location)
         self.client, self.name, self.path = _connect(self.location)
         self.catalog = QdrantCatalog(self.client, self.name, self.path)
@@ -83,7 +84,7 @@ class QdrantStore:
         if not self.catalog.exists():
             if not create:
                 raise IndexFormatError(f"{self.location}: no pagesight index here")
-            self.catalog.create(settings or Settings())
+            self.catalog.create(Settings.given(settings))
             self.created = True
             return
         self.catalog.load()

@@ -57,8 +57,9 @@ import faiss
 import numpy as np
 
 from pagesight.errors import IndexFormatError, PagesightError
+from pagesight.settings import VISUAL_INDEXES
 
-KINDS = ("flat", "ivf", "hnsw", "ivfpq")
+KINDS = VISUAL_INDEXES  # the settings check them before any FAISS import
 _STORAGES = {"flat": ("fp32", "fp16"), "ivf": ("fp32", "fp16"), "hnsw": ("fp32", "fp16"), "ivfpq": ("pq",)}
 _MAGIC = b"PAGESIGHT-VECTOR-INDEX\n"
 _FORMAT = 1
