@@ -205,3 +205,21 @@ def test_a_failed_encoder_leaves_no_index_behind(tmp_path: Path):
     # the same folder makes a working index afterwards
     cli("ingest", pdf, "--index", str(empty), "--no-dense")
     assert json.loads(cli("info", "--index", str(empty), "--json").stdout)["documents"] == 1
+
+
+def test_ingest_options_that_make_an_index_are_checked_against_an_existing_one(tmp_path: Path):
+    from tests.conftest import cli
+
+    pdf = str(make_pdf(tmp_path / "a.pdf", [["settings are fixed"]]))
+    index = str(tmp_path / "ix")
+    cli("ingest", pdf, "--index", index, "--no-dense", "--dpi", "120")
+    # the same options, or none of them, add to it
+    cli("ingest", pdf, "--index", index, "--no-dense", "--dpi=120")
+    cli("ingest", pdf, "--index", index)
+    for option, made in ((["--dpi", "150"], "dpi=120.0"), (["--dense"], "dense_model=None")):
+        refused = cli("ingest", pdf, "--index", index, *option, check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert f"{option[0]} is chosen when an index is made (it was made with {made})" in refused.stderr
+    bad = cli("ingest", pdf, "--index", str(tmp_path / "new"), "--encoder-model", "x", check=False)
+    assert bad.returncode == 2 and "visual_model and visual_adapter need a visual_encoder" in bad.stderr
+    assert not (tmp_path / "new").exists()

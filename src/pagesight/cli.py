@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -17,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pagesight import __version__
-from pagesight.errors import PagesightError
+from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 
@@ -109,11 +108,15 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _open(path: str | Path, create: bool = False, settings: Settings | None = None) -> Index:
+def _open(path: str | Path, create: bool = False, settings: dict | None = None) -> Index:
+    """The index at ``path`` (created with ``settings`` when ``create``); an error ends the
+    command, except a settings conflict, which the caller words with its options' names."""
     try:
         from pagesight.index import Index
 
         index = Index.open(path, create=create, settings=settings)
+    except SettingsConflict:
+        raise
     except PagesightError as exc:
         _fail(str(exc))
     _OPENED.append(index)
@@ -132,6 +135,7 @@ def _close_opened() -> None:
 
 @app.command()
 def ingest(
+    ctx: typer.Context,
     paths: Annotated[
         list[str],
         typer.Argument(
@@ -214,41 +218,32 @@ def ingest(
     """
     from pagesight.encode.visual.base import model_reference
 
-    settings = Settings(
-        dpi=dpi,
-        tile_height=tile_height,
-        viewport_width=viewport_width,
-        dense_model=(model_reference(dense_model) if dense_model else Settings.dense_model)
-        if dense
-        else None,
-        visual_encoder=encoder,
-        visual_model=model_reference(encoder_model) if encoder_model else None,
-        visual_adapter=model_reference(encoder_adapter) if encoder_adapter else None,
-        visual_index=visual_index.value,
-    )
-    from pagesight.store.base import store_exists
-
-    exists = store_exists(index)
-    if not exists and encoder is None and (encoder_model or encoder_adapter):
-        _fail("--encoder-model and --encoder-adapter need --encoder")
-    idx = _open(index, create=True, settings=None if exists else settings)
-    idx.device = device
-    if exists and idx.settings.dense_model is None and dense and _given("--dense"):
-        _fail(f"{index}: index was created without dense vectors; make a new index for --dense")
-    if exists and dense_model and settings.dense_model != idx.settings.dense_model:
-        _fail(f"{index}: the dense model is chosen when an index is made; make a new index for --dense-model")
-    given = [flag for flag in ("--encoder", "--encoder-model", "--encoder-adapter") if _given(flag)]
-    if (
-        exists
-        and given
-        and (encoder, settings.visual_model, settings.visual_adapter)
-        != (
-            idx.settings.visual_encoder,
-            idx.settings.visual_model,
-            idx.settings.visual_adapter,
+    # The index's settings the command line sets: only those given are checked against an index
+    # that exists; a new one takes the rest from Settings' defaults, which the options' match.
+    chosen = {
+        "dpi": ("dpi", dpi),
+        "tile_height": ("tile_height", tile_height),
+        "viewport_width": ("viewport_width", viewport_width),
+        "dense_model": (
+            "dense_model" if _given(ctx, "dense_model") else "dense",
+            (model_reference(dense_model) if dense_model else Settings.dense_model) if dense else None,
+        ),
+        "visual_encoder": ("encoder", encoder),
+        "visual_model": ("encoder_model", model_reference(encoder_model) if encoder_model else None),
+        "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
+        "visual_index": ("visual_index", visual_index.value),
+    }
+    given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}
+    try:
+        idx = _open(index, create=True, settings=given)
+    except SettingsConflict as exc:
+        flags = [_flag(ctx, chosen[name][0]) for name in exc.conflicts]
+        made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())
+        _fail(
+            f"{index}: {', '.join(flags)} is chosen when an index is made (it was made with {made}); "
+            f"make a new index for {flags[0]}"
         )
-    ):
-        _fail(f"{index}: the visual encoder is chosen when an index is made; make a new index for {given[0]}")
+    idx.device = device
     ray_options = None
     if ray or ray_address:
         from pagesight.ingest.distributed import RayOptions
@@ -400,8 +395,15 @@ def _report_rerank(idx: Index, search_options: dict) -> None:
         )
 
 
-def _given(flag: str) -> bool:
-    return flag in sys.argv
+def _given(ctx: typer.Context, option: str) -> bool:
+    """Whether the command's parameter ``option`` was set on the command line, not defaulted."""
+    source = ctx.get_parameter_source(option)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _flag(ctx: typer.Context, option: str) -> str:
+    """The command-line flag of the command's parameter ``option`` (``--dense-model``)."""
+    return next(max(param.opts, key=len) for param in ctx.command.params if param.name == option)
 
 
 def _query_image(path: Path) -> Image.Image:
@@ -907,94 +909,62 @@ def evaluate(
     Recall@k, nDCG@10, MRR@10 and Success@k per configuration; with --reader, also exact match,
     F1, relaxed accuracy and containment of the answers.
     """
-    from pagesight.eval import harness, metrics
-    from pagesight.eval import report as reports
+    from pagesight.eval.answers import openai_judge
     from pagesight.eval.dataset import Dataset
+    from pagesight.eval.harness import default_index_dir
+    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.store.base import store_exists
 
-    try:
-        data = Dataset.load(dataset)
-        if primary not in harness.METRICS:
-            raise PagesightError(f"--primary must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-        configs = [harness.Config.parse(text) for text in (mode or [])]
-        if sweep:
-            configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
-        configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
-        reranking = _reranking(rerank, rerank_model, rerank_candidates, None)
-        if reranking:
-            configs += [c.reranked(rerank, rerank_candidates, reranking["rerank_options"]) for c in configs]
-        path = index or harness.default_index_dir(data)
-        from pagesight.store.base import store_exists
-
-        exists = store_exists(path)
-        if not exists:
-            err.print(f"indexing {data.documents} into {path}", highlight=False)
-        answering = _answering(data, reader, judge_model, judge_base_url)
-        idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
-    except PagesightError as exc:
-        _fail(str(exc))
-    for failed_path, reason in failed:
-        err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
-    n_pages = idx.catalog.counts()["pages"]
+    if judge_model and reader is None:
+        _fail("--judge-model needs --reader")
     with _progress(transient=True) as progress:
-        tasks = {c: progress.add_task(c.name, total=len(data.qrels), note="queries") for c in configs}
-        results = harness.evaluate(
-            idx,
-            data,
-            configs,
-            depth=depth,
-            progress=lambda c, done: progress.update(tasks[c], completed=done),
-        )
-    summaries = [result.summary(n_pages) for result in results]
-    if report is not None:
-        curves = {
-            r.config.name: metrics.recall_curve(
-                {q: [d for d, _ in ranked] for q, ranked in r.run.items()}, data.qrels
+        tasks: dict = {}
+
+        def searched(config, done: int, total: int) -> None:
+            if config not in tasks:
+                tasks[config] = progress.add_task(config.name, total=total, note="queries")
+            progress.update(tasks[config], completed=done)
+
+        def answered(done: int, total: int) -> None:
+            if "answers" not in tasks:
+                tasks["answers"] = progress.add_task("answers", total=total, note="questions")
+            progress.update(tasks["answers"], completed=done)
+
+        try:
+            reranking = _reranking(rerank, rerank_model, rerank_candidates, None)
+            data = Dataset.load(dataset)
+            path = index or default_index_dir(data)
+            if not store_exists(path):
+                err.print(f"indexing {data.documents} into {path}", highlight=False)
+            evaluation = evaluate_dataset(
+                data,
+                index=path,
+                modes=mode or (),
+                sweep=sweep,
+                depth=depth,
+                primary=primary,
+                rerank=rerank,
+                rerank_candidates=rerank_candidates,
+                rerank_options=reranking.get("rerank_options"),
+                reader=reader,
+                answer_k=answer_k,
+                judge=openai_judge(judge_model, judge_base_url) if judge_model else None,
+                report=report,
+                progress=searched,
+                answer_progress=answered,
             )
-            for r in results
-        }
-        files = reports.write(report, data.name, results, curves, n_pages, primary=primary)
-        err.print(f"report: {files['html']}", highlight=False)
-    best = reports.best(results, primary)
-    answered = None
-    if answering is not None:
-        chosen, judge = answering
-        with _progress(transient=True) as progress:
-            task = progress.add_task(f"answers ({chosen.name})", total=len(data.answers), note="questions")
-            try:
-                answered = harness.evaluate_answers(
-                    idx,
-                    data,
-                    chosen,
-                    best.config,
-                    k=answer_k,
-                    judge=judge,
-                    progress=lambda done: progress.update(task, completed=done),
-                )
-            except PagesightError as exc:
-                _fail(str(exc))
-        if report is not None:
-            with (report / "answers.jsonl").open("w") as rows:
-                rows.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in answered.rows)
-    idx.close()
+        except PagesightError as exc:
+            _fail(str(exc))
+    for failed_path, reason in evaluation.failed:
+        err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
+    if evaluation.report_files:
+        err.print(f"report: {evaluation.report_files['html']}", highlight=False)
     if as_json:
-        top = summaries[results.index(best)]
-        extra = {"answers": answered.summary()} if answered else {}
-        print(
-            json.dumps(
-                {
-                    **top,
-                    "dataset": data.name,
-                    "best": best.config.name,
-                    "primary": primary,
-                    "configs": summaries,
-                    **extra,
-                }
-            )
-        )
+        print(json.dumps(evaluation.to_dict()))
         return
-    _print_summaries(summaries)
-    if answered is not None:
-        summary = answered.summary()
+    _print_summaries(evaluation.summaries())
+    if evaluation.answers is not None:
+        summary = evaluation.answers.summary()
         names = [
             key for key in ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
         ]
@@ -1003,27 +973,6 @@ def evaluate(
             f"answers ({summary['reader']}, {summary['config']}, {summary['n_answers']} questions): {scores}",
             highlight=False,
         )
-
-
-def _answering(data, reader: str | None, judge_model: str | None, judge_base_url: str | None):
-    """The reader and the optional judge for answer evaluation, or None when not asked for."""
-    from pagesight.answer import make_reader
-    from pagesight.eval.answers import LLMJudge
-
-    if reader is None:
-        if judge_model:
-            raise PagesightError("--judge-model needs --reader")
-        return None
-    if not data.answers:
-        raise PagesightError(f"{data.root}: no answers.jsonl, so there is nothing to score a reader against")
-    judge = None
-    if judge_model:
-        # sampled, so that the three votes of the majority are three draws, not one answer thrice
-        options = {"model": judge_model, "temperature": 0.7}
-        if judge_base_url:
-            options["base_url"] = judge_base_url
-        judge = LLMJudge(make_reader("openai", **options).chat)
-    return make_reader(reader), judge
 
 
 def _print_summaries(summaries: list[dict]) -> None:

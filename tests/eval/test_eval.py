@@ -10,7 +10,7 @@ import pytest
 import pytrec_eval
 from PIL import Image, ImageDraw, ImageFont
 
-from pagesight.errors import InputError
+from pagesight.errors import InputError, PagesightError
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.runs import read_trec
 from tests.conftest import ROOT, cli
@@ -56,6 +56,47 @@ def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_inde
     by_name = {row["config"]: row for row in compared["runs"]}
     assert by_name["lexical"]["ndcg@10"] == pytest.approx(summary["configs"][0]["ndcg@10"], abs=1e-6)
     assert len(compared["comparisons"]) == 3
+
+
+def test_an_evaluation_runs_from_the_library_as_from_the_command_line(tmp_path: Path, sample_index):
+    from pagesight.eval.runner import evaluate_dataset
+
+    seen = []
+    evaluation = evaluate_dataset(
+        ROOT / "samples",
+        index=sample_index.root,
+        modes=["lexical", "rrf"],
+        reader="extractive",
+        report=tmp_path / "report",
+        progress=lambda config, done, total: seen.append((config.name, done, total)),
+    )
+    assert [r.config.name for r in evaluation.results] == ["lexical", "rrf"]
+    assert seen[-1] == ("rrf", 13, 13) and ("lexical", 1, 13) in seen
+    assert (
+        evaluation.answers.summary()["n_answers"] == 13
+        and evaluation.answers.config == evaluation.best.config
+    )
+    assert (tmp_path / "report" / "answers.jsonl").exists() and evaluation.report_files["html"].exists()
+    command = json.loads(
+        cli(
+            "eval",
+            str(ROOT / "samples"),
+            "--index",
+            str(sample_index.root),
+            "-m",
+            "lexical",
+            "-m",
+            "rrf",
+            "--json",
+        ).stdout
+    )
+    library = evaluation.to_dict()
+    for key in ("best", "recall@1", "recall@5", "ndcg@10", "n_queries", "n_pages"):
+        assert library[key] == command[key], key
+    with pytest.raises(PagesightError, match="primary metric must be one of"):
+        evaluate_dataset(ROOT / "samples", index=sample_index.root, primary="precision")
+    with pytest.raises(PagesightError, match="a judge scores a reader's answers"):
+        evaluate_dataset(ROOT / "samples", index=sample_index.root, judge=lambda *a: None)
 
 
 def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):

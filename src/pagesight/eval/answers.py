@@ -116,6 +116,17 @@ class LLMJudge:
         return Verdict(sum(vote is True for vote in votes) * 2 > self.votes, votes, replies)
 
 
+def openai_judge(model: str, base_url: str | None = None) -> LLMJudge:
+    """A judge asking ``model`` on an OpenAI-compatible endpoint, three sampled votes."""
+    from pagesight.answer import make_reader
+
+    # sampled, so that the three votes of the majority are three draws, not one answer thrice
+    options = {"model": model, "temperature": 0.7}
+    if base_url:
+        options["base_url"] = base_url
+    return LLMJudge(make_reader("openai", **options).chat)
+
+
 def _vote(reply: str) -> bool | None:
     words = re.findall(r"[a-z]+", reply.lower())
     for word in words:
