@@ -1,56 +1,117 @@
-"""The local store's dense text index: every chunk vector of every tile in an exact FAISS
-inner-product index whose ids are tile ids, so a tile scores as its best chunk."""
+"""The local store's dense text index: every chunk vector of every tile in a ``VectorIndex``, so a
+tile scores as its best chunk.
+
+A tile's text is cut into overlapping chunks (``encode.dense.chunk_words``), each with its own
+vector. The vector index wants one id per vector, so chunk ``c`` of tile ``t`` has id
+``t * CHUNKS + c``; a search asks for more chunks than tiles wanted and keeps each tile's best.
+The index is exact (``flat``) like every retriever below ``train_threshold`` vectors, inner product
+on MiniLM's unit vectors as stored (no second normalisation, so scores are the model's cosines).
+
+Files written before the ``VectorIndex`` (a bare FAISS ``IndexIDMap2`` whose ids were tile ids,
+one per chunk) are read and converted, so an older index searches the same.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import faiss
 import numpy as np
+
+from pagesight.errors import IndexFormatError
+from pagesight.vectors import VectorIndex
+
+CHUNKS = 1 << 12  # most chunks of one tile: 4,096 chunks of 120 words, far beyond a page's text
 
 
 class DenseRetriever:
-    """Exact inner-product search over chunk vectors; FAISS ids are tile ids (one per chunk)."""
+    """Exact inner-product search over chunk vectors, answered per tile (its best chunk)."""
 
-    def __init__(self, index: faiss.IndexIDMap2):
+    def __init__(self, index: VectorIndex):
         self.index = index
+        self._chunk_ids: np.ndarray | None = None  # the live chunk ids, sorted; None when stale
 
     @classmethod
     def empty(cls, dim: int) -> DenseRetriever:
-        return cls(faiss.IndexIDMap2(faiss.IndexFlatIP(dim)))
+        return cls(VectorIndex(dim, kind="flat", normalize=False))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _chunks(self) -> np.ndarray:
+        if self._chunk_ids is None:
+            self._chunk_ids = self.index.ids()
+        return self._chunk_ids
 
     def tile_ids(self) -> np.ndarray:
-        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        """The tiles held, sorted, each once."""
+        return np.unique(self._chunks() // CHUNKS)
 
     def add(self, tile_ids: np.ndarray, vectors: np.ndarray) -> None:
-        if len(tile_ids):
-            self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), tile_ids)
+        """Add chunk vectors: ``tile_ids`` names the tile of each row, a tile's rows together."""
+        tile_ids = np.asarray(tile_ids, dtype=np.int64)
+        if not len(tile_ids):
+            return
+        starts = np.r_[0, np.flatnonzero(np.diff(tile_ids)) + 1]
+        first = np.repeat(starts, np.diff(np.r_[starts, len(tile_ids)]))
+        chunk = np.arange(len(tile_ids)) - first
+        if chunk.max() >= CHUNKS:
+            raise ValueError(
+                f"tile {int(tile_ids[first[chunk.argmax()]])} has more than {CHUNKS} text chunks"
+            )
+        self.index.add(tile_ids * CHUNKS + chunk, np.asarray(vectors, dtype=np.float32))
+        self._chunk_ids = None
 
     def remove(self, tile_ids: np.ndarray) -> None:
-        if len(tile_ids):
-            self.index.remove_ids(faiss.IDSelectorBatch(tile_ids))
-
-    def save(self, path: Path) -> None:
-        faiss.write_index(self.index, str(path))
-
-    @classmethod
-    def load(cls, path: Path) -> DenseRetriever:
-        return cls(faiss.read_index(str(path)))
+        """Remove every chunk of ``tile_ids``."""
+        if not len(tile_ids):
+            return
+        chunks = self._chunks()
+        self.index.remove(chunks[np.isin(chunks // CHUNKS, tile_ids)])
+        self._chunk_ids = None
 
     def search(
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, best chunk score) pairs, best first."""
-        if self.index.ntotal == 0:
+        if not len(self.index):
             return []
-        params = None
+        allowed_chunks = None
         if allowed is not None:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype(np.int64)))
+            chunks = self._chunks()
+            allowed_chunks = chunks[np.isin(chunks // CHUNKS, allowed)]
+            if not len(allowed_chunks):
+                return []
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
-        wanted = min(self.index.ntotal, n * 4)
-        scores, ids = self.index.search(query_vector.reshape(1, -1).astype(np.float32), wanted, params=params)
+        wanted = min(len(self.index), n * 4)
+        scores, ids = self.index.search(query_vector.reshape(1, -1), wanted, allowed_ids=allowed_chunks)
         best: dict[int, float] = {}
-        for tile_id, score in zip(ids[0].tolist(), scores[0].tolist()):
-            if tile_id >= 0 and tile_id not in best:
-                best[tile_id] = score
+        for chunk_id, score in zip(ids[0].tolist(), scores[0].tolist()):
+            if chunk_id >= 0:
+                best.setdefault(chunk_id // CHUNKS, score)
         return list(best.items())[:n]
+
+    def save(self, path: Path) -> None:
+        self.index.save(path)
+
+    @classmethod
+    def load(cls, path: Path) -> DenseRetriever:
+        try:
+            return cls(VectorIndex.load(path))
+        except IndexFormatError:
+            return cls._from_faiss(path)
+
+    @classmethod
+    def _from_faiss(cls, path: Path) -> DenseRetriever:
+        """A file of the format before (a FAISS IndexIDMap2 of tile ids over a flat index)."""
+        import faiss
+
+        try:
+            old = faiss.read_index(str(path))
+        except RuntimeError as error:
+            raise IndexFormatError(f"{path} is neither a vector index nor a FAISS index: {error}") from None
+        tile_ids = faiss.vector_to_array(old.id_map).astype(np.int64)
+        order = np.argsort(tile_ids, kind="stable")  # a tile's chunks together, in their order
+        vectors = old.index.reconstruct_n(0, old.ntotal) if old.ntotal else np.zeros((0, old.d), np.float32)
+        converted = cls.empty(old.d)
+        converted.add(tile_ids[order], vectors[order])
+        return converted

@@ -2,10 +2,10 @@
 
 Layout inside the index directory::
 
-    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G.faiss",
+    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G",
                                    "visual": "visual-G", "removed": [tile ids]}
     retrievers/bm25-G/            bm25s index + tile_ids.npy
-    retrievers/dense-G.faiss      FAISS IndexIDMap2 whose ids are tile ids
+    retrievers/dense-G            the text chunks' vectors: a VectorIndex file (store/dense.py)
     retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
 
 New files are written under new names and ``current.json`` is replaced atomically, so a reader
@@ -137,7 +137,7 @@ def save(root: Path, retrievers: Retrievers) -> None:
     pointer = {"generation": retrievers.generation, "lexical": f"bm25-{tag}", "dense": None, "visual": None}
     retrievers.lexical.save(folder / pointer["lexical"])
     if retrievers.dense is not None:
-        pointer["dense"] = f"dense-{tag}.faiss"
+        pointer["dense"] = f"dense-{tag}"
         retrievers.dense.save(folder / pointer["dense"])
     if retrievers.visual is not None:
         pointer["visual"] = f"visual-{tag}"

@@ -1,0 +1,75 @@
+"""The local store's dense text index: chunk vectors in a VectorIndex, answered per tile."""
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from pagesight.store.dense import CHUNKS, DenseRetriever
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def chunks(seed: int = 0):
+    """Chunk vectors of 40 tiles with 1 to 4 chunks each, a tile's rows together."""
+    rng = np.random.default_rng(seed)
+    tile_ids = np.repeat(np.arange(100, 140), rng.integers(1, 5, 40))
+    vectors = rng.standard_normal((len(tile_ids), 32)).astype(np.float32)
+    return tile_ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def best_per_tile(tile_ids, vectors, query, allowed=None):
+    """Brute force: each tile's best chunk score, best first."""
+    scores = vectors @ query
+    best = {}
+    for tile, score in zip(tile_ids.tolist(), scores.tolist()):
+        if allowed is None or tile in allowed:
+            best[tile] = max(best.get(tile, -np.inf), score)
+    return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def test_a_tile_scores_as_its_best_chunk_with_and_without_a_filter(tmp_path: Path):
+    tile_ids, vectors = chunks()
+    dense = DenseRetriever.empty(32)
+    dense.add(tile_ids, vectors)
+    assert dense.tile_ids().tolist() == list(range(100, 140)) and len(dense) == len(tile_ids)
+    query = vectors[7] + 0.1
+    query /= np.linalg.norm(query)
+    expected = best_per_tile(tile_ids, vectors, query)[:5]
+    found = dense.search(query, 5)
+    assert [t for t, _ in found] == [t for t, _ in expected]
+    assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
+    allowed = np.array([101, 120, 133, 999])
+    expected = best_per_tile(tile_ids, vectors, query, set(allowed.tolist()))
+    assert [t for t, _ in dense.search(query, 10, allowed)] == [t for t, _ in expected]
+    dense.remove(np.array([expected[0][0], 105]))
+    assert expected[0][0] not in dense.tile_ids() and 105 not in dense.tile_ids()
+    assert [t for t, _ in dense.search(query, 10, allowed)] == [t for t, _ in expected[1:]]
+    dense.save(tmp_path / "dense")
+    again = DenseRetriever.load(tmp_path / "dense")
+    assert again.search(query, 8) == dense.search(query, 8)
+
+
+def test_a_file_of_the_format_before_is_read_and_searches_the_same(tmp_path: Path):
+    tile_ids, vectors = chunks(1)
+    old = faiss.IndexIDMap2(faiss.IndexFlatIP(32))  # how dense files were written before
+    old.add_with_ids(vectors, tile_ids)
+    faiss.write_index(old, str(tmp_path / "dense-3.faiss"))
+    converted = DenseRetriever.load(tmp_path / "dense-3.faiss")
+    query = vectors[3]
+    scores, ids = old.search(query.reshape(1, -1), 40)
+    before: dict[int, float] = {}
+    for tile, score in zip(ids[0].tolist(), scores[0].tolist()):
+        before.setdefault(tile, score)
+    found = converted.search(query, 6)
+    assert [t for t, _ in found] == list(before)[:6]
+    assert [s for _, s in found] == pytest.approx(list(before.values())[:6], abs=1e-6)
+    assert converted.tile_ids().tolist() == sorted(set(tile_ids.tolist()))
+
+
+def test_too_many_chunks_for_one_tile_are_refused():
+    dense = DenseRetriever.empty(4)
+    with pytest.raises(ValueError, match=f"tile 7 has more than {CHUNKS} text chunks"):
+        dense.add(np.full(CHUNKS + 1, 7), np.ones((CHUNKS + 1, 4), dtype=np.float32))
+    assert len(dense) == 0 and dense.search(np.ones(4, dtype=np.float32), 3) == []
