@@ -8,8 +8,9 @@ encodes dense vectors and commits each document in its own transaction.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
 from pagesight.ingest.distributed import RayOptions
 from pagesight.ingest.extract import UNCHANGED
+from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, read_files
 from pagesight.records import Document
@@ -78,39 +80,43 @@ def expand(paths: Iterable[str | os.PathLike], report: IngestReport) -> list[Pat
     return files
 
 
-def plan(catalog: Catalog, files: list[Path], report: IngestReport, progress: Progress | None) -> list[Job]:
-    """Jobs for the files that may have changed; unchanged files (same path, size, mtime) are skipped."""
+def plan(catalog: Catalog, files: list[Path]) -> tuple[list[Job], list[Read]]:
+    """Jobs for the files that may have changed, and what the plan settles already: unchanged
+    files (same path, size, mtime) and files that cannot be taken."""
     jobs: list[Job] = []
+    settled: list[Read] = []
     claimed: dict[str, Path] = {}
     for path in files:
-        doc_id = path.stem
-        if path.suffix.lower() not in SUFFIXES:
-            _fail(report, progress, path, f"unsupported file type '{path.suffix or path.name}'")
-            continue
-        if doc_id in claimed:
-            _fail(report, progress, path, f"document id '{doc_id}' is also the id of {claimed[doc_id]}")
-            continue
-        claimed[doc_id] = path
-        known = catalog.document(doc_id)
-        if known is not None and known.source.resolve() != path.resolve() and known.source.exists():
-            _fail(report, progress, path, f"document id '{doc_id}' is already taken by {known.source}")
-            continue
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            _fail(report, progress, path, f"cannot read file ({exc.strerror or exc})")
-            continue
-        if (
-            known is not None
-            and known.source.resolve() == path.resolve()
-            and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
-        ):
-            report.unchanged.append(doc_id)
-            if progress:
-                progress(str(path), "unchanged", 0)
-            continue
-        jobs.append(Job(path, doc_id, known.sha256 if known else None))
-    return jobs
+        planned = _plan_file(catalog, path, claimed)
+        (jobs if isinstance(planned, Job) else settled).append(planned)
+    return jobs, settled
+
+
+def _plan_file(catalog: Catalog, path: Path, claimed: dict[str, Path]) -> Job | Read:
+    doc_id = path.stem
+    if path.suffix.lower() not in SUFFIXES:
+        return Read(str(path), doc_id, InputError(f"unsupported file type '{path.suffix or path.name}'"))
+    if doc_id in claimed:
+        return Read(
+            str(path), doc_id, InputError(f"document id '{doc_id}' is also the id of {claimed[doc_id]}")
+        )
+    claimed[doc_id] = path
+    known = catalog.document(doc_id)
+    if known is not None and known.source.resolve() != path.resolve() and known.source.exists():
+        return Read(
+            str(path), doc_id, InputError(f"document id '{doc_id}' is already taken by {known.source}")
+        )
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        return Read(str(path), doc_id, InputError(f"cannot read file ({exc.strerror or exc})"))
+    if (
+        known is not None
+        and known.source.resolve() == path.resolve()
+        and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    ):
+        return Read(str(path), doc_id, Unchanged(str(path)))
+    return Job(path, doc_id, known.sha256 if known else None)
 
 
 def run(
@@ -155,8 +161,8 @@ def run(
         raise InputError(
             f"web pages are rendered in one local browser, not on Ray: ingest {web_inputs[0]} without --ray"
         )
-    todo = plan(catalog, files, report, progress)
     settings = catalog.settings
+    todo, settled = plan(catalog, files)
     web_options = RenderOptions(
         width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
     )
@@ -164,99 +170,113 @@ def run(
     text = "ocr" if ocr == "always" else "dom"  # web pages: their text from the DOM or their tiles
     if visual or text == "ocr":  # both read the screenshots; unkept ones are dropped after
         web_options = dataclasses.replace(web_options, keep_images=True)
-    web_todo = web_pages.plan(
-        catalog,
-        web_inputs,
-        web_options,
-        fail=lambda label, reason: _fail(report, progress, label, reason),
-        unchanged=lambda label, doc_id: _unchanged(report, progress, label, doc_id),
-        claimed={job.doc_id: str(job.path) for job in todo},
-        text=text,
+    web_todo, web_settled = web_pages.plan(
+        catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
     )
+    store = _Storing(catalog, report, progress, timeout, max_memory)
+    for read in settled + web_settled:
+        store(read)
     if on_planned:
         on_planned(len(todo) + len(web_todo))
     if not todo and not web_todo:
         return report
     if ray is not None:
-        _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress, ray)
+        from pagesight.ingest import distributed
+
+        with distributed.cluster(ray.address):
+            for read in _read_on_ray(todo, settings, ocr, timeout, max_memory, ray):
+                store(read)
         return report
-    encoder = dense_model(settings.dense_model) if settings.dense_model else None
-    visual = visual() if visual else None
-    if todo:
-        _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress)
-    if web_todo:
-
-        def stored(page, document: Document) -> None:
-            (report.replaced if page.doc_id in replacing else report.added).append(page.doc_id)
-            report.pages += 1
-            report.notes.extend((page.label, note) for note in document.meta.get("notes", []))
-            if progress:
-                progress(page.label, "replaced" if page.doc_id in replacing else "added", 1)
-
-        replacing = {page.doc_id for page in web_todo if catalog.document(page.doc_id) is not None}
-        web_pages.render(
-            catalog,
-            web_todo,
-            web_options,
-            encode=lambda document: _encode_web(document, encoder, visual, settings, keep_images, ocr),
-            stored=stored,
-            fail=lambda label, reason: _fail(report, progress, label, reason),
-            text=text,
-        )
+    store.text = dense_model(settings.dense_model) if settings.dense_model else None
+    store.visual = visual() if visual else None
+    reads = itertools.chain(
+        _read_files(todo, settings, ocr, jobs, timeout, max_memory),
+        web_pages.render(catalog, web_todo, web_options, text=text, keep_images=keep_images),
+    )
+    for read in reads:
+        store(read)
     return report
 
 
-def _encode_web(
-    document: Document, encoder, visual, settings, keep_images: bool, ocr: str
-) -> tuple[dict, dict]:
-    """Dense and visual vectors of a rendered web page; its screenshots dropped unless kept.
-
-    Its text is the DOM's, or with ``ocr="always"`` what OCR reads in the screenshots (``auto``
-    needs no OCR here: the DOM always gives a web page's text).
-    """
-    if ocr == "always":
-        web_pages.read_tiles_by_ocr(document)
-    images = encode_tiles(document, visual, settings)
-    if not keep_images:
-        for page in document.pages:
-            for tile in page.tiles:
-                tile.image = None
-    return encode_text(document, encoder, settings.chunk_words, settings.chunk_overlap), images
-
-
-def _read_files(catalog, todo, report, encoder, visual, ocr, jobs, timeout, max_memory, progress) -> None:
-    """PDFs and images, read by worker processes, encoded here and committed one by one."""
-    settings = catalog.settings
+def _read_files(todo: list[Job], settings, ocr, jobs, timeout, max_memory) -> Iterator[Read]:
+    """PDFs, images and office files, read by worker processes."""
+    if not todo:
+        return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
     for job, outcome in outcomes:
-        if not isinstance(outcome, Document):
-            _settle(catalog, job, outcome, report, progress, timeout, max_memory)
-            continue
-        try:
-            images = encode_tiles(outcome, visual, settings)
-        except InputError as exc:  # the file changed since it was read: it fails alone
-            _settle(catalog, job, exc, report, progress, timeout, max_memory)
-            continue
-        vectors = encode_text(outcome, encoder, settings.chunk_words, settings.chunk_overlap)
-        _commit(catalog, job, outcome, vectors, images, report, progress)
+        if outcome == UNCHANGED:  # the same content under a new mtime: noted, so the next run skips it
+            outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
+        yield Read(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None)
 
 
-def _read_files_on_ray(catalog, todo, report, ocr, timeout, max_memory, progress, options) -> None:
-    """The same, read and encoded on Ray; the visual encoder's spec comes back from its actors."""
+def _read_on_ray(todo: list[Job], settings, ocr, timeout, max_memory, options: RayOptions) -> Iterator[Read]:
+    """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
-    with distributed.cluster(options.address):
-        found = distributed.read_and_encode(
-            todo, catalog.settings, ocr, timeout=timeout, max_memory=max_memory, options=options
+    found = distributed.read_and_encode(
+        todo, settings, ocr, timeout=timeout, max_memory=max_memory, options=options
+    )
+    for job, outcome, vectors, images, spec in found:
+        if outcome == UNCHANGED:
+            outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
+        yield Read(
+            str(job.path), job.doc_id, outcome, job.known_sha256 is not None, True, vectors, images, spec
         )
-        for job, outcome, vectors, images, spec in found:
-            if not isinstance(outcome, Document):
-                _settle(catalog, job, outcome, report, progress, timeout, max_memory)
-                continue
-            if spec is not None:
-                _record_spec(catalog, spec)
-            _commit(catalog, job, outcome, vectors, images, report, progress)
+
+
+class _Storing:
+    """The one place every input ends: a document encoded and committed in its own transaction,
+    an unchanged input noted, a failure reported with its reason."""
+
+    def __init__(self, catalog: Catalog, report: IngestReport, progress, timeout: float, max_memory):
+        self.catalog, self.report, self.progress = catalog, report, progress
+        self.timeout, self.max_memory = timeout, max_memory
+        self.text = None  # the dense text model, when the index has one
+        self.visual: VisualEncoder | None = None
+
+    def __call__(self, read: Read) -> None:
+        outcome = read.outcome
+        if isinstance(outcome, Unchanged):
+            if outcome.mtime_ns is not None:
+                self.catalog.touch_document(read.doc_id, outcome.source, outcome.mtime_ns)
+            self._note(read.label, "unchanged", self.report.unchanged, read.doc_id, 0)
+        elif not isinstance(outcome, Document):
+            _fail(self.report, self.progress, read.label, _reason(outcome, self.timeout, self.max_memory))
+        else:
+            try:
+                self._commit(read, outcome)
+            except InputError as exc:  # the file changed since it was read: it fails alone
+                _fail(self.report, self.progress, read.label, str(exc))
+
+    def _commit(self, read: Read, document: Document) -> None:
+        settings = self.catalog.settings
+        if read.spec is not None:
+            _record_spec(self.catalog, read.spec)
+        images = read.images if read.images is not None else encode_tiles(document, self.visual, settings)
+        if not read.keep_images:
+            for page in document.pages:
+                for tile in page.tiles:
+                    tile.image = None
+        vectors = read.vectors
+        if vectors is None:
+            vectors = encode_text(document, self.text, settings.chunk_words, settings.chunk_overlap)
+        self.catalog.put_document(document, vectors, images)
+        self.report.notes.extend((read.label, note) for note in document.meta.get("notes", []))
+        self.report.pages += len(document.pages)
+        kind = "replaced" if read.replacing else "added"
+        self._note(
+            read.label,
+            kind,
+            self.report.replaced if read.replacing else self.report.added,
+            read.doc_id,
+            len(document.pages),
+        )
+
+    def _note(self, label: str, kind: str, into: list, doc_id: str, pages: int) -> None:
+        into.append(doc_id)
+        if self.progress:
+            self.progress(label, kind, pages)
 
 
 def _record_spec(catalog: Catalog, spec: dict) -> None:
@@ -268,27 +288,6 @@ def _record_spec(catalog: Catalog, spec: dict) -> None:
         catalog.set_visual_spec(spec)
     else:
         check_spec(recorded, spec)
-
-
-def _commit(catalog, job, document: Document, vectors, images, report, progress) -> None:
-    catalog.put_document(document, vectors, images)
-    report.notes.extend((str(job.path), note) for note in document.meta.get("notes", []))
-    kind = "replaced" if job.known_sha256 else "added"
-    (report.replaced if job.known_sha256 else report.added).append(job.doc_id)
-    report.pages += len(document.pages)
-    if progress:
-        progress(str(job.path), kind, len(document.pages))
-
-
-def _settle(catalog, job, outcome, report, progress, timeout, max_memory) -> None:
-    """A file not committed: unchanged (its new mtime noted), or failed with its reason."""
-    if outcome == UNCHANGED:
-        catalog.touch_document(job.doc_id, str(job.path), job.path.stat().st_mtime_ns)
-        report.unchanged.append(job.doc_id)
-        if progress:
-            progress(str(job.path), "unchanged", 0)
-    else:
-        _fail(report, progress, job.path, _reason(outcome, timeout, max_memory))
 
 
 def encode_text(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
@@ -319,12 +318,6 @@ def _reason(exc: Exception, timeout: float, max_memory: int | None) -> str:
         return f"ran out of memory{limit}"
     message = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-def _unchanged(report: IngestReport, progress: Progress | None, label: str, doc_id: str) -> None:
-    report.unchanged.append(doc_id)
-    if progress:
-        progress(label, "unchanged", 0)
 
 
 def _fail(report: IngestReport, progress: Progress | None, path: Path | str, reason: str) -> None:

@@ -2,9 +2,10 @@
 
 PDFs and images are read by a pool of worker processes, one file each; web pages instead go to a
 single browser that renders several at once in its own tabs (a browser per worker would cost a
-second or more to start and hundreds of megabytes each). The main process plans which pages
-changed, feeds the browser, and stores each rendered page as its own document in its own
-transaction, so a run killed at any moment leaves whole pages and the next run renders the rest.
+second or more to start and hundreds of megabytes each). ``plan`` says which pages changed,
+``render`` feeds the browser and gives each rendered page as a ``Read``, which the ingestion loop
+(``pipeline``) encodes and stores in its own transaction, as it does a file's document: a run
+killed at any moment leaves whole pages and the next run renders the rest.
 
 A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
 links and content kinds come from the DOM. A page's content hash covers its bytes and the render
@@ -18,14 +19,14 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
+from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.read.ocr import ocr_spans
 from pagesight.records import Box, Document, Link, Page, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
@@ -89,16 +90,13 @@ def plan(
     catalog: Catalog,
     inputs: list[WebInput],
     options: RenderOptions,
-    fail: Callable[[str, str], None],
-    unchanged: Callable[[str, str], None],
     claimed: dict[str, str],
     text: str = "dom",
-) -> list[WebPage]:
-    """The pages to render: new or changed ones. Unchanged pages are reported, failures too.
-
-    Articles that a changed ZIM archive no longer holds are deleted from the index.
-    """
+) -> tuple[list[WebPage], list[Read]]:
+    """The pages to render (new or changed ones), and what the plan settles already: unchanged
+    pages and inputs that fail. Articles that a changed ZIM archive no longer holds are deleted."""
     todo: list[WebPage] = []
+    settled: list[Read] = []
     for web_input in inputs:
         label = str(web_input.value)
         try:
@@ -107,10 +105,10 @@ def plan(
             else:
                 pages = list(WEB_SOURCES[web_input.type].pages(Path(web_input.value), web_input.root))
         except InputError as exc:
-            fail(label, str(exc))
+            settled.append(Read(label, "", exc))
             continue
         except Exception as exc:  # a source that breaks while listing fails alone
-            fail(label, f"{type(exc).__name__}: {exc}")
+            settled.append(Read(label, "", InputError(f"{type(exc).__name__}: {exc}")))
             continue
         if web_input.type == "zim":
             present = {page.doc_id for page in pages}
@@ -119,48 +117,59 @@ def plan(
                     catalog.delete_document(gone.id)
         for page in pages:
             if page.doc_id in claimed:
-                fail(page.label, f"document id '{page.doc_id}' is also the id of {claimed[page.doc_id]}")
+                reason = f"document id '{page.doc_id}' is also the id of {claimed[page.doc_id]}"
+                settled.append(Read(page.label, page.doc_id, InputError(reason)))
                 continue
             claimed[page.doc_id] = page.label
             known = catalog.document(page.doc_id)
             same_source = known is not None and known.source.resolve() == Path(page.source).resolve()
             if known is not None and not same_source and known.source.exists():
-                fail(page.label, f"document id '{page.doc_id}' is already taken by {known.source}")
+                reason = f"document id '{page.doc_id}' is already taken by {known.source}"
+                settled.append(Read(page.label, page.doc_id, InputError(reason)))
                 continue
             if known is not None and same_source and page.type == "url":
-                unchanged(page.label, page.doc_id)  # rendered from its cache: nothing can have changed
+                # rendered from its cache: nothing can have changed
+                settled.append(Read(page.label, page.doc_id, Unchanged(page.source)))
                 continue
             if (
                 known is not None
                 and page.content_sha256 is not None
                 and known.sha256 == content_hash(page, page.content_sha256, options, text)
             ):
-                if (known.size, known.mtime_ns) != (page.size, page.mtime_ns) or not same_source:
-                    catalog.touch_document(page.doc_id, page.source, page.mtime_ns)
-                unchanged(page.label, page.doc_id)
+                moved = (known.size, known.mtime_ns) != (page.size, page.mtime_ns) or not same_source
+                settled.append(
+                    Read(page.label, page.doc_id, Unchanged(page.source, page.mtime_ns if moved else None))
+                )
                 continue
             todo.append(page)
-    return todo
+    return todo, settled
 
 
 def render(
     catalog: Catalog,
     pages: list[WebPage],
     options: RenderOptions,
-    encode: Callable[[Document], tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], np.ndarray]]],
-    stored: Callable[[WebPage, Document], None],
-    fail: Callable[[str, str], None],
     text: str = "dom",
-) -> None:
-    """Render ``pages`` in one browser and store each as it finishes, with the dense and visual
-    vectors ``encode`` gives it (``text``: where ``encode`` takes the text from, for the hash)."""
+    keep_images: bool = True,
+) -> Iterator[Read]:
+    """Render ``pages`` in one browser, each as a one-page document as it finishes (or its failure).
+
+    ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots. The
+    screenshots stay on the documents for the visual encoder; ``keep_images`` says whether the
+    index keeps them after.
+    """
     if not pages:
         return
+    replacing = {page.doc_id for page in pages if catalog.document(page.doc_id) is not None}
+
+    def read(page: WebPage, outcome: Document | Exception) -> Read:
+        return Read(page.label, page.doc_id, outcome, page.doc_id in replacing, keep_images)
+
     try:
         renderer = WebRenderer(options)
-    except PagesightError as exc:
+    except PagesightError as exc:  # no browser: every page fails with the one reason
         for page in pages:
-            fail(page.label, str(exc))
+            yield read(page, InputError(str(exc)))
         return
     sites: dict[tuple[str, str], object] = {}
     jobs = []
@@ -168,7 +177,7 @@ def render(
         try:
             url, site = _site(page, sites)
         except InputError as exc:
-            fail(page.label, str(exc))
+            yield read(page, exc)
             continue
         jobs.append(RenderJob(page, url, site))
 
@@ -179,20 +188,28 @@ def render(
             page: WebPage = job.key
             if isinstance(result, Exception):
                 fetch_errors = job.site.errors if isinstance(job.site, UrlSite) else []
-                fail(page.label, f"cannot fetch {fetch_errors[0]}" if fetch_errors else str(result))
+                reason = (
+                    f"cannot fetch {fetch_errors[0]}"
+                    if fetch_errors
+                    else str(result) or type(result).__name__
+                )
+                yield read(page, InputError(reason))
                 continue
             body_sha = page.content_sha256
             if isinstance(job.site, UrlSite):
                 job.site.save()
                 body = job.site.body(page.url)
                 if body is None:
-                    fail(page.label, "; ".join(job.site.errors[:1]) or "page could not be fetched")
+                    yield read(
+                        page, InputError("; ".join(job.site.errors[:1]) or "page could not be fetched")
+                    )
                     continue
                 body_sha = hashlib.sha256(body).hexdigest()
                 page.size = len(body)
             document = to_document(page, result, content_hash(page, body_sha, options, text), options)
-            catalog.put_document(document, *encode(document))
-            stored(page, document)
+            if text == "ocr":
+                read_tiles_by_ocr(document)
+            yield read(page, document)
 
 
 def _site(page: WebPage, sites: dict) -> tuple[str, object]:

@@ -1,0 +1,36 @@
+"""What reading one input gives the ingestion loop, the same for files, web pages and Ray.
+
+Planning and reading produce ``Read`` records; ``pipeline`` stores each one the same way: a
+document is encoded (unless it comes encoded) and committed in its own transaction, an unchanged
+input is noted, a failure is reported with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pagesight.records import Document
+
+
+@dataclass
+class Unchanged:
+    """An input whose content is already indexed; ``mtime_ns`` (when not None) is noted for it, so
+    the next run skips it without reading."""
+
+    source: str
+    mtime_ns: int | None = None
+
+
+@dataclass
+class Read:
+    label: str  # the path or URL the report names
+    doc_id: str
+    outcome: Document | Unchanged | Exception
+    replacing: bool = False  # the document replaces one of the same id
+    keep_images: bool = True  # keep the tile images the reader attached (web screenshots)
+    # Vectors computed where the document was read (Ray's encoder actors): None means encode here.
+    vectors: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
+    images: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
+    spec: dict | None = None  # the visual encoder's spec, when ``images`` came from elsewhere
