@@ -223,3 +223,19 @@ def test_ingest_options_that_make_an_index_are_checked_against_an_existing_one(t
     bad = cli("ingest", pdf, "--index", str(tmp_path / "new"), "--encoder-model", "x", check=False)
     assert bad.returncode == 2 and "visual_model and visual_adapter need a visual_encoder" in bad.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_openmp_threads_wait_passively_unless_the_user_says_otherwise():
+    """Spinning OpenMP threads made CPU training ten times slower beside other busy processes."""
+    code = "import os, pagesight; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert found.stdout.strip() == "PASSIVE", found.stderr
+    own = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+    )
+    assert own.stdout.strip() == "ACTIVE", own.stderr
