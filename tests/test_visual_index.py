@@ -12,6 +12,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.errors import PagesightError
+from pagesight.search.rerank import make_reranker
 from pagesight.settings import Settings
 from pagesight.vectors import maxsim
 from tests.conftest import make_pdf
@@ -160,7 +161,33 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
     assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True
+    # Reranking any first stage by the same encoder scores the stored token vectors: no image is
+    # encoded again, and the scores are the exact MaxSim of the stored (float16) vectors.
+    reranker = make_reranker("colqwen2", model=str(folder), device="cpu")
+    reranked = index.search(
+        query, k=len(tiles), mode="lexical", rerank=reranker, rerank_candidates=len(tiles)
+    )
+    assert reranked and reranker.last["stored"] == reranker.last["candidates"] == len(reranked)
+    by_tile = dict(zip(tiles, expected))
+    for hit in reranked:
+        assert hit.scores["rerank"] == pytest.approx(by_tile[(hit.doc_id, hit.page, hit.tile)], rel=1e-3)
     index.close()
+
+
+def test_a_reranker_in_another_space_encodes_the_images(clip_index, clip_folder, tmp_path):
+    same = make_reranker("clip", model=str(clip_folder), device="cpu")
+    hits = clip_index.search("lens", k=3, mode="lexical", rerank=same, rerank_candidates=3)
+    assert hits and same.last["stored"] == len(hits)
+    build_clip(tmp_path / "other", seed=1)
+    other = make_reranker("clip", model=str(tmp_path / "other"), device="cpu")
+    reranked = clip_index.search("lens", k=3, mode="lexical", rerank=other, rerank_candidates=3)
+    assert other.last["stored"] == 0 and other.last["candidates"] == len(reranked)
+    query = other.encoder.encode_queries(["lens"])[0]
+    for hit in reranked:
+        image = clip_index.tile_image(hit.doc_id, hit.page, hit.tile)
+        assert hit.scores["rerank"] == pytest.approx(
+            float(np.dot(query, other.encoder.encode_images([image])[0])), abs=1e-5
+        )
 
 
 def test_the_qdrant_store_holds_single_visual_vectors(tmp_path, corpus, clip_folder, clip_index):

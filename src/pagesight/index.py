@@ -216,8 +216,13 @@ class Index:
 
         chunking = (self.settings.chunk_words, self.settings.chunk_overlap)
 
+        recorded = self.catalog.visual_spec()
+
         def rerank(query: str, ranked):
             rows = self.catalog.tiles([tile_id for tile_id, _ in ranked[:n]], spans=True)
+            stored = partial(
+                _stored_vectors, self.catalog, recorded, [tile_id for tile_id, _ in ranked[:n]], {}
+            )
             candidates = [
                 Candidate(
                     row.id,
@@ -227,6 +232,7 @@ class Index:
                     "\n".join(span[0] for span in row.spans),
                     partial(self.tile_image, row.doc_id, row.page, row.idx),
                     chunking,
+                    partial(stored, row.id),
                 )
                 for row in (rows.get(tile_id) for tile_id, _ in ranked[:n])
                 if row is not None
@@ -338,6 +344,22 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _stored_vectors(
+    catalog: Catalog, recorded: dict | None, tile_ids: list[int], loaded: dict, tile_id: int, spec: dict
+):
+    """The stored visual vectors of ``tile_id`` when ``spec`` is the space the index's encoder
+    (``recorded``) wrote; the candidates' vectors are read together on the first call (``loaded``)."""
+    from pagesight.encode.visual.base import spec_differences
+
+    if recorded is None or spec_differences(recorded, spec):
+        return None
+    if not loaded:
+        ids, vectors = catalog.visual_vectors(tile_ids)
+        loaded.update(zip(ids.tolist(), vectors))
+        loaded.setdefault(-1, None)  # read once, even when none of them has vectors
+    return loaded.get(tile_id)
 
 
 def _check_models(settings: Settings) -> None:

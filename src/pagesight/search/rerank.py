@@ -48,6 +48,9 @@ class Candidate:
     text: str
     load_image: Callable[[], Image.Image] | None = field(default=None, repr=False)
     chunking: tuple[int, int] = (120, 20)  # the index's chunk words and overlap, for text rerankers
+    # The tile's vectors as the index's visual encoder stored them, given the spec of the encoder
+    # asking (``encode.visual.base``); None when the index has none in that encoder's space.
+    stored_vectors: Callable[[dict], np.ndarray | None] | None = field(default=None, repr=False)
 
     @property
     def image(self) -> Image.Image:
@@ -107,12 +110,15 @@ class _Timed:
 
     name = "reranker"
     batch_size = 1
+    stored: int | None = None  # set by rerankers that can score stored vectors
 
     def __init__(self) -> None:
         self.last: dict = {}
 
     def score(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         start = time.perf_counter()
+        if self.stored is not None:
+            self.stored = 0
         scores = self._score(query, list(candidates)) if candidates else []
         self.last = {
             "reranker": self.name,
@@ -120,6 +126,8 @@ class _Timed:
             "batch_size": self.batch_size,
             "ms": round(1000 * (time.perf_counter() - start), 2),
         }
+        if self.stored is not None:
+            self.last["stored"] = self.stored  # candidates scored from stored vectors, not encoded
         return scores
 
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
@@ -207,13 +215,23 @@ class VisualReranker(_Timed):
         self.batch_size = batch_size
 
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        """Tiles the index holds in this encoder's space are scored from their stored vectors (an
+        index made with ``--encoder colqwen2`` reranks any first stage by exact MaxSim at the cost
+        of the query alone); the others are encoded from their images."""
         from pagesight.vectors import maxsim
 
         q = self.encoder.encode_queries([query])[0]
-        pages = self.encoder.encode_images([c.image for c in candidates])
+        spec = self.encoder.spec()
+        pages = [c.stored_vectors(spec) if c.stored_vectors else None for c in candidates]
+        missing = [i for i, page in enumerate(pages) if page is None]
+        for i, page in zip(
+            missing, self.encoder.encode_images([candidates[i].image for i in missing]) if missing else []
+        ):
+            pages[i] = page
+        self.stored = len(candidates) - len(missing)
         if self.encoder.multi_vector:
             return [float(s) for s in maxsim([q], pages)[0]]
-        return [float(np.dot(q, p)) for p in pages]
+        return [float(np.dot(q, np.asarray(p).reshape(-1))) for p in pages]
 
 
 JUDGE_PROMPT = (

@@ -140,14 +140,19 @@ def check_compatible(recorded_spec: dict, encoder: VisualEncoder) -> None:
     check_spec(recorded_spec, encoder.spec())
 
 
-def check_spec(recorded_spec: dict, current: dict) -> None:
-    """``check_compatible`` for the spec of an encoder loaded elsewhere (a Ray actor's)."""
-    differs = [
+def spec_differences(recorded_spec: dict, current: dict) -> list[str]:
+    """The fields of the vector space in which two encoders' specs differ (none: same vectors)."""
+    return [
         field
         for field in SPACE_FIELDS
         if recorded_spec.get(field) != current.get(field)
         and not (field == "revision" and (recorded_spec.get(field) is None or current.get(field) is None))
     ]
+
+
+def check_spec(recorded_spec: dict, current: dict) -> None:
+    """``check_compatible`` for the spec of an encoder loaded elsewhere (a Ray actor's)."""
+    differs = spec_differences(recorded_spec, current)
     if differs:
         raise PagesightError(
             f"the index was built with visual encoder {describe_spec(recorded_spec)}, but this search uses "
