@@ -37,6 +37,8 @@ def test_loading_the_model_caches_an_export_whose_vectors_equal_torch(cache):
 
     queries = MiniLM().encode_queries(TEXTS)
     assert queries.dtype == np.float32 and queries.shape == (len(TEXTS), MiniLM.dim)
+    session = exported.load(path, model.model_dir, 128).session  # threads sleep, never spin, when idle
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert np.abs(queries - reference).max() <= 1e-5
     assert np.allclose(np.linalg.norm(queries, axis=1), 1, atol=1e-5)
 
