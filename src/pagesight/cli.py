@@ -1080,6 +1080,13 @@ def train(
     lora_vision: Annotated[
         bool, typer.Option("--lora-vision", help="Visual encoder: adapt the vision tower too.")
     ] = False,
+    gradient_checkpointing: Annotated[
+        bool,
+        typer.Option(
+            "--gradient-checkpointing",
+            help="Visual encoder: recompute activations in backward (less memory, about a third slower).",
+        ),
+    ] = False,
     epochs: Annotated[float, typer.Option(help="Passes over the training queries.")] = 1.0,
     batch_size: Annotated[
         int, typer.Option(help="Queries per optimiser step (the in-batch negatives).")
@@ -1147,7 +1154,11 @@ def train(
             dense_options=Options(learning_rate=rate, lora=lora, **options),
             cross_options=Options(learning_rate=learning_rate or 3e-5, **options),
             visual_options=Options(
-                learning_rate=learning_rate or 1e-4, lora=True, lora_vision=lora_vision, **options
+                learning_rate=learning_rate or 1e-4,
+                lora=True,
+                lora_vision=lora_vision,
+                gradient_checkpointing=gradient_checkpointing,
+                **options,
             ),
             seed=seed,
         )

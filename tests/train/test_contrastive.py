@@ -5,6 +5,7 @@ index and the rerankers look for them, and they change the vectors."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -193,3 +194,25 @@ def test_a_visual_lora_adapter_learns_loads_and_changes_the_vectors(tmp_path):
     )
     assert np.abs(adapted.encode_queries(["revenue growth"])[0] - before).max() > 1e-3
     assert adapted.spec()["adapter"] == str((tmp_path / "visual-adapter").resolve())
+
+    # Gradient checkpointing recomputes the same activations: the same losses step for step, and
+    # the layers really ran again in backward (a module inside a layer runs twice: transformers
+    # checkpoints the layer's forward).
+    checkpointed = make_encoder("dse", model=str(tmp_path / "dse"), device="cpu", batch_size=3)
+    inner = next(
+        m
+        for name, m in checkpointed.model.named_modules()
+        if name.endswith("layers.0.input_layernorm") and "visual" not in name
+    )
+    calls = []
+    inner.register_forward_hook(lambda *args: calls.append(1))
+    again = train_visual(
+        checkpointed,
+        examples,
+        lambda i: pages[i],
+        tmp_path / "checkpointed",
+        replace(options, gradient_checkpointing=True),
+    )
+    assert again.losses == pytest.approx(report.losses, rel=1e-4)
+    assert len(calls) == 2 * 2 * 11  # forward and recompute, of queries and pages, every step
+    assert not checkpointed.model.is_activation_checkpointing

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pagesight.encode.dense import best_chunk, quiet_offline
+from pagesight.errors import PagesightError
 from pagesight.search.rerank import PASSAGE_FILE
 from pagesight.train.corpus import Tile
 from pagesight.train.queries import SyntheticQuery
@@ -80,6 +81,7 @@ class Options:
     lora_vision: bool = False  # visual encoders: adapt the vision tower too
     max_steps: int | None = None
     bf16: bool = True  # bfloat16 autocast where the device supports it
+    gradient_checkpointing: bool = False  # visual encoders: recompute activations in backward
     seed: int = 0
 
     def steps(self, n_examples: int) -> int:
@@ -420,6 +422,14 @@ def train_visual(
 
     targets = lora_targets(encoder.model, options.lora_vision)
     config = peft.LoraConfig(r=options.lora_rank, lora_alpha=2 * options.lora_rank, target_modules=targets)
+    if options.gradient_checkpointing:
+        # Each layer's activations are recomputed in the backward pass instead of kept: a batch of
+        # 64 tiles of ~1,150 tokens through a 2B model then fits one GPU (BENCHMARKS, the plan).
+        # Non-reentrant checkpointing needs no gradient on the frozen inputs.
+        if not getattr(encoder.model, "supports_gradient_checkpointing", False):
+            raise PagesightError(f"{encoder.name}: this model cannot checkpoint its gradients")
+        encoder.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    torch.manual_seed(options.seed)  # the adapter's random initialisation: the same seed, the same run
     encoder.model = peft.get_peft_model(encoder.model, config)
 
     def step_loss(batch: list[Example]):
@@ -436,6 +446,8 @@ def train_visual(
     saved = {"adapter": out / "visual-adapter"}
     encoder.model.save_pretrained(saved["adapter"])
     encoder.model = encoder.model.merge_and_unload()
+    if options.gradient_checkpointing:
+        encoder.model.gradient_checkpointing_disable()
     return _report(encoder.name, saved, examples, options, losses, seconds)
 
 
