@@ -26,6 +26,7 @@ class Settings:
     visual_index: str = (
         "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
     )
+    layout: bool = False  # detect tables and figures (read/layout.py), index them as their own units
 
     def to_dict(self) -> dict:
         return asdict(self)
