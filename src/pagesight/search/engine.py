@@ -173,7 +173,9 @@ def hits(
     seen: set[tuple[str, int, int]] = set()
     bands: dict[tuple[str, int], list] = {}  # a page's band rows, for regions' units
     start, limit = 0, len(ranked) if k is None else k
-    while len(found) < limit and start < len(ranked):
+    merged = True  # units merged into a tile hit already made: the next ones in the ranking fill in
+    while merged and len(found) < limit and start < len(ranked):
+        merged = False
         batch = ranked[start : start + limit - len(found)]
         start += len(batch)
         rows = catalog.tiles([tile_id for tile_id, _ in batch], spans=evidence)
@@ -183,6 +185,7 @@ def hits(
                 continue
             band = _band(catalog, row, bands) if row.region is not None else row
             if band is None or (band.doc_id, band.page, band.idx) in seen:
+                merged = True
                 continue
             seen.add((band.doc_id, band.page, band.idx))
             scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
