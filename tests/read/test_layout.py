@@ -189,3 +189,32 @@ def test_layout_without_its_package_is_one_clear_line(tmp_path: Path):
         "pip install rapid-layout opencv-python-headless"
     )
     assert not index.exists()  # refused before the index was made
+
+
+def test_units_take_the_nearest_caption_and_a_caption_worded_text_block():
+    from pagesight.records import Region, Span
+
+    def line(text, y, x0=100.0, x1=700.0):
+        return Span(text, (x0, y, x1, y + 12), "pdf")
+
+    spans = [
+        line("Figure 2: Recall of the quokkafish runs by depth.", 420),  # a text block under the figure
+        line("axis: depth in metres", 300, 200, 400),  # inside the figure
+        line("An unrelated paragraph far below the figure.", 900),
+        line("Table 3: Runs per station.", 560),
+        line("station 7 has 12 runs", 600, 200, 400),
+    ]
+    regions = [
+        Region("figure", (150.0, 200.0, 650.0, 410.0), 0.9),
+        Region("text", (100.0, 418.0, 700.0, 434.0), 0.9),
+        Region("text", (100.0, 898.0, 700.0, 914.0), 0.9),
+        Region("table_caption", (100.0, 558.0, 400.0, 574.0), 0.8),
+        Region("table", (150.0, 590.0, 650.0, 700.0), 0.9),
+        Region("figure", (150.0, 950.0, 650.0, 1050.0), 0.7),  # no text, no caption: no unit
+    ]
+    figure, table = region_units(regions, spans, first_index=2, page_height=1100)
+    assert (figure.index, figure.region.kind, table.index, table.region.kind) == (2, "figure", 3, "table")
+    assert figure.text == "Figure 2: Recall of the quokkafish runs by depth.\naxis: depth in metres"
+    assert figure.box == (100.0, 200.0, 700.0, 434.0) and figure.region.box == regions[0].box
+    assert table.text == "Table 3: Runs per station.\nstation 7 has 12 runs"
+    assert region_units(regions[:3], [spans[2]], 0, 1100) == []  # a figure with no line of its own or caption
