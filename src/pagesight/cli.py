@@ -197,6 +197,13 @@ def ingest(
         typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
     ] = VisualKind.ivf,
     device: DeviceOption = "auto",
+    layout: Annotated[
+        bool,
+        typer.Option(
+            "--layout",
+            help="Index tables and figures, with their captions, as units (new index only).",
+        ),
+    ] = False,
     ray: Annotated[
         bool,
         typer.Option(help="Read and encode files on Ray (a local Ray unless --ray-address)."),
@@ -232,6 +239,7 @@ def ingest(
         "visual_model": ("encoder_model", model_reference(encoder_model) if encoder_model else None),
         "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
         "visual_index": ("visual_index", visual_index.value),
+        "layout": ("layout", layout),
     }
     given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}
     try:

@@ -61,6 +61,8 @@ class Index:
         if settings is not None and not store_exists(path):
             settings = Settings.given(settings)
             _check_models(settings)
+            if settings.layout:
+                _check_layout(path)
         return cls(open_store(path, create=create, settings=settings))
 
     @property
@@ -373,3 +375,13 @@ def _check_models(settings: Settings) -> None:
         raise PagesightError(
             f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
         )
+
+
+def _check_layout(path: str | os.PathLike) -> None:
+    """Refuse layout regions where they cannot be made or kept, before an index is made with them."""
+    from pagesight.read.layout import model_path
+    from pagesight.store.base import _scheme
+
+    if _scheme(str(path)) != "local":
+        raise PagesightError(f"{path}: layout regions are kept by the local store only; make a local index")
+    model_path()  # the extra is installed and its model is there

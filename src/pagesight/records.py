@@ -31,6 +31,17 @@ class Link:
 
 
 @dataclass
+class Region:
+    """A block of a page found by layout detection (``read/layout.py``): its kind (table, figure,
+    table_caption, figure_caption, title, text, header, footer, reference, equation), its pixel box
+    and the detector's score."""
+
+    kind: str
+    box: Box
+    score: float = 1.0
+
+
+@dataclass
 class Tile:
     """A horizontal band of a page: the unit that is indexed and retrieved."""
 
@@ -40,6 +51,9 @@ class Tile:
     kind: str = ""  # web pages: the content covering most of the tile (paragraph, table, list, ...)
     links: list[Link] = field(default_factory=list)  # web pages: hyperlinks inside the tile
     image: bytes | None = None  # PNG kept in the index (web pages captured with images kept)
+    # A layout region searched as its own unit (a table or figure with its caption's lines); None
+    # for the page's bands. Its box is the region's, its index follows the bands' indexes.
+    region: Region | None = None
 
     @property
     def text(self) -> str:
@@ -54,6 +68,7 @@ class Page:
     height: int
     text_source: str  # "pdf", "ocr" or "none"
     tiles: list[Tile] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)  # layout detection's blocks (index setting)
 
 
 @dataclass
@@ -79,6 +94,9 @@ class Hit:
     boxes: list[Box]
     page_size: tuple[int, int]
     tile_box: Box
+    # The table or figure (with its caption) that matched best, when that unit was a layout region
+    # inside the tile (indexes made with layout regions); the boxes then lie in it.
+    region: Region | None = None
 
     @property
     def page_id(self) -> str:
@@ -87,5 +105,7 @@ class Hit:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if self.region is None:  # only indexes made with layout regions have them
+            del d["region"]
         d["page_id"] = self.page_id
         return d

@@ -31,6 +31,7 @@ class Settings:
     visual_index: str = (
         "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
     )
+    layout: bool = False  # detect tables and figures (read/layout.py), index them as their own units
 
     def __post_init__(self):
         if self.dpi <= 0 or self.ocr_dpi <= 0:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from pagesight.errors import InputError
+from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
 from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.read.textlayer import usable_text
 from pagesight.read.titles import heading
@@ -53,7 +54,11 @@ def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings
             if is_blank:
                 blank.append(number)
         first = document.pages[0] if document.pages else None
-        title = heading([s for t in first.tiles for s in t.spans], first.height) if first else ""
+        title = (
+            heading([s for t in first.tiles if t.region is None for s in t.spans], first.height)
+            if first
+            else ""
+        )
         if title:
             document.meta["title"] = title
         note = blank_pages_note(blank, source.n_pages)
@@ -80,6 +85,12 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page,
     page = Page(number=number, width=width, height=height, text_source=text_source)
     for index, box in enumerate(cut_tiles(width, height, settings.tile_height, settings.min_tail)):
         page.tiles.append(Tile(index=index, box=box, spans=_spans_in(spans, box)))
+    if settings.layout:
+        if image is None:  # the text layer's page: rendered for the detector alone, at its scale
+            layout_dpi = min(settings.dpi, LAYOUT_DPI) if isinstance(source, PdfSource) else settings.dpi
+            image = source.render(number, layout_dpi)
+        page.regions = detect_regions(image, scale=width / image.width, page_size=(width, height))
+        page.tiles += region_units(page.regions, spans, len(page.tiles), height)
     if spans:
         return page, False
     if image is None:  # no OCR asked for: a small render tells whether anything is drawn

@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from pagesight.errors import PagesightError
-from pagesight.records import Hit
+from pagesight.records import Hit, Region
 from pagesight.search.fusion import (
     DEFAULT_ALPHA,
     DEFAULT_VISUAL_WEIGHT,
@@ -85,7 +85,7 @@ def search_text(
         ranked = next(iter(runs.values()))
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
-    return hits(store.catalog, ranked[:k], runs, query, evidence)
+    return hits(store.catalog, ranked, runs, query, evidence, k)
 
 
 def search_image(
@@ -112,7 +112,7 @@ def search_image(
         return []
     vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
     runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
-    return hits(store.catalog, runs["visual"], runs, "", evidence=True)
+    return hits(store.catalog, runs["visual"], runs, "", evidence=True, k=k)
 
 
 def dense_query(settings: Settings, query: str) -> np.ndarray:
@@ -155,21 +155,58 @@ def check_mode(store: Store, mode: str | None, fusion: str) -> str:
     return mode
 
 
-def hits(catalog: Catalog, ranked: Run, runs: dict[str, Run], query: str, evidence: bool) -> list[Hit]:
-    """Hits for the ranked (tile id, score) pairs, with each retriever's score and evidence."""
+def hits(
+    catalog: Catalog, ranked: Run, runs: dict[str, Run], query: str, evidence: bool, k: int | None = None
+) -> list[Hit]:
+    """Hits for the ranked (tile id, score) pairs, the first ``k`` tiles (all: None), with each
+    retriever's score and evidence.
+
+    In an index made with layout regions a table or figure is a unit of its own: it stands for the
+    band tile that holds its centre, whose hit then carries the region (``Hit.region``) and takes
+    its snippet and boxes from the region's lines. A tile is hit once, by its best-ranked unit.
+    """
     from pagesight.encode.lexical import term_matcher
 
-    rows = catalog.tiles([tile_id for tile_id, _ in ranked], spans=evidence)
     per_retriever = {name: dict(run) for name, run in runs.items()}
     matcher = term_matcher(query)
-    found = []
-    for tile_id, score in ranked:
-        row = rows.get(tile_id)
-        if row is None:  # deleted since the retrievers were built
-            continue
-        scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
-        found.append(_hit(row, score, scores, matcher))
+    found: list[Hit] = []
+    seen: set[tuple[str, int, int]] = set()
+    bands: dict[tuple[str, int], list] = {}  # a page's band rows, for regions' units
+    start, limit = 0, len(ranked) if k is None else k
+    merged = True  # units merged into a tile hit already made: the next ones in the ranking fill in
+    while merged and len(found) < limit and start < len(ranked):
+        merged = False
+        batch = ranked[start : start + limit - len(found)]
+        start += len(batch)
+        rows = catalog.tiles([tile_id for tile_id, _ in batch], spans=evidence)
+        for tile_id, score in batch:
+            row = rows.get(tile_id)
+            if row is None:  # deleted since the retrievers were built
+                continue
+            band = _band(catalog, row, bands) if row.region is not None else row
+            if band is None or (band.doc_id, band.page, band.idx) in seen:
+                merged = True
+                continue
+            seen.add((band.doc_id, band.page, band.idx))
+            scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
+            hit = _hit(row, score, scores, matcher)
+            if row.region is not None:
+                hit.region = Region(row.region.kind, tuple(float(v) for v in row.box), row.region.score)
+                hit.tile, hit.tile_box = band.idx, band.box
+            found.append(hit)
     return found
+
+
+def _band(catalog: Catalog, row, bands: dict) -> object | None:
+    """The band tile of a region's unit: the one holding the region's vertical centre."""
+    key = (row.doc_id, row.page)
+    if key not in bands:
+        bands[key] = catalog.page_tiles(row.doc_id, row.page)
+    middle = (row.box[1] + row.box[3]) / 2
+    for band in bands[key]:
+        if band.box[1] <= middle < band.box[3]:
+            return band
+    return bands[key][-1] if bands[key] else None
 
 
 def _hit(row, score: float, scores: dict[str, float], matcher) -> Hit:

@@ -18,14 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.errors import IndexFormatError
-from pagesight.records import Document
+from pagesight.records import Document, Region
 from pagesight.settings import Settings
 
 # Version 2 adds each tile's content kind and hyperlinks, kept tile images (web pages) and the
-# vectors of a visual encoder. A
-# version 1 catalog is upgraded in place when opened: the additions are columns with defaults and a
-# new table, so every version 1 row stays valid.
-FORMAT_VERSION = 2
+# vectors of a visual encoder. Version 3 adds layout regions (``read/layout.py``, indexes made with
+# ``Settings.layout``): every region a page's detection found, and tables and figures stored as
+# tiles of their own whose ``region`` names them. Older catalogs are upgraded in place when opened:
+# the additions are columns with defaults and new tables, so every older row stays valid.
+FORMAT_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,9 +58,11 @@ CREATE TABLE IF NOT EXISTS tiles (
     text TEXT NOT NULL,
     spans TEXT NOT NULL,         -- JSON list of [text, [x0, y0, x1, y1], source, conf]
     -- web pages: the content kind (paragraph, table, list, infobox, figure, code) and the links,
-    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]]
+    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]];
+    -- region: a layout region searched as its own unit, JSON [kind, detection score]; empty for bands
     kind TEXT NOT NULL DEFAULT '',
-    links TEXT NOT NULL DEFAULT '[]'
+    links TEXT NOT NULL DEFAULT '[]',
+    region TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tiles_by_doc ON tiles (doc_id, page, idx);
 CREATE TABLE IF NOT EXISTS vectors (
@@ -78,6 +81,14 @@ CREATE TABLE IF NOT EXISTS visual_vectors (  -- page-image vectors of the index'
     rows INTEGER NOT NULL,       -- 1 for a single-vector encoder, tokens for late interaction
     vector BLOB NOT NULL         -- float16, rows x dim, L2-normalised rows
 );
+CREATE TABLE IF NOT EXISTS regions (  -- layout detection's blocks of each page (read/layout.py)
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page INTEGER NOT NULL,
+    kind TEXT NOT NULL,          -- table, figure, table_caption, figure_caption, title, text, ...
+    x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    score REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS regions_by_page ON regions (doc_id, page);
 """
 
 # Version 1 -> 2, run in one write transaction.
@@ -90,6 +101,17 @@ _UPGRADE_1 = (
     "ON DELETE CASCADE, rows INTEGER NOT NULL, vector BLOB NOT NULL)",
     "UPDATE meta SET value = '2' WHERE key = 'format_version'",
 )
+
+# Version 2 -> 3, run in one write transaction.
+_UPGRADE_2 = (
+    "ALTER TABLE tiles ADD COLUMN region TEXT NOT NULL DEFAULT ''",
+    "CREATE TABLE IF NOT EXISTS regions (doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE, "
+    "page INTEGER NOT NULL, kind TEXT NOT NULL, x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, "
+    "y1 REAL NOT NULL, score REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS regions_by_page ON regions (doc_id, page)",
+    "UPDATE meta SET value = '3' WHERE key = 'format_version'",
+)
+_UPGRADES = {1: _UPGRADE_1, 2: _UPGRADE_2}
 
 
 @dataclass
@@ -115,6 +137,7 @@ class TileRow:
     page_size: tuple[int, int]
     kind: str = ""
     links: list = field(default_factory=list)  # [anchor text, url, [box, ...]] per link
+    region: Region | None = None  # a table or figure searched as its own unit; its box is the tile's
 
 
 class Catalog:
@@ -138,8 +161,8 @@ class Catalog:
             raise IndexFormatError(f"{self.root}: not a pagesight index ({exc})") from None
         if version is None:
             raise IndexFormatError(f"{self.root}: not a pagesight index (no format version)")
-        if int(version) == 1:
-            self._upgrade_from_1()
+        while int(version) in _UPGRADES:
+            self._upgrade_from(int(version))
             version = self._get("format_version")
         if int(version) != FORMAT_VERSION:
             newer = "a newer" if int(version) > FORMAT_VERSION else "an older"
@@ -148,16 +171,17 @@ class Catalog:
                 f"this build reads version {FORMAT_VERSION}"
             )
 
-    def _upgrade_from_1(self) -> None:
-        """Bring a version 1 catalog to version 2 (another process may have done it meanwhile)."""
+    def _upgrade_from(self, version: int) -> None:
+        """Bring a catalog of ``version`` to the next version (another process may have done it
+        meanwhile)."""
         try:
             with self.transaction():
-                if self._get("format_version") == "1":
-                    for statement in _UPGRADE_1:
+                if self._get("format_version") == str(version):
+                    for statement in _UPGRADES[version]:
                         self.db.execute(statement)
         except sqlite3.OperationalError as exc:  # read-only file or directory
             raise IndexFormatError(
-                f"{self.root}: index format version 1 needs an upgrade to {FORMAT_VERSION}, "
+                f"{self.root}: index format version {version} needs an upgrade to {FORMAT_VERSION}, "
                 f"which failed ({exc})"
             ) from None
 
@@ -247,12 +271,17 @@ class Catalog:
                     "INSERT INTO pages (doc_id, number, width, height, text_source) VALUES (?, ?, ?, ?, ?)",
                     (document.id, page.number, page.width, page.height, page.text_source),
                 )
+                self.db.executemany(
+                    "INSERT INTO regions (doc_id, page, kind, x0, y0, x1, y1, score) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(document.id, page.number, r.kind, *r.box, r.score) for r in page.regions],
+                )
                 for tile in page.tiles:
                     spans = [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans]
                     links = [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links]
+                    region = json.dumps([tile.region.kind, tile.region.score]) if tile.region else ""
                     cursor = self.db.execute(
-                        "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links, region) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             document.id,
                             page.number,
@@ -262,6 +291,7 @@ class Catalog:
                             json.dumps(spans),
                             tile.kind,
                             json.dumps(links),
+                            region,
                         ),
                     )
                     if tile.image is not None:
@@ -382,7 +412,7 @@ class Catalog:
             marks = ",".join("?" * len(batch))
             rows = self.db.execute(
                 f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height, "
-                f"t.kind, {links_column} "
+                f"t.kind, {links_column}, t.region "
                 "FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
                 f"WHERE t.id IN ({marks})",
                 batch,
@@ -398,22 +428,26 @@ class Catalog:
                     (r[9], r[10]),
                     r[11],
                     json.loads(r[12]),
+                    _region(r[13], tuple(r[4:8])),
                 )
         return found
 
     def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None:
-        """The tile ``idx`` of page ``page`` of ``doc_id``, with its spans."""
+        """The tile ``idx`` of page ``page`` of ``doc_id``, with its spans (a band, or a layout
+        region's unit: their indexes follow the bands')."""
         row = self.db.execute(
             "SELECT id FROM tiles WHERE doc_id = ? AND page = ? AND idx = ?", (doc_id, page, idx)
         ).fetchone()
         return self.tiles([row[0]]).get(row[0]) if row else None
 
     def page_tiles(self, doc_id: str, page: int) -> list[TileRow]:
-        """The tiles of page ``page`` of ``doc_id`` in order, without their spans."""
+        """The tiles (bands) of page ``page`` of ``doc_id`` in order, without their spans; layout
+        regions' units are left out."""
         ids = [
             r[0]
             for r in self.db.execute(
-                "SELECT id FROM tiles WHERE doc_id = ? AND page = ? ORDER BY idx", (doc_id, page)
+                "SELECT id FROM tiles WHERE doc_id = ? AND page = ? AND region = '' ORDER BY idx",
+                (doc_id, page),
             )
         ]
         found = self.tiles(ids, spans=False)
@@ -425,9 +459,19 @@ class Catalog:
         return bytes(row[0]) if row else None
 
     def n_tiles(self, doc_id: str, page: int) -> int:
+        """The bands of a page (layout regions' units left out)."""
         return self.db.execute(
-            "SELECT COUNT(*) FROM tiles WHERE doc_id = ? AND page = ?", (doc_id, page)
+            "SELECT COUNT(*) FROM tiles WHERE doc_id = ? AND page = ? AND region = ''", (doc_id, page)
         ).fetchone()[0]
+
+    def page_regions(self, doc_id: str, page: int) -> list[Region]:
+        """The layout regions detected on a page, top to bottom (none unless the index was made
+        with layout regions)."""
+        rows = self.db.execute(
+            "SELECT kind, x0, y0, x1, y1, score FROM regions WHERE doc_id = ? AND page = ? ORDER BY y0, x0",
+            (doc_id, page),
+        )
+        return [Region(kind, (x0, y0, x1, y1), score) for kind, x0, y0, x1, y1, score in rows]
 
     def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray:
         ids = list(doc_ids)
@@ -439,17 +483,29 @@ class Catalog:
         def one(sql: str) -> int:
             return self.db.execute(sql).fetchone()[0]
 
-        return {
+        counts = {
             "documents": one("SELECT COUNT(*) FROM documents"),
             "pages": one("SELECT COUNT(*) FROM pages"),
-            "tiles": one("SELECT COUNT(*) FROM tiles"),
+            "tiles": one("SELECT COUNT(*) FROM tiles WHERE region = ''"),
             "vectors": one("SELECT COUNT(*) FROM vectors"),
             "visual_vectors": one("SELECT COUNT(*) FROM visual_vectors"),
             "ocr_pages": one("SELECT COUNT(*) FROM pages WHERE text_source = 'ocr'"),
         }
+        if self.settings.layout:
+            counts["regions"] = one("SELECT COUNT(*) FROM regions")
+            counts["region_units"] = one("SELECT COUNT(*) FROM tiles WHERE region != ''")
+        return counts
 
     def close(self) -> None:
         self.db.close()
+
+
+def _region(value: str, box) -> Region | None:
+    """A unit's region from its ``region`` column (None for a band); the box is the unit's."""
+    if not value:
+        return None
+    kind, score = json.loads(value)
+    return Region(kind, box, score)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -68,8 +68,8 @@ def test_version_1_catalog_is_upgraded_in_place(tmp_path: Path):
         catalog.db.execute(statement)
     catalog.close()
     upgraded = Catalog(tmp_path)
-    assert FORMAT_VERSION == 2 and upgraded._get("format_version") == "2"
+    assert FORMAT_VERSION == 3 and upgraded._get("format_version") == "3"  # through 2 to 3
     columns = [row[1] for row in upgraded.db.execute("PRAGMA table_info(tiles)")]
-    assert columns[-2:] == ["kind", "links"]
+    assert columns[-3:] == ["kind", "links", "region"]
     assert upgraded.db.execute("SELECT name FROM sqlite_master WHERE name = 'tile_images'").fetchone()
     upgraded.close()
