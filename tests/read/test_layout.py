@@ -14,6 +14,7 @@ from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
 
 from pagesight import Index
+from pagesight.eval.synthetic import iou
 from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
 from pagesight.render import open_source
 from pagesight.settings import Settings
@@ -59,15 +60,6 @@ def table_box_pixels() -> tuple[float, float, float, float]:
     x0, y0, x1, y1 = TABLE_POINTS
     s = DPI / 72
     return (x0 * s, (792 - y1) * s, x1 * s, (792 - y0) * s)
-
-
-def iou(a, b) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    if w <= 0 or h <= 0:
-        return 0.0
-    inter = w * h
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
 
 
 def inside(box, outer, slack: float = 3.0) -> bool:
