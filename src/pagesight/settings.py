@@ -25,6 +25,7 @@ class Settings:
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
     context_weight: int = 3  # BM25: each tile also holds its document's title and name this many times
+    dense_context: bool = True  # dense chunks are encoded after the line naming their document
     visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
     visual_model: str | None = None  # its hub id or local folder; None: the family's default checkpoint
     visual_adapter: str | None = None  # a PEFT LoRA adapter applied on top of it
@@ -55,8 +56,9 @@ class Settings:
 
     @classmethod
     def from_dict(cls, data: dict) -> Settings:
+        """Stored settings; a setting an index was made before is what that index did then."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{**_BEFORE, **{k: v for k, v in data.items() if k in known}})
 
     @classmethod
     def given(cls, chosen: Settings | Mapping[str, Any] | None) -> Settings:
@@ -85,6 +87,10 @@ def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[s
     }
     if conflicts:
         raise SettingsConflict(location, conflicts)
+
+
+# Settings added after indexes were made, with the value that describes those indexes.
+_BEFORE = {"dense_context": False}
 
 
 def cache_dir() -> Path:

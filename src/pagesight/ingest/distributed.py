@@ -160,9 +160,7 @@ class DenseStage:
 
         vectors = [b""] * len(batch["outcome"])
         for row, document in _documents(batch):
-            vectors[row] = pickle.dumps(
-                encode_text(document, self.model, self.settings.chunk_words, self.settings.chunk_overlap)
-            )
+            vectors[row] = pickle.dumps(encode_text(document, self.model, self.settings))
         return {**batch, "dense": vectors}
 
 

@@ -26,10 +26,11 @@ from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, read_files
+from pagesight.read.titles import context
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.render.web.browser import RenderOptions
-from pagesight.settings import OCR_MODES
+from pagesight.settings import OCR_MODES, Settings
 from pagesight.store.base import Catalog
 
 
@@ -260,7 +261,7 @@ class _Storing:
                     tile.image = None
         vectors = read.vectors
         if vectors is None:
-            vectors = encode_text(document, self.text, settings.chunk_words, settings.chunk_overlap)
+            vectors = encode_text(document, self.text, settings)
         self.catalog.put_document(document, vectors, images)
         self.report.notes.extend((read.label, note) for note in document.meta.get("notes", []))
         self.report.pages += len(document.pages)
@@ -290,17 +291,21 @@ def _record_spec(catalog: Catalog, spec: dict) -> None:
         check_spec(recorded, spec)
 
 
-def encode_text(document: Document, encoder, size: int, overlap: int) -> dict[tuple[int, int], np.ndarray]:
+def encode_text(document: Document, encoder, settings: Settings) -> dict[tuple[int, int], np.ndarray]:
+    """Each tile's chunk vectors. With ``settings.dense_context`` every chunk is read after the
+    line that names its document (``read.titles.context``: title, file name words), so a question
+    naming a document finds its pages by meaning too, as BM25 does with its context field."""
     if encoder is None:
         return {}
+    named = context(document.id, document.meta) if settings.dense_context else ""
     keys, chunks, owners = [], [], []
     for page in document.pages:
         for tile in page.tiles:
-            pieces = chunk_words(tile.text, size, overlap)
+            pieces = chunk_words(tile.text, settings.chunk_words, settings.chunk_overlap)
             if pieces:
                 keys.append((page.number, tile.index))
                 owners.extend([len(keys) - 1] * len(pieces))
-                chunks.extend(pieces)
+                chunks.extend(f"{named}\n{piece}" if named else piece for piece in pieces)
     if not chunks:
         return {}
     matrix = encoder.encode(chunks)
