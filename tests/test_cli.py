@@ -220,6 +220,11 @@ def test_ingest_options_that_make_an_index_are_checked_against_an_existing_one(t
         refused = cli("ingest", pdf, "--index", index, *option, check=False)
         assert refused.returncode == 2, refused.stderr
         assert f"{option[0]} is chosen when an index is made (it was made with {made})" in refused.stderr
+    both = cli("ingest", pdf, "--index", index, "--dpi", "150", "--layout", check=False)
+    assert (
+        "--dpi and --layout are chosen when an index is made (it was made with dpi=120.0, layout=False)"
+        in (both.stderr)
+    )
     bad = cli("ingest", pdf, "--index", str(tmp_path / "new"), "--encoder-model", "x", check=False)
     assert bad.returncode == 2 and "visual_model and visual_adapter need a visual_encoder" in bad.stderr
     assert not (tmp_path / "new").exists()

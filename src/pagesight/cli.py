@@ -247,9 +247,10 @@ def ingest(
     except SettingsConflict as exc:
         flags = [_flag(ctx, chosen[name][0]) for name in exc.conflicts]
         made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())
+        named = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
         _fail(
-            f"{index}: {', '.join(flags)} is chosen when an index is made (it was made with {made}); "
-            f"make a new index for {flags[0]}"
+            f"{index}: {named} {'is' if len(flags) == 1 else 'are'} chosen when an index is made "
+            f"(it was made with {made}); make a new index for {flags[0] if len(flags) == 1 else 'them'}"
         )
     idx.device = device
     ray_options = None
