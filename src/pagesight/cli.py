@@ -1043,13 +1043,6 @@ def compare(
         )
 
 
-class Retriever(str, Enum):
-    lexical = "lexical"
-    dense = "dense"
-    visual = "visual"
-    hybrid = "hybrid"
-
-
 @app.command()
 def train(
     index: IndexOption,
@@ -1063,7 +1056,7 @@ def train(
     model: Annotated[str | None, typer.Option(help="The reader's model.")] = None,
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     negatives_from: Annotated[
-        list[Retriever] | None, typer.Option(help="Retrievers to mine hard negatives with (repeatable).")
+        list[Mode] | None, typer.Option(help="Retrievers to mine hard negatives with (repeatable).")
     ] = None,
     negatives: Annotated[int, typer.Option(help="Hard negatives per query.")] = 3,
     depth: Annotated[int, typer.Option(help="Ranks searched for hard negatives.")] = 30,
@@ -1151,7 +1144,7 @@ def train(
             sample=sample,
             per_tile=per_tile,
             reader=chosen_reader,
-            negatives_from=tuple(r.value for r in negatives_from or [Retriever.hybrid]),
+            negatives_from=tuple(r.value for r in negatives_from or [Mode.hybrid]),
             negatives=negatives,
             depth=depth,
             margin=margin,

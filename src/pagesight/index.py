@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,13 +218,27 @@ class Index:
 
         chunking = (self.settings.chunk_words, self.settings.chunk_overlap)
 
-        recorded = self.catalog.visual_spec()
-
         def rerank(query: str, ranked):
-            rows = self.catalog.tiles([tile_id for tile_id, _ in ranked[:n]], spans=True)
-            stored = partial(
-                _stored_vectors, self.catalog, recorded, [tile_id for tile_id, _ in ranked[:n]], {}
-            )
+            tile_ids = [tile_id for tile_id, _ in ranked[:n]]
+            rows = self.catalog.tiles(tile_ids, spans=True)
+
+            @cache
+            def recorded() -> dict | None:  # the spec of the encoder that wrote the stored vectors
+                return self.catalog.visual_spec()
+
+            @cache
+            def vectors() -> dict:  # the candidates' stored vectors, read once, when first asked
+                ids, found = self.catalog.visual_vectors(tile_ids)
+                return dict(zip(ids.tolist(), found))
+
+            def stored(tile_id: int, spec: dict):
+                """The tile's stored vectors when ``spec`` (the asking encoder's) is their space."""
+                from pagesight.encode.visual.base import spec_differences
+
+                if recorded() is None or spec_differences(recorded(), spec):
+                    return None
+                return vectors().get(tile_id)
+
             candidates = [
                 Candidate(
                     row.id,
@@ -346,22 +360,6 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _stored_vectors(
-    catalog: Catalog, recorded: dict | None, tile_ids: list[int], loaded: dict, tile_id: int, spec: dict
-):
-    """The stored visual vectors of ``tile_id`` when ``spec`` is the space the index's encoder
-    (``recorded``) wrote; the candidates' vectors are read together on the first call (``loaded``)."""
-    from pagesight.encode.visual.base import spec_differences
-
-    if recorded is None or spec_differences(recorded, spec):
-        return None
-    if not loaded:
-        ids, vectors = catalog.visual_vectors(tile_ids)
-        loaded.update(zip(ids.tolist(), vectors))
-        loaded.setdefault(-1, None)  # read once, even when none of them has vectors
-    return loaded.get(tile_id)
 
 
 def _check_models(settings: Settings) -> None:

@@ -206,9 +206,7 @@ def _read_files(todo: list[Job], settings, ocr, jobs, timeout, max_memory) -> It
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
     for job, outcome in outcomes:
-        if outcome == UNCHANGED:  # the same content under a new mtime: noted, so the next run skips it
-            outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
-        yield Read(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None)
+        yield _job_read(job, outcome)
 
 
 def _read_on_ray(todo: list[Job], settings, ocr, timeout, max_memory, options: RayOptions) -> Iterator[Read]:
@@ -219,11 +217,15 @@ def _read_on_ray(todo: list[Job], settings, ocr, timeout, max_memory, options: R
         todo, settings, ocr, timeout=timeout, max_memory=max_memory, options=options
     )
     for job, outcome, vectors, images, spec in found:
-        if outcome == UNCHANGED:
-            outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
-        yield Read(
-            str(job.path), job.doc_id, outcome, job.known_sha256 is not None, True, vectors, images, spec
-        )
+        yield _job_read(job, outcome, vectors=vectors, images=images, spec=spec)
+
+
+def _job_read(job: Job, outcome, **encoded) -> Read:
+    """A file's reading as the loop takes it; the same content under a new mtime is unchanged, the
+    mtime noted so the next run skips it."""
+    if outcome == UNCHANGED:
+        outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
+    return Read(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None, **encoded)
 
 
 class _Storing:

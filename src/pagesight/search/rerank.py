@@ -110,15 +110,12 @@ class _Timed:
 
     name = "reranker"
     batch_size = 1
-    stored: int | None = None  # set by rerankers that can score stored vectors
 
     def __init__(self) -> None:
         self.last: dict = {}
 
     def score(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         start = time.perf_counter()
-        if self.stored is not None:
-            self.stored = 0
         scores = self._score(query, list(candidates)) if candidates else []
         self.last = {
             "reranker": self.name,
@@ -126,8 +123,6 @@ class _Timed:
             "batch_size": self.batch_size,
             "ms": round(1000 * (time.perf_counter() - start), 2),
         }
-        if self.stored is not None:
-            self.last["stored"] = self.stored  # candidates scored from stored vectors, not encoded
         return scores
 
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
@@ -213,6 +208,13 @@ class VisualReranker(_Timed):
         )
         self.name = encoder
         self.batch_size = batch_size
+        self.stored = 0  # candidates of the last call scored from stored vectors
+
+    def score(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        self.stored = 0
+        scores = super().score(query, candidates)
+        self.last["stored"] = self.stored  # candidates scored from stored vectors, not encoded
+        return scores
 
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
         """Tiles the index holds in this encoder's space are scored from their stored vectors (an
