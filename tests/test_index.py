@@ -231,6 +231,9 @@ def test_settings_are_checked_when_an_existing_index_is_opened(tmp_path: Path):
         Index.open(path, settings=Settings(dense_model=None))  # a whole Settings: every field
     with pytest.raises(PagesightError, match="unknown index settings: colour"):
         Index.open(path, settings={"colour": "red"})
+    # a field alone is compared, not validated as whole settings (a model needs an encoder)
+    with pytest.raises(SettingsConflict, match="made with visual_model=None"):
+        Index.open(path, settings={"visual_model": "vidore/colqwen2-v1.0"})
 
 
 @pytest.mark.parametrize(

@@ -65,12 +65,15 @@ class Settings:
         """The settings of a new index: ``chosen`` whole, or the named fields with defaults for the rest."""
         if chosen is None or isinstance(chosen, Settings):
             return chosen or cls()
-        unknown = sorted(set(chosen) - {f.name for f in fields(cls)})
-        if unknown:
-            raise PagesightError(
-                f"unknown index settings: {', '.join(unknown)} (known: {', '.join(f.name for f in fields(cls))})"
-            )
+        _check_names(chosen)
         return cls(**chosen)
+
+
+def _check_names(chosen: Mapping[str, Any]) -> None:
+    known = [f.name for f in fields(Settings)]
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise PagesightError(f"unknown index settings: {', '.join(unknown)} (known: {', '.join(known)})")
 
 
 def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[str, Any] | None) -> None:
@@ -79,7 +82,7 @@ def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[s
     if chosen is None:
         return
     asked = chosen.to_dict() if isinstance(chosen, Settings) else dict(chosen)
-    Settings.given(asked)  # unknown names fail the same way as for a new index
+    _check_names(asked)  # the fields given alone need not make whole settings: they are compared
     conflicts = {
         name: (getattr(stored, name), value)
         for name, value in asked.items()
