@@ -62,7 +62,7 @@ class Index:
             settings = Settings.given(settings)
             _check_models(settings)
             if settings.layout:
-                _check_layout(path)
+                _check_layout()
         return cls(open_store(path, create=create, settings=settings))
 
     @property
@@ -375,11 +375,8 @@ def _check_models(settings: Settings) -> None:
         )
 
 
-def _check_layout(path: str | os.PathLike) -> None:
-    """Refuse layout regions where they cannot be made or kept, before an index is made with them."""
+def _check_layout() -> None:
+    """Refuse layout regions when they cannot be made, before an index is made with them."""
     from pagesight.read.layout import model_path
-    from pagesight.store.base import _scheme
 
-    if _scheme(str(path)) != "local":
-        raise PagesightError(f"{path}: layout regions are kept by the local store only; make a local index")
     model_path()  # the extra is installed and its model is there

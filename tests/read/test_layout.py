@@ -125,6 +125,30 @@ def test_an_index_with_layout_finds_the_table_and_points_at_it(tmp_path: Path):
         assert abs(image.width - (unit.box[2] - unit.box[0])) <= 2
 
 
+@pytest.mark.timeout(120)
+def test_a_qdrant_index_keeps_the_regions_and_gives_the_local_stores_hits(tmp_path: Path):
+    pytest.importorskip("qdrant_client")
+    pdf = table_page(tmp_path / "survey.pdf")
+    settings = {"layout": True, "dense_model": None}
+    local = Index.open(tmp_path / "local", settings=settings)
+    remote = Index.open(f"qdrant:{tmp_path / 'q'}", settings=settings)
+    for index in (local, remote):
+        assert index.add(pdf).ok
+    assert remote.catalog.counts() == local.catalog.counts()
+    assert remote.catalog.counts()["region_units"] == 1
+    assert remote.catalog.page_regions("survey", 1) == local.catalog.page_regions("survey", 1)
+    assert [row.idx for row in remote.catalog.page_tiles("survey", 1)] == [0]
+    assert remote.catalog.n_tiles("survey", 1) == 1
+    for query in ("zephyrine-5 salinity psu", "harbour seasons survey water"):
+        ours, theirs = local.search(query, k=3), remote.search(query, k=3)
+        assert [h.to_dict() for h in theirs] == [h.to_dict() for h in ours], query
+    (hit,) = remote.search("zephyrine-5 salinity psu", k=3)
+    assert hit.region.kind == "table" and hit.tile == 0
+    assert remote.catalog.tile_at("survey", 1, 1).region.kind == "table"
+    local.close()
+    remote.close()
+
+
 @pytest.mark.timeout(60)
 def test_an_index_without_layout_is_unchanged(tmp_path: Path):
     pdf = table_page(tmp_path / "survey.pdf")

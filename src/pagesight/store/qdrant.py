@@ -10,7 +10,8 @@ Locations::
 Collections, for the collection name NAME:
 
     NAME          one point per tile: payload (document, page, tile box, page size, text spans with
-                  boxes, links, content kind, text) and the named vectors
+                  boxes, links, content kind, text; for a layout region's unit its
+                  ``region``, [kind, score]) and the named vectors
                     "dense"   the tile's text chunks as one multi-vector compared by MAX_SIM, so
                               a tile scores as its best chunk, as in the local store
                     "bm25"    sparse BM25 term weights (Lucene's term frequency part); Qdrant
@@ -22,7 +23,7 @@ Collections, for the collection name NAME:
                     "visual"  the visual encoder's vector, or for late interaction its token
                               vectors by MAX_SIM with "visual_mean" (their mean) as the prefetch,
                               as Qdrant's ColPali guidance does
-    NAME-catalog  one point per document (its record and page sizes) and one for the index
+    NAME-catalog  one point per document (its record, page sizes and layout regions) and one for the index
                   (settings, generation, visual encoder spec, BM25 statistics, the writer's lease)
 
 The tiles collection is created by the first ingestion, when the visual encoder's dimension is
@@ -51,7 +52,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError
-from pagesight.records import Document
+from pagesight.records import Document, Region
 from pagesight.settings import Settings, check_settings
 from pagesight.store.base import Retrievers
 from pagesight.store.catalog import DocumentRow, TileRow
@@ -374,6 +375,8 @@ class QdrantCatalog:
             }
             if tile.image is not None:
                 payload["image"] = tile.image.hex()
+            if tile.region is not None:  # absent for bands: page_tiles selects tiles without it
+                payload["region"] = [tile.region.kind, tile.region.score]
             points.append(models.PointStruct(id=first_id + offset, vector=vector, payload=payload))
         for start in range(0, len(points), 64):
             self.client.upsert(self.tiles_name, points[start : start + 64])
@@ -389,8 +392,14 @@ class QdrantCatalog:
             "n_pages": len(document.pages),
             "meta": document.meta,
             "pages": [[p.number, p.width, p.height, p.text_source] for p in document.pages],
+            "regions": {
+                str(p.number): [[r.kind, [float(v) for v in r.box], r.score] for r in p.regions]
+                for p in document.pages
+                if p.regions
+            },
             "version": version,
             "tiles": len(tiles),
+            "units": sum(tile.region is not None for _, tile in tiles),
             "chunks": chunks,
             "visual": with_visual,
             "bm25_terms": sum(map(len, terms)),
@@ -575,7 +584,9 @@ class QdrantCatalog:
                     found[int(record.id)] = _tile_row(int(record.id), record.payload, spans)
         return found
 
-    def _tile_records(self, doc_id: str, page: int | None = None, idx: int | None = None, heavy=False):
+    def _tile_records(
+        self, doc_id: str, page: int | None = None, idx: int | None = None, heavy=False, bands=False
+    ):
         models = _models()
         must = [
             models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id)),
@@ -585,6 +596,8 @@ class QdrantCatalog:
             must.append(models.FieldCondition(key="page", match=models.MatchValue(value=page)))
         if idx is not None:
             must.append(models.FieldCondition(key="idx", match=models.MatchValue(value=idx)))
+        if bands:  # layout regions' units left out
+            must.append(models.IsEmptyCondition(is_empty=models.PayloadField(key="region")))
         selector = True if heavy else models.PayloadSelectorExclude(exclude=_HEAVY)
         if not self._has_tiles():
             return []
@@ -595,11 +608,19 @@ class QdrantCatalog:
         return _tile_row(int(records[0].id), records[0].payload, True) if records else None
 
     def page_tiles(self, doc_id: str, page: int) -> list[TileRow]:
-        rows = [_tile_row(int(r.id), r.payload, False) for r in self._tile_records(doc_id, page)]
+        rows = [_tile_row(int(r.id), r.payload, False) for r in self._tile_records(doc_id, page, bands=True)]
         return sorted(rows, key=lambda row: row.idx)
 
     def n_tiles(self, doc_id: str, page: int) -> int:
-        return len(self._tile_records(doc_id, page))
+        return len(self._tile_records(doc_id, page, bands=True))
+
+    def page_regions(self, doc_id: str, page: int) -> list[Region]:
+        """The layout regions detected on a page, top to bottom (none unless the index was made
+        with layout regions)."""
+        payload = self._document_payload(doc_id) or {}
+        found = payload.get("regions", {}).get(str(page), [])
+        regions = [Region(kind, tuple(box), score) for kind, box, score in found]
+        return sorted(regions, key=lambda r: (r.box[1], r.box[0]))
 
     def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray:
         ids = [int(r.id) for doc_id in doc_ids for r in self._tile_records(doc_id)]
@@ -655,16 +676,18 @@ class QdrantCatalog:
                 {
                     "documents": 1,
                     "pages": payload["n_pages"],
-                    "tiles": payload.get("tiles", 0),
+                    "tiles": payload.get("tiles", 0) - payload.get("units", 0),
+                    "regions": sum(map(len, payload.get("regions", {}).values())),
+                    "region_units": payload.get("units", 0),
                     "vectors": payload.get("chunks", 0),
                     "visual_vectors": payload.get("visual", 0),
                     "ocr_pages": payload.get("ocr_pages", 0),
                 }
             )
-        return {
-            key: int(totals[key])
-            for key in ("documents", "pages", "tiles", "vectors", "visual_vectors", "ocr_pages")
-        }
+        keys = ["documents", "pages", "tiles", "vectors", "visual_vectors", "ocr_pages"]
+        if self.settings.layout:
+            keys += ["regions", "region_units"]
+        return {key: int(totals[key]) for key in keys}
 
     def close(self) -> None:
         """The client is the store's, closed with it."""
@@ -695,6 +718,9 @@ def _tile_row(tile_id: int, payload: dict, spans: bool) -> TileRow:
         tuple(payload["page_size"]),
         payload.get("kind", ""),
         payload.get("links", []) if spans else [],
+        Region(payload["region"][0], tuple(payload["box"]), payload["region"][1])
+        if payload.get("region")
+        else None,
     )
 
 
