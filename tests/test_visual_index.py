@@ -252,6 +252,31 @@ def test_web_pages_are_embedded_from_their_screenshots(tmp_path, clip_folder):
     index.close()
 
 
+def test_a_web_pages_table_is_embedded_from_the_bands_screenshots(tmp_path, clip_folder):
+    pytest.importorskip("rapid_layout", reason="an index with layout regions needs the 'layout' extra")
+    from tests.render.web.conftest import MISSING
+    from tests.render.web.test_regions import report_page
+
+    if MISSING is not None:
+        pytest.skip(f"web rendering needs Chromium: {MISSING}")
+    html = report_page(tmp_path / "site")
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(clip_folder), layout=True)
+    index = Index.open(tmp_path / "ix", settings=settings)
+    index.device = "cpu"
+    assert index.add(html, web={"keep_images": False, "max_height": 6000}).ok
+    counts = index.catalog.counts()
+    assert counts["visual_vectors"] == counts["tiles"] + counts["region_units"] == counts["tiles"] + 2
+    unit = index.catalog.tile_at("voyage", 1, counts["tiles"])
+    assert unit.region is not None
+    # Encoded at ingest from the screenshots put together; shown later from bands rendered again.
+    image = index.tile_image("voyage", 1, counts["tiles"])
+    assert image.size == (round(unit.box[2]) - round(unit.box[0]), round(unit.box[3]) - round(unit.box[1]))
+    encoder = make_encoder("clip", model=str(clip_folder), device="cpu")
+    stored = index.catalog.visual_vectors([unit.id])[1][0]
+    assert stored == pytest.approx(encoder.encode_images([image])[0], abs=2e-3)
+    index.close()
+
+
 def test_eval_compares_visual_with_lexical(tmp_path, corpus, clip_folder):
     data = tmp_path / "dataset"
     (data / "pdfs").mkdir(parents=True)

@@ -34,7 +34,8 @@ class Link:
 class Region:
     """A block of a page found by layout detection (``read/layout.py``): its kind (table, figure,
     table_caption, figure_caption, title, text, header, footer, reference, equation), its pixel box
-    and the detector's score."""
+    and the detector's score. Web pages take theirs from the DOM (table, figure, infobox, list,
+    code: the outermost such elements, score 1)."""
 
     kind: str
     box: Box

@@ -8,7 +8,9 @@ second or more to start and hundreds of megabytes each). ``plan`` says which pag
 killed at any moment leaves whole pages and the next run renders the rest.
 
 A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
-links and content kinds come from the DOM. A page's content hash covers its bytes and the render
+links and content kinds come from the DOM. In an index made with layout regions the DOM's tables,
+figures and infoboxes are the page's regions and searchable units of their own, as detected ones
+are on PDF pages (``read/layout.py``): no detector is run, the page says where they are. A page's content hash covers its bytes and the render
 options that decide its pixels, so changing either re-renders it and nothing else does.
 """
 
@@ -27,8 +29,9 @@ from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
 from pagesight.ingest.outcome import Read, Unchanged
+from pagesight.read.layout import region_units
 from pagesight.read.ocr import ocr_spans
-from pagesight.records import Box, Document, Link, Page, Span, Tile
+from pagesight.records import Box, Document, Link, Page, Region, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
 from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer
 from pagesight.render.web.sites import (
@@ -40,6 +43,9 @@ from pagesight.render.web.sites import (
     web_type,
 )
 from pagesight.store.base import Catalog
+
+REGION_KINDS = ("table", "figure", "infobox", "list", "code")  # a web page's regions, from its DOM
+UNIT_KINDS = ("table", "figure", "infobox")  # those searched as their own units
 
 
 @dataclass
@@ -209,6 +215,8 @@ def render(
             document = to_document(page, result, content_hash(page, body_sha, options, text), options)
             if text == "ocr":
                 read_tiles_by_ocr(document)
+            if catalog.settings.layout:
+                add_regions(document, result.blocks)
             yield read(page, document)
 
 
@@ -255,6 +263,39 @@ def to_document(page: WebPage, capture: Capture, sha256: str, options: RenderOpt
         )
     document.pages.append(result)
     return document
+
+
+def dom_regions(blocks: list[tuple[str, Box]]) -> list[Region]:
+    """The page's outermost tables, figures, infoboxes, lists and code blocks as regions, top to
+    bottom; a block inside one already taken (an image in a figure or an infobox) is left out."""
+    regions: list[Region] = []
+    candidates = sorted(
+        (b for b in blocks if b[0] in REGION_KINDS),
+        key=lambda b: (-(b[1][2] - b[1][0]) * (b[1][3] - b[1][1]), b[1][1]),
+    )
+    for kind, box in candidates:  # largest first, so a block's container is seen before it
+        if not any(_within(box, r.box) for r in regions):
+            regions.append(Region(kind, tuple(float(v) for v in box)))
+    return sorted(regions, key=lambda r: (r.box[1], r.box[0]))
+
+
+def add_regions(document: Document, blocks: list[tuple[str, Box]]) -> None:
+    """Give the rendered page its DOM regions, and its tables, figures and infoboxes searchable
+    units of their own: their lines (the DOM's, or OCR's with ``--ocr always``), caption included
+    since a caption is inside its table or figure element."""
+    for page in document.pages:
+        page.regions = dom_regions(blocks)
+        spans = [span for tile in page.tiles for span in tile.spans]
+        page.tiles += region_units(page.regions, spans, len(page.tiles), page.height, UNIT_KINDS)
+
+
+def _within(inner: Box, outer: Box, slack: float = 1.0) -> bool:
+    return (
+        inner[0] >= outer[0] - slack
+        and inner[1] >= outer[1] - slack
+        and inner[2] <= outer[2] + slack
+        and inner[3] <= outer[3] + slack
+    )
 
 
 def read_tiles_by_ocr(document: Document) -> None:

@@ -115,28 +115,32 @@ def detect_regions(
 
 
 def region_units(
-    regions: list[Region], spans: list[Span], first_index: int, page_height: float
+    regions: list[Region],
+    spans: list[Span],
+    first_index: int,
+    page_height: float,
+    kinds: tuple[str, ...] = UNIT_KINDS,
 ) -> list[Tile]:
-    """A searchable unit per table and figure region: the lines inside it and inside its caption,
-    box around both, indexes from ``first_index`` on. A region with no line and no caption is left
-    out (nothing to search)."""
-    units = [r for r in regions if r.kind in UNIT_KINDS]
+    """A searchable unit per region of one of ``kinds`` (tables and figures): the lines inside it
+    and inside its caption, box around both, indexes from ``first_index`` on. A region with no line
+    and no caption is left out (nothing to search)."""
+    units = [r for r in regions if r.kind in kinds]
     if not units:
         return []
     inside = [[i for i, s in enumerate(spans) if _holds(r.box, s.box)] for r in regions]
     captions: dict[int, list[int]] = {}  # a unit's position in regions -> its captions' positions
     detected = [i for i, r in enumerate(regions) if r.kind in CAPTION_KINDS]
-    _match_captions(regions, detected, captions, page_height)
+    _match_captions(regions, detected, captions, page_height, kinds)
     # Text blocks that read like a caption, for the units the detector gave none.
     worded = [
         i
         for i, r in enumerate(regions)
         if r.kind == "text" and inside[i] and CAPTION_START.match(spans[inside[i][0]].text)
     ]
-    _match_captions(regions, worded, captions, page_height)
+    _match_captions(regions, worded, captions, page_height, kinds)
     tiles = []
     for u, region in enumerate(regions):
-        if region.kind not in UNIT_KINDS:
+        if region.kind not in kinds:
             continue
         lines = set(inside[u])
         box = region.box
@@ -157,7 +161,11 @@ def region_units(
 
 
 def _match_captions(
-    regions: list[Region], candidates: list[int], captions: dict[int, list[int]], page_height: float
+    regions: list[Region],
+    candidates: list[int],
+    captions: dict[int, list[int]],
+    page_height: float,
+    kinds: tuple[str, ...],
 ) -> None:
     """Give each candidate caption to the nearest table or figure above or below it that has none
     from an earlier call (a detected caption of the unit's own kind first)."""
@@ -165,7 +173,7 @@ def _match_captions(
     for c in candidates:
         best = None
         for u, region in enumerate(regions):
-            if region.kind not in UNIT_KINDS or u in taken or _overlaps(region.box, regions[c].box, 0.5):
+            if region.kind not in kinds or u in taken or _overlaps(region.box, regions[c].box, 0.5):
                 continue
             gap = _gap(region.box, regions[c].box)
             if gap is None or gap > CAPTION_GAP * page_height:

@@ -45,19 +45,34 @@ def screenshot(png: bytes) -> Image.Image:
     return Image.open(io.BytesIO(png)).convert("RGB")
 
 
+def stitch(size: tuple[int, int], pieces: list[tuple[Box, Image.Image]]) -> Image.Image:
+    """A web page put together from its band screenshots, each pasted at its box."""
+    image = Image.new("RGB", size, "white")
+    for box, piece in pieces:
+        image.paste(piece, (round(box[0]), round(box[1])))
+    return image
+
+
 def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Image.Image]:
     """Every tile of a freshly read ``document`` as an RGB image, keyed by (page number, tile
-    index): web tiles from the screenshots the browser took, the others cut from their page
-    rendered again at ``dpi``."""
+    index): web tiles from the screenshots the browser took (a region's unit cut from the bands
+    put together), the others cut from their page rendered again at ``dpi``."""
     images: dict[tuple[int, int], Image.Image] = {}
     pending = []
     for page in document.pages:
-        for tile in page.tiles:
-            if tile.image is not None:
-                images[(page.number, tile.index)] = screenshot(tile.image)
-            else:
-                pending.append(page)
-                break
+        shots = [tile for tile in page.tiles if tile.image is not None]
+        units = [tile for tile in page.tiles if tile.image is None]
+        if not shots or any(tile.region is None for tile in units):
+            pending.append(page)
+            continue
+        for tile in shots:
+            images[(page.number, tile.index)] = screenshot(tile.image)
+        if units:
+            whole = stitch(
+                (page.width, page.height), [(t.box, images[(page.number, t.index)]) for t in shots]
+            )
+            for tile in units:
+                images[(page.number, tile.index)] = crop_tile(whole, tile.box)
     if not pending:
         return images
     with closing(open_source(Path(document.source), document.type, document.sha256)) as source:
@@ -112,7 +127,7 @@ class PageRenderer:
         if row is None:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
         document = self.catalog.document(doc_id)
-        if document is not None and document.type in WEB_SOURCES:
+        if document is not None and document.type in WEB_SOURCES and row.region is None:
             return downscale(self._web_tiles(document, [row], rerender)[0], compression)
         return downscale(crop_tile(self.page_image(doc_id, page), row.box), compression)
 
@@ -139,11 +154,9 @@ class PageRenderer:
     def _web_page(self, document: DocumentRow, page: int) -> Image.Image:
         """A web page put together from its tiles (kept or rendered again)."""
         rows = self.catalog.page_tiles(document.id, page)
-        width, height = rows[0].page_size
-        image = Image.new("RGB", (width, height), "white")
-        for row, tile in zip(rows, self._web_tiles(document, rows)):
-            image.paste(tile, (round(row.box[0]), round(row.box[1])))
-        return image
+        return stitch(
+            rows[0].page_size, [(row.box, tile) for row, tile in zip(rows, self._web_tiles(document, rows))]
+        )
 
     def close(self) -> None:
         """Stop the browser, if one was started; the renderer can still be used (it starts another)."""
