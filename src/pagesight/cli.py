@@ -687,6 +687,14 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
             f"{settings['tile_height']:,} px tall, web pages {settings['viewport_width']} px wide",
         )
     )
+    if settings.get("layout"):
+        rows.append(
+            (
+                "layout",
+                f"{data['regions']:,} regions found; tables and figures searched on their own: "
+                f"{data['region_units']:,}",
+            )
+        )
     lag = data["retrievers_generation"]
     state = (
         "up to date"
