@@ -49,9 +49,13 @@ def test_hybrid_hits_report_each_retrievers_score(sample_index: Index):
     hits = sample_index.search("reciprocal rank fusion constant", k=3, mode="hybrid")
     assert hits[0].page_id == "retrieval-primer_3"
     assert set(hits[0].scores) == {"bm25", "dense"}
-    rsf = sample_index.search("reciprocal rank fusion constant", k=3, mode="hybrid", fusion="rsf", alpha=0.3)
+    options = {"k": 3, "mode": "hybrid", "fusion": "rsf", "alpha": 0.3}
+    rsf = sample_index.search("reciprocal rank fusion constant", document_weight=0, **options)
     assert rsf[0].page_id == "retrieval-primer_3"
-    assert 0 < rsf[0].score <= 1.0 + 1e-9
+    assert 0 < rsf[0].score <= 1.0 + 1e-9  # relative score fusion: weights summing to 1
+    # With its document's score (weight 1 by default): at most 1 more.
+    fused = sample_index.search("reciprocal rank fusion constant", **options)
+    assert fused[0].page_id == "retrieval-primer_3" and 1.0 < fused[0].score <= 2.0 + 1e-9
 
 
 def test_filter_by_document(sample_index: Index):

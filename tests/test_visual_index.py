@@ -74,7 +74,7 @@ def test_text_query_scores_are_the_models(clip_index, clip_folder):
     vectors = np.stack(encoder.encode_images([clip_index.tile_image(*tile) for tile in tiles]))
     query = "Which supplier replaces Brightmere Supply?"
     expected = vectors @ encoder.encode_queries([query])[0]
-    hits = clip_index.search(query, k=3, mode="visual")
+    hits = clip_index.search(query, k=3, mode="visual", document_weight=0)  # the model's scores alone
     assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], abs=2e-3)
     assert all(set(h.scores) == {"visual"} for h in hits)
@@ -97,8 +97,9 @@ def test_hybrid_fuses_bm25_and_visual(clip_index):
     hits = clip_index.search("Halvorsen Glassworks", k=3)
     assert hits[0].page_id == "memo_1"  # BM25 alone knows the words; the random model does not
     assert set(hits[0].scores) == {"bm25", "visual"}
-    visual_only = clip_index.search("Halvorsen Glassworks", k=3, mode="visual", visual_weight=1.0)
-    fused_all_visual = clip_index.search("Halvorsen Glassworks", k=3, visual_weight=1.0)
+    alone = {"visual_weight": 1.0, "document_weight": 0}
+    visual_only = clip_index.search("Halvorsen Glassworks", k=3, mode="visual", **alone)
+    fused_all_visual = clip_index.search("Halvorsen Glassworks", k=3, **alone)
     assert [h.page_id for h in fused_all_visual] == [h.page_id for h in visual_only]
 
 
@@ -107,15 +108,15 @@ def test_reopen_delete_and_another_encoder(tmp_path, corpus, clip_folder):
     index = Index.open(tmp_path / "ix", settings=settings)
     index.device = "cpu"
     assert index.add([corpus], ocr="never").ok
-    query = "Warehouse Delta"
-    before = [(h.page_id, h.score) for h in index.search(query, k=3, mode="visual")]
+    query, visual = "Warehouse Delta", {"mode": "visual", "document_weight": 0}  # the model's scores
+    before = [(h.page_id, h.score) for h in index.search(query, k=3, **visual)]
     index.close()
 
     reopened = Index.open(tmp_path / "ix")
     reopened.device = "cpu"
-    assert [(h.page_id, h.score) for h in reopened.search(query, k=3, mode="visual")] == before
+    assert [(h.page_id, h.score) for h in reopened.search(query, k=3, **visual)] == before
     assert reopened.delete("memo")
-    after = [(h.page_id, h.score) for h in reopened.search(query, k=3, mode="visual")]
+    after = [(h.page_id, h.score) for h in reopened.search(query, k=3, **visual)]
     assert after == [(page, score) for page, score in before if page != "memo_1"]
     assert reopened.info()["visual_vectors"] == 2
     reopened.close()
@@ -157,7 +158,7 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
     pages = encoder.encode_images([index.tile_image(*tile) for tile in tiles])
     query = "lens blank lot"
     expected = maxsim(encoder.encode_queries([query]), [page.astype(np.float16) for page in pages])[0]
-    hits = index.search(query, k=3, mode="visual")
+    hits = index.search(query, k=3, mode="visual", document_weight=0)
     assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True

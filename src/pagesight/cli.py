@@ -17,6 +17,7 @@ from rich.table import Table
 
 from pagesight import __version__
 from pagesight.errors import PagesightError, SettingsConflict
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 
@@ -447,6 +448,12 @@ def search(
     alpha: Annotated[
         float, typer.Option(help="Relative score fusion: weight of the dense side.")
     ] = DEFAULT_ALPHA,
+    document_weight: Annotated[
+        float,
+        typer.Option(
+            help="Weight of a hit's document score (its best pages) beside its own; 0: pages alone."
+        ),
+    ] = DEFAULT_DOCUMENT_WEIGHT,
     doc: Annotated[list[str] | None, typer.Option("--doc", help="Only this document (repeatable).")] = None,
     image: Annotated[
         Path | None,
@@ -480,6 +487,7 @@ def search(
                 mode=mode.value if mode else None,
                 fusion=fusion.value,
                 alpha=alpha,
+                document_weight=document_weight,
                 doc_ids=doc,
                 **reranking,
             )
@@ -891,7 +899,8 @@ def evaluate(
         typer.Option(
             "--mode",
             "-m",
-            help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA. Repeatable.",
+            help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA; "
+            "each with /doc:WEIGHT for another document weight. Repeatable.",
         ),
     ] = None,
     sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,

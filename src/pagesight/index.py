@@ -23,6 +23,7 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
 from pagesight.settings import Settings
 from pagesight.store.base import Catalog, Store, open_store, store_exists
@@ -160,6 +161,7 @@ class Index:
         rerank: str | Reranker | None = None,
         rerank_candidates: int = 50,
         rerank_options: dict | None = None,
+        document_weight: float = DEFAULT_DOCUMENT_WEIGHT,
     ) -> list[Hit]:
         """The ``k`` best tiles for a text query.
 
@@ -167,7 +169,9 @@ class Index:
         visual vectors). Hybrid fuses the rankings of every retriever the index has by reciprocal
         rank fusion (``fusion="rrf"``, constant ``rrf_k``) or relative score fusion (``"rsf"``:
         ``visual_weight`` for the visual run, and of the rest, ``alpha`` for dense, the remainder
-        for BM25).
+        for BM25). Each tile's score is then fused with its document's, ``document_weight`` times
+        the score of the document's best pages among the ``candidates`` (``search.documents``; 0:
+        pages alone).
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
         ``rerank`` (a reranker or its name, built with ``rerank_options`` once per index object;
@@ -199,6 +203,7 @@ class Index:
             candidates=candidates,
             evidence=evidence,
             rerank=reranking,
+            document_weight=document_weight,
         )
 
     def reranker(self, name: str, **options) -> Reranker:

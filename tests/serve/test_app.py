@@ -109,6 +109,14 @@ def test_search_text_with_options_and_document_filter(keyed):
     assert first["page_id"] == "quarterly-report_1" and first["boxes"] and "West" in first["snippet"]
     assert set(first) >= {"doc_id", "page", "tile", "score", "scores", "tile_box", "page_size"}
     assert body["image_tokens"] > 0 and body["token_model"] == "qwen2-vl"
+    assert first["score"] != first["scores"]["bm25"]  # fused with its document's score
+    alone = keyed.get(
+        "/api/search", params={"q": "West region revenue", "mode": "lexical", "document_weight": 0}
+    )
+    assert alone.json()["hits"][0]["score"] == alone.json()["hits"][0]["scores"]["bm25"]
+    assert "document_weight" in error_of(
+        keyed.get("/api/search", params={"q": "x", "document_weight": -1}), 422
+    )
     smaller = keyed.get("/api/search", params={"q": "West region revenue", "k": 3, "c": 4}).json()
     assert smaller["image_tokens"] < body["image_tokens"] / 2
     only = keyed.get(

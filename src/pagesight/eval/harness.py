@@ -14,6 +14,7 @@ from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
 from pagesight.index import Index
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
@@ -22,8 +23,10 @@ from pagesight.store.base import store_exists
 @dataclass(frozen=True)
 class Config:
     """A search configuration, named as on the command line: lexical, dense, visual, hybrid, rrf,
-    rsf:ALPHA. ``visual`` needs an index made with a visual encoder (``pagesight ingest --encoder``);
-    on such an index the hybrid configurations fuse its visual run too."""
+    rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's document score
+    (``search.documents``; 0: pages alone). ``visual`` needs an index made with a visual encoder
+    (``pagesight ingest --encoder``); on such an index the hybrid configurations fuse its visual
+    run too."""
 
     name: str
     mode: str
@@ -32,10 +35,23 @@ class Config:
     rerank: str | None = None  # a reranker over the first-stage hits (``search.rerank``)
     rerank_candidates: int = 50
     rerank_options: tuple[tuple[str, object], ...] = ()  # its options as (name, value) pairs
+    document_weight: float = DEFAULT_DOCUMENT_WEIGHT
 
     @classmethod
     def parse(cls, text: str) -> Config:
         text = text.strip()
+        if "/doc:" in text:
+            base, _, weight = text.partition("/doc:")
+            try:
+                value = float(weight)
+            except ValueError:
+                value = -1.0
+            if not value >= 0:
+                raise PagesightError(
+                    f"configuration '{text}': the document weight must be a number, 0 or more"
+                )
+            config = cls.parse(base)
+            return replace(config, name=f"{config.name}/doc:{value:g}", document_weight=value)
         if text in ("lexical", "dense", "visual"):
             return cls(text, text)
         if text == "hybrid":
@@ -51,7 +67,8 @@ class Config:
                 raise PagesightError(f"configuration '{text}': alpha must be a number from 0 to 1")
             return cls(f"rsf:{alpha:g}", "hybrid", alpha=alpha)
         raise PagesightError(
-            f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA)"
+            f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA, "
+            "each optionally with /doc:WEIGHT)"
         )
 
     @property
@@ -59,7 +76,12 @@ class Config:
         return self.mode in ("dense", "hybrid")
 
     def search_options(self) -> dict:
-        options = {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha}
+        options = {
+            "mode": self.mode,
+            "fusion": self.fusion,
+            "alpha": self.alpha,
+            "document_weight": self.document_weight,
+        }
         if self.rerank:
             options.update(
                 rerank=self.rerank,

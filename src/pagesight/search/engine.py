@@ -3,6 +3,7 @@
     query -> encode (BM25 terms, the dense text model, the visual encoder)
           -> each retriever's run over the store's vector stores, limited to the allowed tiles
           -> fusion (relative score or reciprocal rank)                    ``search.fusion``
+          -> each tile's score fused with its document's                  ``search.documents``
           -> hits: the tile's records from the catalog, the score per retriever, and the lines
              that match the query as snippet and boxes
 
@@ -18,6 +19,7 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Region
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT, document_fusion
 from pagesight.search.fusion import (
     DEFAULT_ALPHA,
     DEFAULT_VISUAL_WEIGHT,
@@ -47,6 +49,7 @@ def search_text(
     candidates: int = 100,
     evidence: bool = True,
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
+    document_weight: float = DEFAULT_DOCUMENT_WEIGHT,
 ) -> list[Hit]:
     """The ``k`` best tiles for a text query; see ``Index.search`` for the options.
     ``visual_encoder`` returns the index's loaded visual encoder (called only when needed);
@@ -58,6 +61,8 @@ def search_text(
         raise PagesightError("the query is empty")
     if not 0 <= alpha <= 1:
         raise PagesightError(f"alpha must be between 0 and 1, got {alpha:g}")
+    if not document_weight >= 0:
+        raise PagesightError(f"document_weight must be 0 or more, got {document_weight:g}")
     check_request(store, k, doc_ids)
     current = store.retrievers()
     allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
@@ -83,6 +88,10 @@ def search_text(
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
+    if document_weight > 0 and ranked:
+        rows = store.catalog.tiles([tile_id for tile_id, _ in ranked], spans=False)
+        pages = {tile_id: (row.doc_id, row.page) for tile_id, row in rows.items()}
+        ranked = document_fusion(ranked, pages, document_weight)
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked, runs, query, evidence, k)

@@ -1,7 +1,7 @@
 """The HTTP API and the web page of one index (``pagesight serve``).
 
     GET    /api/health, /api/status               liveness; the index's counts, settings, jobs
-    GET    /api/search?q=...                      text search (mode, fusion, alpha, k, doc)
+    GET    /api/search?q=...                      text search (mode, fusion, alpha, document_weight, k, doc)
     POST   /api/search/image                      image or image-region search (multipart)
     POST   /api/ask                               an answer with citations; NDJSON stages with stream
     GET    /api/tile, /api/page                   PNG of a tile or page, ?c= compression, ?boxes= drawn
@@ -48,6 +48,7 @@ from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.render.tiles import downscale, scaled_size
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.serve.jobs import Jobs, UploadError, check_content, safe_name, save
 from pagesight.serve.pool import IndexPool, retry_locked
@@ -80,6 +81,9 @@ class SearchOptions(BaseModel):
     mode: Mode | None = Field(None, description="Retrievers; default: hybrid when the index has vectors.")
     fusion: Fusion = "rsf"
     alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1, description="RSF: weight of the dense side.")
+    document_weight: float = Field(
+        DEFAULT_DOCUMENT_WEIGHT, ge=0, le=100, description="Weight of a hit's document score; 0: pages alone."
+    )
     doc_ids: list[str] | None = Field(None, description="Only these documents.")
 
 
@@ -201,13 +205,16 @@ def create_app(
         mode: Mode | None = None,
         fusion: Fusion = "rsf",
         alpha: Annotated[float, Query(ge=0, le=1)] = DEFAULT_ALPHA,
+        document_weight: Annotated[float, Query(ge=0, le=100)] = DEFAULT_DOCUMENT_WEIGHT,
         doc: Annotated[list[str] | None, Query(description="Only this document (repeatable).")] = None,
         c: Annotated[float, Query(ge=1, le=64, description="Compression the image-token cost is for.")] = 1.0,
     ) -> dict:
         """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
         with pool.reading() as idx:
             _check_documents(idx, doc)
-            hits = idx.search(q, k=k, mode=mode, fusion=fusion, alpha=alpha, doc_ids=doc)
+            hits = idx.search(
+                q, k=k, mode=mode, fusion=fusion, alpha=alpha, document_weight=document_weight, doc_ids=doc
+            )
         return _hits(hits, c)
 
     @app.post("/api/search/image", tags=["search"])
