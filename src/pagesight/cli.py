@@ -501,7 +501,8 @@ def search(
     for column in ("#", "page", "tile", "score", "snippet"):
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(hits, start=1):
-        table.add_row(str(rank), hit.page_id, str(hit.tile), f"{hit.score:.4f}", hit.snippet)
+        tile = f"{hit.tile} ({hit.region.kind})" if hit.region is not None else str(hit.tile)
+        table.add_row(str(rank), hit.page_id, tile, f"{hit.score:.4f}", hit.snippet)
     out.print(table)
 
 

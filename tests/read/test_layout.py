@@ -107,6 +107,8 @@ def test_an_index_with_layout_finds_the_table_and_points_at_it(tmp_path: Path):
     assert hit["tile"] == 0 and hit["tile_box"] == [0.0, 0.0, 850.0, 1100.0]  # the band it lies in
     assert hit["boxes"] and all(inside(box, hit["region"]["box"]) for box in hit["boxes"])
     assert "psu" in hit["snippet"] and len(hit["boxes"]) >= 3  # table rows, not the prose
+    shown = cli("search", "zephyrine-5 salinity psu", "--index", index).stdout
+    assert "0 (table)" in shown, shown  # the table names the region the hit points at
     info = cli("info", "--index", index).stdout
     assert any(line.rstrip().endswith("searched on their own: 1") for line in info.splitlines()), info
 
