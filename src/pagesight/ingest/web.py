@@ -10,8 +10,9 @@ killed at any moment leaves whole pages and the next run renders the rest.
 A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
 links and content kinds come from the DOM. In an index made with layout regions the DOM's tables,
 figures and infoboxes are the page's regions and searchable units of their own, as detected ones
-are on PDF pages (``read/layout.py``): no detector is run, the page says where they are. A page's content hash covers its bytes and the render
-options that decide its pixels, so changing either re-renders it and nothing else does.
+are on PDF pages (``read/layout.py``): no detector is run, the page says where they are. A page's
+content hash covers its bytes and the render options that decide its pixels, so changing either
+re-renders it and nothing else does.
 """
 
 from __future__ import annotations
