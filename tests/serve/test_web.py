@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -40,12 +42,9 @@ PIXELS_OF = """(canvas, [r, g, b]) => {
 sync_api.expect.set_options(timeout=60_000)  # the first answer loads the reader's model
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``pagesight serve`` on a free loopback port over the lexical sample index."""
-    root = tmp_path_factory.mktemp("web")
-    with Index.open(root / "index", settings=Settings(dense_model=None)) as index:
-        assert index.add([SAMPLES], jobs=1).ok
+@contextmanager
+def serving(index_dir: Path):
+    """``pagesight serve`` on a free loopback port over ``index_dir``; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -55,7 +54,7 @@ def server(tmp_path_factory):
         "pagesight",
         "serve",
         "--index",
-        str(root / "index"),
+        str(index_dir),
         "--port",
         str(port),
     ]
@@ -73,9 +72,21 @@ def server(tmp_path_factory):
         assert process.poll() is None, process.stderr.read()
         assert time.monotonic() < deadline, "pagesight serve did not answer within 30 s"
         time.sleep(0.1)
-    yield url, root
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``pagesight serve`` over the lexical sample index."""
+    root = tmp_path_factory.mktemp("web")
+    with Index.open(root / "index", settings=Settings(dense_model=None)) as index:
+        assert index.add([SAMPLES], jobs=1).ok
+    with serving(root / "index") as url:
+        yield url, root
 
 
 @pytest.fixture()
@@ -171,3 +182,33 @@ def test_the_same_process_serves_mcp_behind_the_key(server):
     assert refused.status_code == 401
     answered = httpx.post(f"{url}/mcp/", json=initialize, headers={**headers, "X-API-Key": KEY}, timeout=30)
     assert answered.status_code == 200 and '"tools"' in answered.text
+
+
+@pytest.mark.timeout(120)
+def test_a_hit_on_a_table_shows_the_whole_table(tmp_path, page):
+    pytest.importorskip("rapid_layout", reason="an index with layout regions needs the 'layout' extra")
+    with Index.open(tmp_path / "index", settings={"dense_model": None, "layout": True}) as index:
+        assert index.add([SAMPLES / "quarterly-report.pdf"], jobs=1).ok
+        (hit,) = index.search("Region Q1 Q2 Q3 Q4 Total", k=1, mode="lexical")
+        assert hit.region.kind == "table"
+        table = hit.region.box
+    with serving(tmp_path / "index") as url:
+        page.goto(url)
+        page.locator("#key-form").wait_for()
+        page.fill("#key", KEY)
+        page.click("#key-form button")
+        page.fill("#question", "Region Q1 Q2 Q3 Q4 Total")
+        page.select_option("#mode", "lexical")
+        page.click("#search")
+        first = page.locator(".hit").first
+        sync_api.expect(first.locator(".label")).to_contain_text("quarterly-report_1 tile 0, table")
+        first.click()
+        sync_api.expect(page.locator("#viewer-caption")).to_have_text("quarterly-report_1, cited region")
+        canvas = page.locator("#viewer-canvas")
+        page.wait_for_function("() => document.querySelector('#viewer-canvas').width > 0")
+        # The view is cut around the table's outline (120 page pixels of margin on each side).
+        width = min(827, table[2] + 120) - max(0, table[0] - 120)
+        height = min(1170, table[3] + 120) - max(0, table[1] - 120)
+        shown = canvas.evaluate("c => c.width / c.height")
+        assert abs(shown - width / height) < 0.05, (shown, width / height)
+        assert canvas.evaluate(PIXELS_OF, list(BOX_COLOUR)) > 200

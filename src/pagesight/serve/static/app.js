@@ -157,17 +157,20 @@ function hitCard(hit, rank, compression) {
   const image = document.createElement("img");
   image.alt = `${hit.page_id} tile ${hit.tile}`;
   const params = { doc: hit.doc_id, page: hit.page, tile: hit.tile, c: Math.max(compression, 2) };
-  if (hit.boxes.length) params.boxes = boxesParam(hit.boxes);
+  // A hit whose best match is a table or figure (indexes made with layout regions) shows it whole.
+  const shown = hit.region ? [hit.region.box, ...hit.boxes] : hit.boxes;
+  if (shown.length) params.boxes = boxesParam(shown);
   imageUrl(`/api/tile?${query(params)}`).then((url) => (image.src = url), () => (image.alt += " (unavailable)"));
   const label = document.createElement("figcaption");
   label.className = "label";
-  label.innerHTML = `<span>${rank}. <b></b> tile ${hit.tile}</span><span>${hit.score.toFixed(3)}</span>`;
+  label.innerHTML = `<span>${rank}. <b></b> tile ${hit.tile}<i></i></span><span>${hit.score.toFixed(3)}</span>`;
   label.querySelector("b").textContent = hit.page_id;
+  if (hit.region) label.querySelector("i").textContent = `, ${hit.region.kind}`;
   const snippet = document.createElement("p");
   snippet.className = "snippet";
   snippet.textContent = hit.snippet;
   card.append(image, label, snippet);
-  const open = () => showRegion(hit.doc_id, hit.page, hit.boxes.length ? hit.boxes : [hit.tile_box], hit.page_id);
+  const open = () => showRegion(hit.doc_id, hit.page, shown.length ? shown : [hit.tile_box], hit.page_id);
   card.onclick = open;
   card.onkeydown = (event) => event.key === "Enter" && open();
   return card;
@@ -218,8 +221,8 @@ async function showRegion(doc, page, boxes, caption) {
     image.src = await imageUrl(`/api/page?${query(params)}`);
     await image.decode();
     shown = { image, boxes, caption, whole: !boxes.length };
+    $("viewer").hidden = false; // first: a hidden viewer has no width to fit the canvas to
     draw();
-    $("viewer").hidden = false;
     $("viewer").scrollIntoView({ behavior: "smooth", block: "nearest" });
   } catch (error) {
     say(error.message, true);
