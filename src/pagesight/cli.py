@@ -1004,7 +1004,7 @@ def evaluate(
 
 def _print_summaries(summaries: list[dict]) -> None:
     columns = ("recall@1", "recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10")  # all in --json
-    table = Table()
+    table = Table(pad_edge=False)
     table.add_column("config", no_wrap=True, min_width=max(len(s["config"]) for s in summaries))
     for column in columns:
         table.add_column(
