@@ -30,10 +30,14 @@ def test_each_tile_gains_its_documents_best_pages():
     assert [tile for tile, _ in fused] == [2, 3, 4, 1, 5, 6]
     expected = {2: 1.8, 3: 1.7, 4: 1.6, 1: 1 + 1 / 2.1, 5: 1.2, 6: 0.1 + 0.1 / 2.1}
     assert dict(fused) == pytest.approx(expected)
-    # A page counts once, by its best tile (tiles 2 and 3 share atlas's page 1: atlas 0.8, lone 1);
-    # a tile with no page (deleted since the ranking) keeps its own scaled score.
+    # A page counts once, by its best tile (tiles 2 and 3 share atlas's page 1: atlas 0.8, lone 1),
+    # whose share its other tiles take in proportion (tile 3: 0.7 / 0.8 of it); a tile with no page
+    # (deleted since the ranking) keeps its own scaled score.
     fused = dict(document_fusion(ranked, {1: ("lone", 1), 2: ("atlas", 1), 3: ("atlas", 1)}, weight=0.5))
-    assert fused == pytest.approx({1: 1.5, 2: 1.2, 3: 1.1, 4: 0.6, 5: 0.2, 6: 0.1})
+    assert fused == pytest.approx({1: 1.5, 2: 1.2, 3: 0.7 + 0.4 * 0.7 / 0.8, 4: 0.6, 5: 0.2, 6: 0.1})
+    # Documents of one page, however many tiles (web pages): the ranking stays as it was.
+    web = {1: ("a", 1), 2: ("b", 1), 3: ("b", 1), 4: ("a", 1), 5: ("c", 1), 6: ("a", 1)}
+    assert [tile for tile, _ in document_fusion(ranked, web, weight=1.0)] == [1, 2, 3, 4, 5, 6]
     # Negative scores (cosine similarities) are scaled from the lowest.
     fused = document_fusion([(1, 0.5), (2, -0.5)], {1: ("a", 1), 2: ("b", 1)}, weight=1.0)
     assert fused == [(1, 2.0), (2, 0.0)]

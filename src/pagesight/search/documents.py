@@ -6,14 +6,17 @@ about one page's exact words, and the right page's neighbours match the query to
 tile's score is therefore fused with the score of its document, aggregated from the same ranking
 (no second index, so every store and every retriever gets it alike):
 
-    score(tile) = s(tile) + weight * D(document of the tile) / max D
+    score(tile) = s(tile) + weight * D(document of the tile) / max D * s(tile) / s(best tile of its page)
 
 ``s`` is the ranking's score scaled to [0, 1] over the candidates: divided by the best one when no
 score is negative (BM25, fused scores), so a short list keeps the gaps between its scores; min-max
 otherwise (cosine similarities). ``D`` is the sum of the ``PAGES`` best scaled page scores of the document
 among the candidates (a page counts once, by its best tile), so a long document does not win by
-length alone. The weight was chosen on IRPAPERS (the ablation is in BENCHMARKS.md); 0 leaves the
-ranking as it was.
+length alone. A page's best tile takes the whole of its document's share and its other tiles a
+part in proportion to their own score, so the tiles of a page keep their order and, for a document
+of one page (a web page cut into many tiles, a scan), the ranking stays as it was: its page is all
+the evidence it has. The weight was chosen on IRPAPERS (the ablation is in BENCHMARKS.md); 0 leaves
+the ranking as it was.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ def document_fusion(ranked: Run, pages: Mapping[int, tuple[str, int]], weight: f
 
     def fused(tile_id: int, score: float) -> float:
         page = pages.get(tile_id)
-        return score + (weight * totals[page[0]] / top if page is not None else 0.0)
+        if page is None:
+            return score
+        share = score / best[page] if best[page] > 0 else 1.0
+        return score + weight * totals[page[0]] / top * share
 
     return sorted(((tile_id, fused(tile_id, score)) for tile_id, score in scaled), key=lambda item: -item[1])
