@@ -39,9 +39,9 @@ demo: $(DEMO_STAMP)
 # and LibreOffice (office files are converted to PDF by it).
 OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc
 system-packages:
-	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3.11/html ] || ! command -v soffice >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3.11-doc $(OFFICE); \
-	  else echo "web and office tests skip without: sudo apt-get install chromium python3.11-doc $(OFFICE)"; fi; fi
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3/html ] || ! command -v soffice >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3-doc $(OFFICE); \
+	  else echo "web and office tests skip without: sudo apt-get install chromium python3-doc $(OFFICE)"; fi; fi
 
 test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks samples

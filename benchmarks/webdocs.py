@@ -2,7 +2,7 @@
 
 Measures, in one run on this machine:
 
-- the whole corpus (``/usr/share/doc/python3.11/html``, about 530 pages) ingested end to end into a
+- the whole corpus (``/usr/share/doc/python3/html``, about 530 pages) ingested end to end into a
   new temporary index: pages/s and tiles/s (render, DOM text and links, tile PNGs kept, BM25);
 - a fixed subset (every n-th page, sorted by path, with the shared ``_static`` and ``_images``)
   ingested by pagesight with each tab count asked for, with tile images kept and without (DOM
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DOCS = Path("/usr/share/doc/python3.11/html")
+DOCS = Path("/usr/share/doc/python3/html")
 
 # (question, page id of the one page whose table or list holds the answer)
 QUESTIONS = [
@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--skip-full", action="store_true", help="Only the subset comparison.")
     args = parser.parse_args()
     if not args.docs.is_dir():
-        raise SystemExit(f"{args.docs}: not found (apt-get install python3.11-doc)")
+        raise SystemExit(f"{args.docs}: not found (apt-get install python3-doc)")
     out: dict = {
         "machine": {
             "cpus": os.cpu_count(),

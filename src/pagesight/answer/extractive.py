@@ -448,7 +448,7 @@ def _lines(spans: list[Span]) -> list[_Line]:
     """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
     are joined into one line, left to right."""
     lines: list[_Line] = []
-    for span in spans:
+    for span in _left_to_right(spans):
         text = span.text.strip()
         if not text:
             continue
@@ -470,6 +470,19 @@ def _lines(spans: list[Span]) -> list[_Line]:
                 continue
         lines.append(_Line(text, box, [(0, len(text), box)]))
     return lines
+
+
+def _left_to_right(spans: list[Span]) -> list[Span]:
+    """The spans with each run of consecutive spans on one row put left to right: OCR gives a
+    row's amount before its label when the amount's box starts a pixel higher."""
+    ordered: list[Span] = []
+    row: list[Span] = []
+    for span in spans:
+        if row and not _same_row(row[0].box, span.box):
+            ordered += sorted(row, key=lambda s: s.box[0])
+            row = []
+        row.append(span)
+    return ordered + sorted(row, key=lambda s: s.box[0])
 
 
 def _same_row(a: Box, b: Box) -> bool:

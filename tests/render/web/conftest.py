@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from pagesight.render.web.browser import chromium_missing
 MISSING = chromium_missing()
 needs_chromium = pytest.mark.skipif(MISSING is not None, reason=f"web rendering needs Chromium: {MISSING}")
 
+TALL_PAGE = 16 + 20 + 400000 + 16  # tall.html: the body's margins, its line and its block
 STYLE = "body { font-family: sans-serif; font-size: 16px; margin: 16px; } td, th { border: 1px solid #444; }"
 
 
@@ -33,6 +35,19 @@ def png_bytes(color: tuple[int, int, int], size: tuple[int, int] = (200, 100)) -
 def not_blank(image: Image.Image) -> bool:
     """A tile with something on it: its grey levels vary."""
     return float(np.asarray(image.convert("L"), dtype=np.float32).std()) > 2.0
+
+
+def outside_urls(folder: Path) -> set[str]:
+    """What outside.html of ``write_site(folder)`` asks for from outside its folder."""
+    return {
+        "https://example.org/pixel.png",
+        "file:///etc/hostname",
+        (folder.parent / "elsewhere.png").resolve().as_uri(),
+        "http://tracker.example.com/style.css",
+    }
+
+
+BLOCKED = re.compile(r"(\d+) request\(s\) outside the source blocked, e\.g\. (\S+)")
 
 
 def write_site(folder: Path) -> Path:
@@ -85,7 +100,9 @@ def write_site(folder: Path) -> Path:
     (folder / "tall.html").write_text(
         page(
             "Tall",
-            f'<p>Top of the endless page</p><div style="height: 400000px; background: {stripes}"></div>',
+            # Every height declared, so the page is TALL_PAGE px tall whatever font the machine has.
+            '<p style="height: 20px; margin: 0; overflow: hidden">Top of the endless page</p>'
+            f'<div style="height: 400000px; background: {stripes}"></div>',
         )
     )
     (folder / "hang.html").write_text(page("Hang", "<p>Never finishes</p><script>while (true) {}</script>"))

@@ -1,4 +1,4 @@
-"""The Python documentation Debian ships (python3.11-doc): a few real pages rendered here, found by
+"""The Python documentation Debian ships (python3-doc): a few real pages rendered here, found by
 questions whose answer sits in a table or list on one page (checked by page id)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pagesight import Index
 from pagesight.settings import Settings
 from tests.render.web.conftest import needs_chromium, not_blank
 
-DOCS = Path("/usr/share/doc/python3.11/html")
+DOCS = Path("/usr/share/doc/python3/html")
 PAGES = ["library/array.html", "library/struct.html", "library/http.html", "library/calendar.html"]
 QUESTIONS = [
     ("array type code d C type double minimum size in bytes 8", "library/array_1"),
@@ -23,9 +23,7 @@ QUESTIONS = [
 
 pytestmark = [
     needs_chromium,
-    pytest.mark.skipif(
-        not (DOCS / PAGES[0]).exists(), reason=f"{DOCS} absent (apt-get install python3.11-doc)"
-    ),
+    pytest.mark.skipif(not (DOCS / PAGES[0]).exists(), reason=f"{DOCS} absent (apt-get install python3-doc)"),
 ]
 
 

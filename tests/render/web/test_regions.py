@@ -54,13 +54,19 @@ def test_tables_and_figures_of_a_web_page_are_units_of_their_own(tmp_path: Path)
         bands = index.catalog.page_tiles("voyage", 1)
         assert counts["tiles"] == len(bands) >= 2
 
-        (hit,) = index.search("quokka-5 days km", k=3)
+        hits = index.search("quokka-5 days km", k=3)
+        assert distinct_tiles(hits)
+        hit = hits[0]
         assert hit.region.kind == "table" and hit.region.box == table
         middle = (table[1] + table[3]) / 2
         assert hit.tile_box[1] <= middle < hit.tile_box[3] and hit.tile >= 1  # the band holding it
         assert "quokka" in hit.snippet and hit.boxes
         assert all(table[1] - 1 <= box[1] and box[3] <= table[3] + 1 for box in hit.boxes)
-        (hit,) = index.search("zephyrine nebula", k=3)
+        # Where the bands fall depends on the machine's fonts: the figure's band may hold its
+        # caption or not, so the band can be a hit of its own, below the figure.
+        hits = index.search("zephyrine nebula", k=3)
+        assert distinct_tiles(hits)
+        hit = hits[0]
         assert hit.region.kind == "figure" and hit.region.box == figure  # the caption is the figure's
         prose = index.search("expedition weather watch", k=1)[0]
         assert prose.region is None
@@ -85,8 +91,13 @@ def test_a_web_page_in_an_index_without_layout_has_no_regions(tmp_path: Path):
     with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
         assert index.add(html, web={"max_height": 6000}).ok
         assert index.catalog.page_regions("voyage", 1) == []
-        (hit,) = index.search("quokka-5 days km", k=3)
-        assert hit.region is None and "region" not in hit.to_dict()
+        hits = index.search("quokka-5 days km", k=3)
+        assert hits and all(hit.region is None and "region" not in hit.to_dict() for hit in hits)
+
+
+def distinct_tiles(hits) -> bool:
+    """A region's unit and the band holding it make one hit, never two."""
+    return len({(hit.page_id, hit.tile) for hit in hits}) == len(hits)
 
 
 def test_dom_regions_keep_the_outermost_blocks_top_to_bottom():
