@@ -162,7 +162,13 @@ def ingest(
     dpi: Annotated[float, typer.Option(help="Rendering resolution of PDF pages (new index only).")] = 100.0,
     tile_height: Annotated[int, typer.Option(help="Tile height in pixels (new index only).")] = 1024,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed to read one file.")] = 120.0,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Seconds allowed to read one file (or render one web page), besides its pages."),
+    ] = 120.0,
+    page_timeout: Annotated[
+        float, typer.Option(help="Seconds more a file may take for each page it has read.")
+    ] = 20.0,
     max_memory: Annotated[float, typer.Option(help="GiB of memory a reader process may use.")] = 4.0,
     viewport_width: Annotated[
         int, typer.Option(help="Web pages: browser viewport width in CSS pixels (new index only).")
@@ -274,6 +280,7 @@ def ingest(
             ocr=ocr.value,
             jobs=jobs or None,
             timeout=timeout,
+            page_timeout=page_timeout,
             max_memory=int(max_memory * (1 << 30)) if max_memory > 0 else None,
             web={
                 "javascript": javascript,

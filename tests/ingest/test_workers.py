@@ -5,28 +5,32 @@ from __future__ import annotations
 import os
 import signal
 import time
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw
 
 from pagesight import Index
-from pagesight.ingest.workers import Crashed, Job, read_files
+from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.settings import Settings
 from tests.conftest import make_pdf
 
 
-def read_or_die(path: str, doc_id: str, known_sha256, settings, ocr) -> str:
-    """Runs in the workers: SIGKILLs itself on 'crash*' files, sleeps on 'hang*', else reads."""
+def read_or_die(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> str:
+    """Runs in the workers: SIGKILLs itself on 'crash*' files, sleeps on 'hang*', reads 'pagesN'
+    in N pages of 0.4 s each and 'stallN' in N pages before hanging, else reads at once."""
     if doc_id.startswith("crash"):
         os.kill(os.getpid(), signal.SIGKILL)
-    if doc_id.startswith("hang"):
+    if doc_id.startswith(("pages", "stall")):
+        for page in range(1, int(doc_id[5:]) + 1):
+            time.sleep(0.4)
+            on_page(page)
+    if doc_id.startswith(("hang", "stall")):
         time.sleep(60)
     return f"read {doc_id} in {os.getpid()}"
 
 
-def ocr_threads(path: str, doc_id: str, known_sha256, settings, ocr) -> int:
+def ocr_threads(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> int:
     from pagesight.read.ocr import threads
 
     return threads()
@@ -43,7 +47,13 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
     outcomes = dict(
         (job.doc_id, outcome)
         for job, outcome in read_files(
-            jobs(*names), Settings(), "auto", workers=workers, timeout=30, max_memory=None, reader=read_or_die
+            jobs(*names),
+            Settings(),
+            "auto",
+            workers=workers,
+            limit=TimeLimit(30),
+            max_memory=None,
+            reader=read_or_die,
         )
     )
     assert list(outcomes) == names  # every file answered once, in order
@@ -59,7 +69,13 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_workers_share_the_cores_for_ocr(workers: int):
     results = read_files(
-        jobs("a", "b"), Settings(), "auto", workers=workers, timeout=30, max_memory=None, reader=ocr_threads
+        jobs("a", "b"),
+        Settings(),
+        "auto",
+        workers=workers,
+        limit=TimeLimit(30),
+        max_memory=None,
+        reader=ocr_threads,
     )
     assert {outcome for _, outcome in results} == {max(1, (os.cpu_count() or 1) // workers)}
 
@@ -68,11 +84,49 @@ def test_workers_share_the_cores_for_ocr(workers: int):
 def test_a_file_that_hangs_times_out_alone():
     names = ["a", "hang", "b", "c"]
     results = read_files(
-        jobs(*names), Settings(), "auto", workers=2, timeout=2, max_memory=None, reader=read_or_die
+        jobs(*names), Settings(), "auto", workers=2, limit=TimeLimit(2), max_memory=None, reader=read_or_die
     )
     outcomes = {job.doc_id: outcome for job, outcome in results}
-    assert isinstance(outcomes.pop("hang"), FutureTimeout)
+    hang = outcomes.pop("hang")
+    assert isinstance(hang, TimedOut) and str(hang) == "timed out after 2 s"
     assert all(outcome.startswith("read ") for outcome in outcomes.values())
+
+
+@pytest.mark.timeout(120)
+def test_the_time_limit_grows_with_the_pages_read():
+    # 1.5 s and 1 s a page: 12 pages of 0.4 s (4.8 s in all) are read; a file that stalls after
+    # 3 pages is stopped at 1.5 + 3 s, one that never reads a page at 1.5 s.
+    names = ["pages12", "hang", "stall3", "a"]
+    limit = TimeLimit(1.5, per_page=1.0)
+    results = read_files(
+        jobs(*names), Settings(), "auto", workers=2, limit=limit, max_memory=None, reader=read_or_die
+    )
+    outcomes = {job.doc_id: outcome for job, outcome in results}
+    assert list(outcomes) == names
+    assert outcomes["pages12"].startswith("read pages12") and outcomes["a"].startswith("read a")
+    assert str(outcomes["hang"]) == "timed out after 1.5 s"
+    assert str(outcomes["stall3"]) == "timed out after 4.5 s (3 pages read, 1 s a page)"
+    # Without the allowance a page, the long file is stopped like the hanging one.
+    (outcome,) = (
+        o
+        for _, o in read_files(
+            jobs("pages12"),
+            Settings(),
+            "auto",
+            workers=1,
+            limit=TimeLimit(1.5, 0),
+            max_memory=None,
+            reader=read_or_die,
+        )
+    )
+    assert isinstance(outcome, TimedOut) and outcome.pages < 12
+
+
+def test_a_time_limit_must_be_positive():
+    with pytest.raises(ValueError, match="positive"):
+        TimeLimit(0)
+    with pytest.raises(ValueError, match="positive"):
+        TimeLimit(10, per_page=-1)
 
 
 @pytest.mark.timeout(180)
@@ -89,7 +143,11 @@ def test_index_reports_a_timed_out_file_and_keeps_the_rest(tmp_path: Path):
         scans.append(scan)
     scans[0].save(folder / "slow.pdf", save_all=True, append_images=scans[1:])
     index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
-    report = index.add(folder, timeout=1.5)
+    report = index.add(folder, timeout=1.5, page_timeout=0)
     assert report.added == ["quick"]
     assert report.failed == [(str(folder / "slow.pdf"), "timed out after 1.5 s")]
     assert index.search("lighthouses")[0].doc_id == "quick"
+    # With time for each page read, the same long scan is indexed whole.
+    report = index.add(folder, timeout=1.5)
+    assert report.added == ["slow"] and not report.failed
+    assert index.search("ledger page 29 line 7")[0].page_id == "slow_30"

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pagesight.errors import PagesightError
-from pagesight.ingest.workers import Job
+from pagesight.ingest.workers import Job, TimeLimit
 from pagesight.settings import Settings
 
 FILES_PER_TASK = 4  # files one read task takes; small, so a slow file holds few others back
@@ -76,7 +76,7 @@ def read_and_encode(
     settings: Settings,
     ocr: str,
     *,
-    timeout: float,
+    limit: TimeLimit,
     max_memory: int | None,
     options: RayOptions,
 ) -> Iterator[tuple[Job, object, dict, dict, dict | None]]:
@@ -93,7 +93,7 @@ def read_and_encode(
     dataset = dataset.map_batches(
         _read,
         batch_size=FILES_PER_TASK,
-        fn_kwargs={"settings": settings, "ocr": ocr, "timeout": timeout, "max_memory": max_memory},
+        fn_kwargs={"settings": settings, "ocr": ocr, "limit": limit, "max_memory": max_memory},
         compute=ray.data.TaskPoolStrategy(size=options.readers),
         num_cpus=1,
     )
@@ -122,7 +122,7 @@ def read_and_encode(
         yield by_path[row["path"]], outcome, dense, visual, spec
 
 
-def _read(batch: dict, settings: Settings, ocr: str, timeout: float, max_memory: int | None) -> dict:
+def _read(batch: dict, settings: Settings, ocr: str, limit: TimeLimit, max_memory: int | None) -> dict:
     """Read a few files, each in a worker process of its own (the local limits and isolation)."""
     from pathlib import Path
 
@@ -132,7 +132,7 @@ def _read(batch: dict, settings: Settings, ocr: str, timeout: float, max_memory:
         Job(Path(path), doc_id, known or None)
         for path, doc_id, known in zip(batch["path"], batch["doc_id"], batch["known"])
     ]
-    done = list(read_files(jobs, settings, ocr, workers=1, timeout=timeout, max_memory=max_memory))
+    done = list(read_files(jobs, settings, ocr, workers=1, limit=limit, max_memory=max_memory))
     return {"path": [str(job.path) for job, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
 
 

@@ -7,6 +7,7 @@ a memory blow-up here costs only this file.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pagesight.errors import InputError
@@ -23,8 +24,16 @@ UNCHANGED = "unchanged"
 BLANK_CHECK_DPI = 36.0  # enough to see whether anything is drawn on a page
 
 
-def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings, ocr: str) -> Document | str:
-    """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``."""
+def extract(
+    path: str,
+    doc_id: str,
+    known_sha256: str | None,
+    settings: Settings,
+    ocr: str,
+    on_page: Callable[[int], None] | None = None,
+) -> Document | str:
+    """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``;
+    ``on_page(n)`` is told each time another page has been read."""
     file = Path(path)
     try:
         stat = file.stat()
@@ -53,6 +62,8 @@ def extract(path: str, doc_id: str, known_sha256: str | None, settings: Settings
             document.pages.append(page)
             if is_blank:
                 blank.append(number)
+            if on_page:
+                on_page(number)
         first = document.pages[0] if document.pages else None
         title = (
             heading([s for t in first.tiles if t.region is None for s in t.spans], first.height)

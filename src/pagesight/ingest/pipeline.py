@@ -1,7 +1,7 @@
 """The ingestion run: expand inputs, read files in a worker pool, encode, commit one by one.
 
-Workers are separate processes (pebble) with a per-file timeout and an address-space cap, so a file
-that hangs, crashes PDFium or eats memory fails alone with a one-line reason; the main process
+Workers are separate processes (pebble) with a per-file time limit (a base plus seconds for each
+page read) and an address-space cap, so a file that hangs, crashes PDFium or eats memory fails alone with a one-line reason; the main process
 encodes dense vectors and commits each document in its own transaction.
 """
 
@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from pagesight.ingest.distributed import RayOptions
 from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
-from pagesight.ingest.workers import Crashed, Job, read_files
+from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.read.titles import context
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
@@ -127,6 +126,7 @@ def run(
     ocr: str = "auto",
     jobs: int | None = None,
     timeout: float = 120.0,
+    page_timeout: float = 20.0,
     max_memory: int | None = 4 << 30,
     progress: Progress | None = None,
     on_planned: Callable[[int], None] | None = None,
@@ -138,7 +138,8 @@ def run(
 
     ``web`` holds web rendering options (see ``render.web.browser.RenderOptions``: javascript,
     allow_network, max_height, keep_images, concurrency, ...); width and tile height come from
-    the index settings, the per-page timeout from ``timeout``. ``visual`` loads the index's
+    the index settings, the per-page timeout from ``timeout``. A file may take ``timeout`` seconds
+    plus ``page_timeout`` for each of its pages read. ``visual`` loads the index's
     visual encoder, which encodes every tile image stored; it is called only when some input is
     new or changed, so an unchanged re-ingest loads no model.
 
@@ -163,6 +164,7 @@ def run(
             f"web pages are rendered in one local browser, not on Ray: ingest {web_inputs[0]} without --ray"
         )
     settings = catalog.settings
+    limit = TimeLimit(timeout, page_timeout)
     todo, settled = plan(catalog, files)
     web_options = RenderOptions(
         width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
@@ -174,7 +176,7 @@ def run(
     web_todo, web_settled = web_pages.plan(
         catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
     )
-    store = _Storing(catalog, report, progress, timeout, max_memory)
+    store = _Storing(catalog, report, progress, max_memory)
     for read in settled + web_settled:
         store(read)
     if on_planned:
@@ -185,13 +187,13 @@ def run(
         from pagesight.ingest import distributed
 
         with distributed.cluster(ray.address):
-            for read in _read_on_ray(todo, settings, ocr, timeout, max_memory, ray):
+            for read in _read_on_ray(todo, settings, ocr, limit, max_memory, ray):
                 store(read)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
     reads = itertools.chain(
-        _read_files(todo, settings, ocr, jobs, timeout, max_memory),
+        _read_files(todo, settings, ocr, jobs, limit, max_memory),
         web_pages.render(catalog, web_todo, web_options, text=text, keep_images=keep_images),
     )
     for read in reads:
@@ -199,22 +201,24 @@ def run(
     return report
 
 
-def _read_files(todo: list[Job], settings, ocr, jobs, timeout, max_memory) -> Iterator[Read]:
+def _read_files(todo: list[Job], settings, ocr, jobs, limit: TimeLimit, max_memory) -> Iterator[Read]:
     """PDFs, images and office files, read by worker processes."""
     if not todo:
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
-    outcomes = read_files(todo, settings, ocr, workers=workers, timeout=timeout, max_memory=max_memory)
+    outcomes = read_files(todo, settings, ocr, workers=workers, limit=limit, max_memory=max_memory)
     for job, outcome in outcomes:
         yield _job_read(job, outcome)
 
 
-def _read_on_ray(todo: list[Job], settings, ocr, timeout, max_memory, options: RayOptions) -> Iterator[Read]:
+def _read_on_ray(
+    todo: list[Job], settings, ocr, limit: TimeLimit, max_memory, options: RayOptions
+) -> Iterator[Read]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
     found = distributed.read_and_encode(
-        todo, settings, ocr, timeout=timeout, max_memory=max_memory, options=options
+        todo, settings, ocr, limit=limit, max_memory=max_memory, options=options
     )
     for job, outcome, vectors, images, spec in found:
         yield _job_read(job, outcome, vectors=vectors, images=images, spec=spec)
@@ -232,9 +236,9 @@ class _Storing:
     """The one place every input ends: a document encoded and committed in its own transaction,
     an unchanged input noted, a failure reported with its reason."""
 
-    def __init__(self, catalog: Catalog, report: IngestReport, progress, timeout: float, max_memory):
+    def __init__(self, catalog: Catalog, report: IngestReport, progress, max_memory):
         self.catalog, self.report, self.progress = catalog, report, progress
-        self.timeout, self.max_memory = timeout, max_memory
+        self.max_memory = max_memory
         self.text = None  # the dense text model, when the index has one
         self.visual: VisualEncoder | None = None
 
@@ -245,7 +249,7 @@ class _Storing:
                 self.catalog.touch_document(read.doc_id, outcome.source, outcome.mtime_ns)
             self._note(read.label, "unchanged", self.report.unchanged, read.doc_id, 0)
         elif not isinstance(outcome, Document):
-            _fail(self.report, self.progress, read.label, _reason(outcome, self.timeout, self.max_memory))
+            _fail(self.report, self.progress, read.label, _reason(outcome, self.max_memory))
         else:
             try:
                 self._commit(read, outcome)
@@ -315,11 +319,9 @@ def encode_text(document: Document, encoder, settings: Settings) -> dict[tuple[i
     return {key: matrix[owners_array == i] for i, key in enumerate(keys)}
 
 
-def _reason(exc: Exception, timeout: float, max_memory: int | None) -> str:
-    if isinstance(exc, (InputError, Crashed)):
+def _reason(exc: Exception, max_memory: int | None) -> str:
+    if isinstance(exc, (InputError, Crashed, TimedOut)):
         return str(exc)
-    if isinstance(exc, FutureTimeout):
-        return f"timed out after {timeout:g} s"
     if isinstance(exc, MemoryError):
         limit = f" (limit {max_memory / (1 << 30):.1f} GiB)" if max_memory else ""
         return f"ran out of memory{limit}"

@@ -7,6 +7,12 @@ pagesight code, and re-running a user's script there (no main guard, ``python -`
 ingests again, waits on the index lock or fails on a path that is not a file. So workers are
 launched with ``__main__`` left out of what they are told about their parent.
 
+A file's time limit grows with the pages it has read (``TimeLimit``: a base plus seconds a page),
+so a long scanned report is indexed on a busy machine while a file that hangs still fails: each
+worker writes when it started and how many pages it has read into its slot of a shared array
+(no lock, so a worker killed mid-write blocks nobody), and the parent stops a worker whose file is
+past its limit.
+
 A pool that breaks (pebble's ``BrokenProcessPool``) is started again: the files that were in
 flight are read once more one at a time, so a file that kills its worker before the pool learns
 which file it had fails alone. A pool whose workers cannot even run a trivial task raises one
@@ -18,10 +24,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import types
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +45,7 @@ from pagesight.read.ocr import set_threads
 from pagesight.settings import Settings
 
 _MAIN_LOCK = threading.Lock()
+POLL = 0.25  # seconds between looks at the files in flight, for their time limits
 
 
 @dataclass
@@ -44,6 +53,36 @@ class Job:
     path: Path
     doc_id: str
     known_sha256: str | None
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """How long one file may take: ``base`` seconds, plus ``per_page`` for each page read."""
+
+    base: float = 120.0
+    per_page: float = 20.0
+
+    def __post_init__(self):
+        if not self.base > 0 or self.per_page < 0:
+            raise ValueError(
+                f"time limit must be positive seconds, got {self.base:g} + {self.per_page:g} a page"
+            )
+
+    def seconds(self, pages: int) -> float:
+        return self.base + self.per_page * pages
+
+
+class TimedOut(FutureTimeout):
+    """A file read past its time limit; its worker was stopped."""
+
+    def __init__(self, limit: TimeLimit, pages: int):
+        self.limit, self.pages = limit, pages
+        read = (
+            f" ({pages} page{'s' if pages != 1 else ''} read, {limit.per_page:g} s a page)"
+            if pages and limit.per_page
+            else ""
+        )
+        super().__init__(f"timed out after {limit.seconds(pages):g} s{read}")
 
 
 @contextmanager
@@ -92,22 +131,44 @@ class Crashed(Exception):
         super().__init__(f"reader process crashed{code}")
 
 
-def _start_worker(max_memory: int | None, threads: int) -> None:
-    """Each worker: its address-space cap, and its share of the cores for OCR."""
+_BOARD = None  # in a worker: the shared array of (start time, pages read), two doubles a slot
+
+
+def _start_worker(max_memory: int | None, threads: int, board) -> None:
+    """Each worker: its address-space cap, its share of the cores for OCR, the progress board."""
+    global _BOARD
     limit_memory(max_memory)
     set_threads(threads)
+    _BOARD = board
+
+
+def _tracked(reader: Callable, slot: int, args: tuple):
+    """Run ``reader(*args, on_page=...)`` in a worker, writing its progress into ``slot``."""
+    board = _BOARD
+
+    def on_page(pages: int) -> None:
+        board[2 * slot + 1] = pages
+
+    board[2 * slot + 1] = 0
+    board[2 * slot] = time.time()
+    return reader(*args, on_page=on_page)
 
 
 @contextmanager
-def worker_pool(workers: int, max_memory: int | None, start_timeout: float) -> Iterator[ProcessPool]:
-    """A started pool of ``workers`` processes, each under ``max_memory`` bytes of address space
-    and running OCR on its share of the cores.
+def worker_pool(
+    workers: int, max_memory: int | None, start_timeout: float, board=None
+) -> Iterator[ProcessPool]:
+    """A started pool of ``workers`` processes, each under ``max_memory`` bytes of address space,
+    running OCR on its share of the cores and writing its files' progress into ``board``.
 
     Raises ``PagesightError`` when the workers cannot run a trivial task within ``start_timeout``.
     """
     threads = max(1, (os.cpu_count() or 1) // workers)
     pool = ProcessPool(
-        max_workers=workers, initializer=_start_worker, initargs=(max_memory, threads), context=_Context()
+        max_workers=workers,
+        initializer=_start_worker,
+        initargs=(max_memory, threads, board),
+        context=_Context(),
     )
     try:
         try:
@@ -138,47 +199,76 @@ def _start_failure(exc: BaseException, max_memory: int | None, start_timeout: fl
     return f"ingestion worker processes could not start: {cause}"
 
 
+@dataclass
+class _Flight:
+    """A job in the pool: its future, its progress slot, and why it was stopped, if it was."""
+
+    job: Job
+    future: object
+    slot: int
+    stopped: TimedOut | None = None
+
+
 def read_files(
     todo: Sequence[Job],
     settings: Settings,
     ocr: str,
     *,
     workers: int,
-    timeout: float,
+    limit: TimeLimit,
     max_memory: int | None,
     reader: Callable = extract,
 ) -> Iterator[tuple[Job, object]]:
     """(job, Document | UNCHANGED | exception) for every job, in order, a few in flight at a time.
 
-    ``reader(path, doc_id, known_sha256, settings, ocr)`` runs in the workers (``extract``). A
-    file's own failure comes back as its exception (``FutureTimeout``, ``MemoryError``,
-    ``Crashed``, ``InputError``, ...); only a pool that cannot start raises.
+    ``reader(path, doc_id, known_sha256, settings, ocr, on_page=...)`` runs in the workers
+    (``extract``) and calls ``on_page(n)`` as it reads its pages. A file's own failure comes back as
+    its exception (``TimedOut``, ``MemoryError``, ``Crashed``, ``InputError``, ...); only a pool
+    that cannot start raises.
     """
     queue = deque(todo)
     alone = 0  # how many jobs at the head of the queue run one at a time (suspects of a crash)
     window = workers * 4
+    board = _Context().RawArray("d", 2 * window)
     while queue:
-        with worker_pool(workers, max_memory, start_timeout=max(timeout, 60.0)) as pool:
-            in_flight: deque = deque()
+        with worker_pool(workers, max_memory, max(limit.base, 60.0), board) as pool:
+            in_flight: deque[_Flight] = deque()
+            free = list(range(window))
             try:
                 while queue or in_flight:
                     while queue and len(in_flight) < (1 if alone else window):
-                        job = queue[0]
+                        job, slot = queue[0], free.pop()
+                        board[2 * slot] = 0.0  # not started
                         args = (str(job.path), job.doc_id, job.known_sha256, settings, ocr)
-                        in_flight.append((job, pool.schedule(reader, args, timeout=timeout)))
+                        in_flight.append(_Flight(job, pool.schedule(_tracked, (reader, slot, args)), slot))
                         queue.popleft()
-                    job, future = in_flight[0]
-                    outcome = _outcome(future)
-                    in_flight.popleft()
+                    outcome = _wait(in_flight, board, limit)
+                    head = in_flight.popleft()
+                    free.append(head.slot)
                     alone = max(0, alone - 1)
-                    yield job, outcome
+                    yield head.job, outcome
             except BrokenProcessPool:
                 if alone and in_flight:  # it ran alone, so it broke the pool
-                    job, _ = in_flight.popleft()
+                    head = in_flight.popleft()
                     alone -= 1
-                    yield job, Crashed()
-                queue.extendleft(job for job, _ in reversed(in_flight))
+                    yield head.job, Crashed()
+                queue.extendleft(flight.job for flight in reversed(in_flight))
                 alone += len(in_flight)
+
+
+def _wait(in_flight: deque[_Flight], board, limit: TimeLimit):
+    """The outcome of the first job in flight; meanwhile every job past its limit is stopped."""
+    head = in_flight[0]
+    while head.stopped is None:
+        if wait([head.future], timeout=POLL).done:
+            return _outcome(head.future)
+        now = time.time()
+        for flight in in_flight:
+            started, pages = board[2 * flight.slot], int(board[2 * flight.slot + 1])
+            late = flight.stopped is None and started and now - started > limit.seconds(pages)
+            if late and flight.future.cancel():  # pebble stops the worker running it
+                flight.stopped = TimedOut(limit, pages)
+    return head.stopped
 
 
 def _outcome(future):
