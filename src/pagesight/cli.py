@@ -908,9 +908,16 @@ def evaluate(
             "--mode",
             "-m",
             help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA; "
-            "each with /doc:WEIGHT for another document weight. Repeatable.",
+            "each with /doc:WEIGHT for another document weight, then /within. Repeatable.",
         ),
     ] = None,
+    within_document: Annotated[
+        bool,
+        typer.Option(
+            help="Also search each question inside its own documents only (queries.jsonl's doc_ids, "
+            "else its relevant pages' documents), as long-document benchmarks do."
+        ),
+    ] = False,
     sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
     report: Annotated[
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
@@ -980,6 +987,7 @@ def evaluate(
                 rerank=rerank,
                 rerank_candidates=rerank_candidates,
                 rerank_options=reranking.get("rerank_options"),
+                within_document=within_document,
                 reader=reader,
                 answer_k=answer_k,
                 judge=openai_judge(judge_model, judge_base_url) if judge_model else None,

@@ -99,6 +99,47 @@ def test_an_evaluation_runs_from_the_library_as_from_the_command_line(tmp_path: 
         evaluate_dataset(ROOT / "samples", index=sample_index.root, judge=lambda *a: None)
 
 
+def test_within_document_searches_each_question_inside_its_own_documents(tmp_path: Path, sample_index):
+    report = tmp_path / "report"
+    result = cli(
+        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "lexical/doc:0",
+        "--within-document", "--report", str(report), "--json",
+    )  # fmt: skip
+    summary = json.loads(result.stdout)
+    names = [c["config"] for c in summary["configs"]]
+    assert names == ["lexical/doc:0", "lexical/doc:0/within"]
+    assert summary["best"] == "lexical/doc:0"  # the whole collection's, never the easier protocol's
+    samples = Dataset.load(ROOT / "samples")
+    whole, _ = read_trec(report / "runs" / "lexical_doc-0.trec")
+    within, tag = read_trec(report / "runs" / "lexical_doc-0_within.trec")
+    assert tag == "lexical_doc-0_within" and set(within) == set(samples.qrels)
+    for qid, ranked in within.items():
+        documents = {page.rpartition("_")[0] for page in samples.qrels[qid]}
+        assert ranked and {page.rpartition("_")[0] for page, _ in ranked} <= documents
+        # the same ranking as the whole collection's, with other documents' pages left out
+        assert [page for page, _ in ranked] == [p for p, _ in whole[qid] if p.rpartition("_")[0] in documents]
+    by_name = {c["config"]: c for c in summary["configs"]}
+    assert by_name["lexical/doc:0/within"]["ndcg@10"] >= by_name["lexical/doc:0"]["ndcg@10"]
+
+
+def test_a_question_can_name_the_documents_it_is_asked_of(tmp_path: Path, sample_index):
+    from pagesight.eval.harness import Config, evaluate
+
+    data = Dataset.load(ROOT / "samples")
+    qid = next(iter(data.qrels))
+    other = next(d for d in sample_index.documents() if d != data.documents_of(qid, "page")[0])
+    data.doc_ids[qid] = [other]  # a question asked of a document its answer is not in
+    (within,) = evaluate(sample_index, data, [Config.parse("lexical/within")])
+    assert within.config.within_document and within.per_query[qid]["recall@20"] == 0.0
+    assert {page.rpartition("_")[0] for page, _ in within.run[qid]} <= {other}
+
+    bad = tmp_path / "bad"
+    shutil.copytree(ROOT / "samples", bad)
+    (bad / "queries.jsonl").write_text('{"_id": "s1", "text": "tiles", "doc_ids": "retrieval-primer"}\n')
+    with pytest.raises(InputError, match="query s1: doc_ids must be a list"):
+        Dataset.load(bad)
+
+
 def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):
     report = tmp_path / "report"
     cli("eval", str(ROOT / "samples"), "--index", str(sample_index.root), "--sweep", "--report", str(report))

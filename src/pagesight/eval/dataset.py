@@ -2,7 +2,8 @@
 
     DATASET/
       pdfs/ (or documents/, pages/, images/, corpus/)   anything `pagesight ingest` accepts
-      queries.jsonl     {"_id": "q0", "text": "..."} per line
+      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"]} per line; doc_ids: the
+                        documents the question is asked of (default: those of its relevant pages)
       qrels.tsv         header "query-id corpus-id score", tab-separated; graded scores allowed
       answers.jsonl     optional: {"_id": "q0", "answer": "...", "format"?: "number" | ...}
 
@@ -29,6 +30,7 @@ class Dataset:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     answers: dict[str, dict] = field(default_factory=dict)
+    doc_ids: dict[str, list[str]] = field(default_factory=dict)  # queries.jsonl's own "doc_ids"
 
     @property
     def name(self) -> str:
@@ -42,7 +44,17 @@ class Dataset:
         documents = next((root / name for name in DOCUMENT_FOLDERS if (root / name).is_dir()), None)
         if documents is None:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
-        queries = {row["_id"]: row["text"] for row in read_jsonl(root / "queries.jsonl", ("_id", "text"))}
+        rows = read_jsonl(root / "queries.jsonl", ("_id", "text"))
+        queries = {row["_id"]: row["text"] for row in rows}
+        doc_ids = {}
+        for row in rows:
+            if "doc_ids" in row:
+                given = row["doc_ids"]
+                if not (isinstance(given, list) and given and all(isinstance(d, str) for d in given)):
+                    raise InputError(
+                        f"{root / 'queries.jsonl'}: query {row['_id']}: doc_ids must be a list of ids"
+                    )
+                doc_ids[row["_id"]] = given
         qrels = read_qrels(root / "qrels.tsv")
         unknown = sorted(set(qrels) - set(queries))
         if unknown:
@@ -50,7 +62,17 @@ class Dataset:
         answers = {}
         if (root / "answers.jsonl").exists():
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
-        return cls(root, documents, queries, qrels, answers)
+        return cls(root, documents, queries, qrels, answers, doc_ids)
+
+    def documents_of(self, qid: str, unit: str) -> list[str]:
+        """The documents a question is asked of: its own ``doc_ids``, else those of its relevant
+        corpus ids (``<document>_<page>`` when ``unit`` is 'page', documents themselves otherwise)."""
+        if qid in self.doc_ids:
+            return self.doc_ids[qid]
+        judged = [corpus_id for corpus_id, grade in self.qrels.get(qid, {}).items() if grade > 0]
+        if unit == "page":
+            judged = [corpus_id.rpartition("_")[0] or corpus_id for corpus_id in judged]
+        return list(dict.fromkeys(judged))
 
 
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:

@@ -19,12 +19,15 @@ from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
 
+WITHIN = "/within"
+
 
 @dataclass(frozen=True)
 class Config:
     """A search configuration, named as on the command line: lexical, dense, visual, hybrid, rrf,
     rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's document score
-    (``search.documents``; 0: pages alone). ``visual`` needs an index made with a visual encoder
+    (``search.documents``; 0: pages alone), and then ``/within``: each question searched only
+    inside its own documents (``Dataset.documents_of``), as long-document benchmarks do. ``visual`` needs an index made with a visual encoder
     (``pagesight ingest --encoder``); on such an index the hybrid configurations fuse its visual
     run too."""
 
@@ -36,10 +39,13 @@ class Config:
     rerank_candidates: int = 50
     rerank_options: tuple[tuple[str, object], ...] = ()  # its options as (name, value) pairs
     document_weight: float = DEFAULT_DOCUMENT_WEIGHT
+    within_document: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Config:
         text = text.strip()
+        if text.endswith(WITHIN):
+            return cls.parse(text.removesuffix(WITHIN)).within()
         if "/doc:" in text:
             base, _, weight = text.partition("/doc:")
             try:
@@ -68,7 +74,7 @@ class Config:
             return cls(f"rsf:{alpha:g}", "hybrid", alpha=alpha)
         raise PagesightError(
             f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA, "
-            "each optionally with /doc:WEIGHT)"
+            "each optionally with /doc:WEIGHT, then /within)"
         )
 
     @property
@@ -90,12 +96,16 @@ class Config:
             )
         return options
 
+    def within(self) -> Config:
+        """This configuration with each question searched inside its own documents only."""
+        return replace(self, name=f"{self.name}{WITHIN}", within_document=True)
+
     def reranked(self, name: str, candidates: int = 50, options: dict | None = None) -> Config:
         """This configuration with reranker ``name`` over its ``candidates`` best hits, named
         ``<config>+<reranker>``."""
         return replace(
             self,
-            name=f"{self.name}+{name}",
+            name=f"{self.name.removesuffix(WITHIN)}+{name}{WITHIN if self.within_document else ''}",
             rerank=name,
             rerank_candidates=candidates,
             rerank_options=tuple(sorted((options or {}).items())),
@@ -188,8 +198,9 @@ def evaluate(
         run: dict[str, list[tuple[str, float]]] = {}
         latencies = []
         for done, (qid, text) in enumerate(queries.items(), 1):
+            within = {"doc_ids": dataset.documents_of(qid, unit)} if config.within_document else {}
             start = time.perf_counter()
-            hits = index.search(text, k=depth, evidence=False, **options)
+            hits = index.search(text, k=depth, evidence=False, **options, **within)
             latencies.append(time.perf_counter() - start)
             ranked: dict[str, float] = {}
             for hit in hits:

@@ -18,11 +18,19 @@ COLUMNS = METRICS
 
 
 def best(results: Sequence[Result], metric: str = "ndcg@10") -> Result:
-    return max(results, key=lambda result: result.means[metric])
+    """The best configuration over the whole collection (a within-document one only when every
+    configuration is: searching inside the right document is easier, not better)."""
+    whole = [result for result in results if not result.config.within_document] or results
+    return max(whole, key=lambda result: result.means[metric])
+
+
+def run_tag(name: str) -> str:
+    """A configuration's name as a TREC run tag and file name: 'lexical/doc:1' is 'lexical_doc-1'."""
+    return name.replace(":", "-").replace("/", "_")
 
 
 def run_filename(name: str) -> str:
-    return name.replace(":", "-") + ".trec"
+    return run_tag(name) + ".trec"
 
 
 def wins_and_losses(a: Result, b: Result, metric: str) -> dict:
@@ -70,8 +78,7 @@ def write(
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     for result in results:
-        tag = result.config.name.replace(":", "-")
-        write_trec(out / "runs" / run_filename(result.config.name), result.run, tag)
+        write_trec(out / "runs" / run_filename(result.config.name), result.run, run_tag(result.config.name))
     summaries = [result.summary(n_pages) for result in results]
     pairs = comparisons(results, compare_at, primary)
     top = best(results, primary)

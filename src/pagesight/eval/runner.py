@@ -64,16 +64,20 @@ def configurations(
     rerank: str | None = None,
     rerank_candidates: int = 50,
     rerank_options: dict | None = None,
+    within_document: bool = False,
 ) -> list[harness.Config]:
-    """The configurations named (hybrid when none), the alpha sweep when asked, and each one
-    reranked by ``rerank`` too."""
+    """The configurations named (hybrid when none), the alpha sweep when asked, each one
+    reranked by ``rerank`` too, and each of those searched within its questions' documents too
+    when ``within_document``."""
     configs = [harness.Config.parse(text) for text in modes]
     if sweep:
         configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
     configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
     if rerank:
         configs += [config.reranked(rerank, rerank_candidates, rerank_options) for config in configs]
-    return configs
+    if within_document:
+        configs += [config.within() for config in configs if not config.within_document]
+    return list(dict.fromkeys(configs))
 
 
 def evaluate_dataset(
@@ -87,6 +91,7 @@ def evaluate_dataset(
     rerank: str | None = None,
     rerank_candidates: int = 50,
     rerank_options: dict | None = None,
+    within_document: bool = False,
     reader=None,
     answer_k: int = 5,
     judge: Callable | None = None,
@@ -97,12 +102,13 @@ def evaluate_dataset(
     """Score search on ``dataset`` under each configuration of ``modes`` (see ``configurations``)
     in ``index`` (default: a folder cached per dataset, made on first use); with ``reader`` (a
     reader or its name), also answer the questions of answers.jsonl under the best configuration,
-    judged by ``judge`` when given (``answers.LLMJudge``). ``report`` is a folder for report.md,
+    judged by ``judge`` when given (``answers.LLMJudge``). ``within_document`` also runs every
+    configuration with each question searched inside its own documents only (``/within``). ``report`` is a folder for report.md,
     report.html, plots, TREC runs and the answers."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_options)
+    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_options, within_document)
     if judge is not None and reader is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if reader is not None:
