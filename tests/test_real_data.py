@@ -12,6 +12,7 @@ from tests.conftest import SHARED, cli, make_pdf
 pytestmark = pytest.mark.slow
 
 IRPAPERS = SHARED / "irpapers"
+FINANCEBENCH = SHARED / "financebench-dev"
 BADPDFS = SHARED / "badpdfs"
 
 
@@ -26,6 +27,21 @@ def test_irpapers_lexical_keeps_the_bm25_baseline(tmp_path: Path):
         cli("ingest", str(IRPAPERS / "pdfs"), "--index", str(tmp_path / "ix"), "--json").stdout
     )
     assert (again["unchanged"], again["added"], again["replaced"], again["pages"]) == (155, 0, 0, 0)
+
+
+@pytest.mark.skipif(not FINANCEBENCH.is_dir(), reason="financebench-dev not present")
+def test_financebench_finds_statements_by_their_names_headings_and_years(tmp_path: Path):
+    summary = json.loads(
+        cli(
+            "eval", str(FINANCEBENCH), "--index", str(tmp_path / "ix"), "-m", "lexical", "--within-document",
+            "--json",
+        ).stdout
+    )  # fmt: skip
+    by_name = {c["config"]: c for c in summary["configs"]}
+    whole, within = by_name["lexical"], by_name["lexical/within"]
+    assert (whole["n_queries"], whole["n_pages"]) == (51, 3495)
+    # measured .359 and .490; the index of page text alone reaches .176 and .284
+    assert whole["recall@10"] >= 0.33 and within["recall@5"] >= 0.45
 
 
 # One of each kind of trouble in the corpus, and plain files beside them.

@@ -211,6 +211,20 @@ def ingest(
             help="Index tables and figures, with their captions, as units (new index only).",
         ),
     ] = False,
+    heading_weight: Annotated[
+        int,
+        typer.Option(
+            help="BM25: how many times each page's heading counts beside its text (new index only)."
+        ),
+    ] = Settings.heading_weight,
+    period_years: Annotated[
+        bool,
+        typer.Option(help="BM25: read FY2018, 2023Q2 and the like as their years too (new index only)."),
+    ] = Settings.period_years,
+    thesaurus: Annotated[
+        str,
+        typer.Option(help="BM25: expand questions from this thesaurus (finance), or none (new index only)."),
+    ] = Settings.thesaurus,
     ray: Annotated[
         bool,
         typer.Option(help="Read and encode files on Ray (a local Ray unless --ray-address)."),
@@ -247,6 +261,9 @@ def ingest(
         "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
         "visual_index": ("visual_index", visual_index.value),
         "layout": ("layout", layout),
+        "heading_weight": ("heading_weight", heading_weight),
+        "period_years": ("period_years", period_years),
+        "thesaurus": ("thesaurus", None if thesaurus == "none" else thesaurus),
     }
     given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}
     try:

@@ -25,6 +25,9 @@ class Settings:
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
     context_weight: int = 3  # BM25: each tile also holds its document's title and name this many times
+    heading_weight: int = 4  # BM25: ... and its page's heading (read.titles.page_headings) this many
+    period_years: bool = True  # BM25: "FY2018" and "2023Q2" also read as their years (encode.lexical)
+    thesaurus: str | None = "finance"  # BM25 queries expanded from it (search.expansion); None: as asked
     dense_context: bool = True  # dense chunks are encoded after the line naming their document
     visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
     visual_model: str | None = None  # its hub id or local folder; None: the family's default checkpoint
@@ -46,6 +49,18 @@ class Settings:
             )
         if self.visual_encoder is None and (self.visual_model or self.visual_adapter):
             raise PagesightError("settings: visual_model and visual_adapter need a visual_encoder")
+        if self.context_weight < 0 or self.heading_weight < 0:
+            raise PagesightError(
+                f"settings: context_weight and heading_weight must be 0 or more, got "
+                f"{self.context_weight} and {self.heading_weight}"
+            )
+        if self.thesaurus is not None:
+            from pagesight.search.expansion import thesauri
+
+            if self.thesaurus not in thesauri():
+                raise PagesightError(
+                    f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
+                )
         if self.visual_index not in VISUAL_INDEXES:
             raise PagesightError(
                 f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"
@@ -93,7 +108,7 @@ def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[s
 
 
 # Settings added after indexes were made, with the value that describes those indexes.
-_BEFORE = {"dense_context": False}
+_BEFORE = {"dense_context": False, "heading_weight": 0, "period_years": False, "thesaurus": None}
 
 
 def cache_dir() -> Path:

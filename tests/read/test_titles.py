@@ -10,7 +10,7 @@ from reportlab.lib.pagesizes import LETTER
 from reportlab.pdfgen import canvas
 
 from pagesight import Index
-from pagesight.read.titles import context, heading, name_words
+from pagesight.read.titles import context, heading, name_words, page_headings
 from pagesight.records import Span
 from pagesight.settings import Settings
 
@@ -68,4 +68,73 @@ def test_a_question_naming_the_document_finds_its_page(tmp_path: Path, weight: i
         assert hits[0].page_id == "AR-1_2"
     else:  # the page alone cannot know: no hit, or the cover
         assert not hits or hits[0].page_id != "AR-1_2"
+    index.close()
+
+
+def test_a_page_heading_is_its_opening_short_lines_without_running_ones():
+    running = "Table of Contents\nAcme Corporation"
+    pages = [
+        f"{running}\n12\nConsolidated Statements of Cash Flows\nYears ended December 31, 2018\nNet income 1,204 1,150",
+        f"{running}\nNOTE 7. Supplemental Balance Sheet Information\nAccounts payable include the amounts below.",
+        f"{running}\nThe company reported a strong year, with sales up in every segment and region.\nOutlook",
+        "Acme Corporation\nRisk Factors",  # the company's name opens it too: still running
+    ]
+    assert page_headings(pages) == [
+        "Consolidated Statements of Cash Flows\nYears ended December 31, 2018",  # not its rows
+        "NOTE 7. Supplemental Balance Sheet Information",
+        "",  # it opens with prose
+        "Risk Factors",
+    ]
+    # Two pages cannot tell a running line from a heading: both keep theirs.
+    assert page_headings(["Balance Sheet\nCash 10", "Balance Sheet\nDebt 4"]) == ["Balance Sheet"] * 2
+    assert page_headings([]) == []
+
+
+def _filing(path: Path) -> Path:
+    """A filing whose balance sheet (page 2) is a page of numbers under its heading, while a note
+    (page 3) talks about the balance sheet in prose."""
+    pdf = canvas.Canvas(str(path), pagesize=LETTER)
+    rows = [("Cash and equivalents", "1,204"), ("Inventories", "877"), ("Total current assets", "3,961")]
+    rows += [("Accounts payable", "640"), ("Total current liabilities", "2,118"), ("Long-term debt", "900")]
+    for heading_line, body in (
+        ("Acme Corporation", ["Annual Report on Form 10-K for the fiscal year 2018"]),
+        ("Consolidated Balance Sheets", [f"{label} {value}" for label, value in rows]),
+        (
+            "NOTE 9. Leases",
+            [
+                "Operating lease liabilities are shown in the balance sheet within current liabilities",
+                "and other liabilities. The right-of-use assets are also in the balance sheet, and the",
+                "amounts are reconciled to the total current liabilities in this note.",
+            ],
+        ),
+        (
+            "Consolidated Statements of Operations",
+            ["Net sales 9,870", "Cost of sales 6,020", "Net income 1,150"],
+        ),
+        ("Risk Factors", ["Demand for our products may fall when the economy weakens in our markets."]),
+        ("NOTE 4. Inventories", ["Inventories are stated at the lower of cost and net realizable value."]),
+    ):
+        pdf.setFont("Helvetica", 9)
+        pdf.drawString(72, 740, "Table of Contents")
+        pdf.setFont("Helvetica-Bold", 14)
+        pdf.drawString(72, 712, heading_line)
+        pdf.setFont("Helvetica", 11)
+        for row, line in enumerate(body):
+            pdf.drawString(72, 680 - 16 * row, line)
+        pdf.showPage()
+    pdf.save()
+    return path
+
+
+@pytest.mark.parametrize("weight", [0, 4])
+def test_a_question_naming_a_statement_finds_the_statement_not_the_note(tmp_path: Path, weight: int):
+    filing = _filing(tmp_path / "acme-10k.pdf")
+    settings = Settings(dense_model=None, heading_weight=weight, thesaurus=None)
+    index = Index.open(tmp_path / "index", settings=settings)
+    assert index.add(filing).ok
+    hits = index.search("total current liabilities in the balance sheet", k=5, mode="lexical")
+    if weight:
+        assert [hit.page_id for hit in hits[:2]] == ["acme-10k_2", "acme-10k_3"]
+    else:  # the note says "balance sheet" twice, the statement only in its heading
+        assert hits[0].page_id == "acme-10k_3"
     index.close()

@@ -7,10 +7,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING
 
 import bm25s
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+
+if TYPE_CHECKING:
+    from pagesight.settings import Settings
 
 NAME = "bm25"
 _STOPWORDS = frozenset(STOPWORDS_EN)
@@ -26,11 +30,30 @@ def tokenize(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False, show_progress=False)
 
 
-def indexed_text(text: str, context: str, weight: int) -> str:
+def indexed_text(text: str, context: str, heading: str, settings: Settings) -> str:
     """A tile's text as BM25 indexes it: with its document's context (``read.titles.context``)
-    ``weight`` times, BM25F's field weight by repeated terms, so pages of a document its question
-    names rank above pages that share only the question's other words."""
-    return "\n".join([text] + [context] * weight) if context and weight > 0 else text
+    ``settings.context_weight`` times and its page's heading (``read.titles.page_headings``)
+    ``settings.heading_weight`` times more, BM25F's field weights by repeated terms, so pages of a
+    document its question names rank above pages that share only the question's other words, and
+    the statement or section a question names above the notes that mention it; with the years of
+    its period codes when ``settings.period_years`` (``with_years``)."""
+    parts = [text]
+    if context:
+        parts += [context] * settings.context_weight
+    if heading:
+        parts += [heading] * settings.heading_weight
+    joined = "\n".join(parts)
+    return with_years(joined) if settings.period_years else joined
+
+
+_PERIOD = re.compile(r"(?<![\w])(?=\w*[A-Za-z])\w*?((?:19|20)\d\d)\w*(?![\w])")
+
+
+def with_years(text: str) -> str:
+    """``text`` with the year of each period code after it: "FY2018" also reads "2018", "2023Q2"
+    "2023", so a question about FY2018 meets the filing named 3M_2018_10K and the column headed
+    2018. Codes without a year (BERT4Rec, A380) stay as they are."""
+    return _PERIOD.sub(lambda m: f"{m.group(0)} {m.group(1)}", text)
 
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")

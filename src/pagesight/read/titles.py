@@ -5,11 +5,18 @@ document ("the Halvorsen 2021 annual report", "what does Query2doc do") matches 
 that do. Each page is therefore indexed with its document's *context*: the title (the largest
 line at the top of the first page, which beats PDF metadata: empty or "Microsoft Word - draft3"
 more often than not) and the file name with its separators split.
+
+A page has a heading of its own too: the short lines it opens with ("Consolidated Statements of
+Cash Flows", "NOTE 7. Supplemental Balance Sheet Information", a slide's title), which say what the
+page is about better than the numbers below them. Lines that open many pages of the document (a
+running header, "Table of Contents", the company's name) are no heading.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 
 from pagesight.records import Span
 
@@ -17,7 +24,12 @@ TOP = 0.4  # the title sits in the top part of the first page
 SAME_SIZE = 0.6  # lines at least this tall, relative to the tallest, may continue the title block
 GAP = 0.5  # ... when at most this much of its height apart (a section heading sits further off)
 MAX_CHARS = 300
+HEADING_LINES = 6  # a page's heading is among its first lines
+HEADING_WORDS = 10  # ... each of them short: a sentence of prose ends the heading
+RUNNING_SHARE = 0.2  # a line opening this share of a document's pages (and 3 at least) is running
 _SEPARATORS = re.compile(r"[_\-.+]+|(?<=[a-z])(?=[A-Z])")
+_NUMBER = re.compile(r"[($€£]?-?\d[\d,.]*%?\)?")
+_YEAR = re.compile(r"(?:19|20)\d\d")
 
 
 def heading(spans: list[Span], page_height: float) -> str:
@@ -62,3 +74,35 @@ def context(doc_id: str, meta: dict) -> str:
     """The text that names a document: its title and the words of its file name (its id)."""
     title = meta.get("title") or ""
     return "\n".join(part for part in (title, name_words(doc_id)) if part)
+
+
+def page_headings(first_texts: Sequence[str]) -> list[str]:
+    """Each page's heading, from the text of its first tile, the pages of one document in order.
+
+    The heading is the run of short lines (``HEADING_WORDS`` words at most, not ending like a
+    sentence or like a table's row, in an amount) the page opens with, running lines left out: those
+    that open at least ``RUNNING_SHARE`` of the document's pages and three of them (a running
+    header, a company name), and lines that are a number alone (a page number).
+    """
+    openings = [
+        [line.strip() for line in text.split("\n")[:HEADING_LINES] if line.strip()] for text in first_texts
+    ]
+    seen = Counter(line.lower() for lines in openings for line in set(lines))
+    running = max(3, RUNNING_SHARE * len(first_texts))
+    headings = []
+    for lines in openings:
+        heading_lines = []
+        for line in lines:
+            words = line.split()
+            if seen[line.lower()] >= running or _NUMBER.fullmatch(line):
+                continue
+            if len(words) > HEADING_WORDS or line.endswith((".", ",", ";")) or _amount(words[-1]):
+                break
+            heading_lines.append(line)
+        headings.append("\n".join(heading_lines))
+    return headings
+
+
+def _amount(word: str) -> bool:
+    """Whether ``word`` is a number other than a year: the value that ends a table's row."""
+    return bool(_NUMBER.fullmatch(word)) and not _YEAR.fullmatch(word)

@@ -1,6 +1,6 @@
 """Search over a store: a text or image query to ranked tiles with their evidence.
 
-    query -> encode (BM25 terms, the dense text model, the visual encoder)
+    query -> encode (BM25 terms with the thesaurus's words, the dense text model, the visual encoder)
           -> each retriever's run over the store's vector stores, limited to the allowed tiles
           -> fusion (relative score or reciprocal rank)                    ``search.fusion``
           -> each tile's score fused with its document's                  ``search.documents``
@@ -71,7 +71,7 @@ def search_text(
     pool = max(candidates, k)
     runs: dict[str, Run] = {}
     if mode in ("lexical", "hybrid"):
-        runs["bm25"] = current.lexical.search(query, pool, allowed)
+        runs["bm25"] = current.lexical.search(lexical_query(settings, query), pool, allowed)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
         runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
     if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):
@@ -122,6 +122,16 @@ def search_image(
     vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
     runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
     return hits(store.catalog, runs["visual"], runs, "", evidence=True, k=k)
+
+
+def lexical_query(settings: Settings, query: str) -> str:
+    """The query as the BM25 run reads it: with the words the index's thesaurus adds
+    (``search.expansion``) and the years of its period codes (``encode.lexical.with_years``)."""
+    from pagesight.encode.lexical import with_years
+    from pagesight.search.expansion import expand
+
+    text = expand(query, settings.thesaurus)
+    return with_years(text) if settings.period_years else text
 
 
 def dense_query(settings: Settings, query: str) -> np.ndarray:

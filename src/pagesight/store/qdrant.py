@@ -319,7 +319,7 @@ class QdrantCatalog:
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
         from pagesight.encode.lexical import indexed_text, tokenize
-        from pagesight.read.titles import context
+        from pagesight.read.titles import context, page_headings
 
         models = _models()
         visual = visual or {}
@@ -334,8 +334,17 @@ class QdrantCatalog:
         self._save_index()  # tile ids are never reused, even by a write that dies
 
         named = context(document.id, document.meta)
-        weight = self.settings.context_weight
-        terms = tokenize([indexed_text(tile.text, named, weight) for _, tile in tiles]) if tiles else []
+        firsts = [(page.number, tile) for page, tile in tiles if tile.index == 0 and tile.region is None]
+        headings = dict(zip((number for number, _ in firsts), page_headings([t.text for _, t in firsts])))
+        heading = {
+            (page.number, tile.index): headings.get(page.number, "") if tile.index == 0 else ""
+            for page, tile in tiles
+        }
+        texts = [
+            indexed_text(tile.text, named, heading[page.number, tile.index], self.settings)
+            for page, tile in tiles
+        ]
+        terms = tokenize(texts) if tiles else []
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
         old_tiles = previous.get("tiles", 0) if previous else 0
@@ -365,6 +374,7 @@ class QdrantCatalog:
                 "page_size": [page.width, page.height],
                 "text": tile.text,
                 "context": named,
+                "heading": heading[page.number, tile.index],
                 "spans": [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans],
                 "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
                 "kind": tile.kind,
@@ -495,7 +505,9 @@ class QdrantCatalog:
         )
         stale = models.Filter(must=self.live_filter().must, must_not=[close])
         count, batch = 0, []
-        for record in _scroll(self.client, self.tiles_name, stale, with_payload=["text", "context"]):
+        for record in _scroll(
+            self.client, self.tiles_name, stale, with_payload=["text", "context", "heading"]
+        ):
             batch.append(record)
             if len(batch) == PAGE:
                 count += self._reweigh(batch, average)
@@ -506,8 +518,15 @@ class QdrantCatalog:
         from pagesight.encode.lexical import indexed_text, tokenize
 
         models = _models()
-        weight = self.settings.context_weight
-        texts = [indexed_text(r.payload.get("text", ""), r.payload.get("context", ""), weight) for r in batch]
+        texts = [
+            indexed_text(
+                r.payload.get("text", ""),
+                r.payload.get("context", ""),
+                r.payload.get("heading", ""),
+                self.settings,
+            )
+            for r in batch
+        ]
         terms = tokenize(texts)
         points = [
             models.PointVectors(id=r.id, vector={"bm25": _bm25_document(t, average)})

@@ -101,11 +101,11 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
 
     with catalog.snapshot():
         generation = catalog.generation()
-        weight = catalog.settings.context_weight
+        settings = catalog.settings
         rows = list(catalog.tile_contexts())
         tile_ids = np.array([row[0] for row in rows], dtype=np.int64)
         lexical = LexicalRetriever.build(
-            tile_ids, [indexed_text(text, named, weight) for _, text, named in rows]
+            tile_ids, [indexed_text(text, named, heading, settings) for _, text, named, heading in rows]
         )
         dense = None
         if dim is not None:
