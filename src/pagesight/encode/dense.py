@@ -12,7 +12,10 @@ one (``adapter_config.json``), merged when loaded.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -21,6 +24,7 @@ import numpy as np
 
 from pagesight.encode import exported
 from pagesight.errors import PagesightError
+from pagesight.settings import cache_dir
 
 
 class MiniLM:
@@ -119,6 +123,70 @@ class MiniLM:
         return self.encode(texts)
 
 
+class StaticMiniLM:
+    """MiniLM distilled into static token vectors (model2vec): a text's vector is the mean of its
+    tokens' vectors, so encoding costs a table lookup instead of six transformer layers, at a loss
+    in quality that BM25 beside it covers (BENCHMARKS.md, "Text vectors"). Made from the packaged
+    MiniLM by model2vec's ``distill`` (the vocabulary through MiniLM once, PCA to ``dim``, SIF
+    weights) on first use, about a minute, and cached under ``cache_dir()``; encoding needs neither
+    torch nor transformers, only the distillation does."""
+
+    name = "minilm-static"
+    dim = 256
+
+    def __init__(self):
+        self._model = None
+
+    @property
+    def model_dir(self) -> Path:
+        """The folder of the model it is distilled from (what ``pagesight train`` fine-tunes)."""
+        return MiniLM().model_dir
+
+    @property
+    def path(self) -> Path:
+        """The distilled model's cache folder, keyed by the weights it is made from."""
+        return cache_dir() / "static" / exported.export_path(self.name, self.model_dir).stem
+
+    @property
+    def model(self):
+        if self._model is None:
+            try:
+                from model2vec import StaticModel
+            except ImportError:
+                raise PagesightError(_MISSING) from None
+            if not self.path.is_dir():
+                self._distill(self.path)
+            self._model = StaticModel.from_pretrained(self.path, normalize=True)
+        return self._model
+
+    def _distill(self, target: Path) -> None:
+        """Distil the packaged MiniLM into ``target``, whole or not at all (concurrent processes
+        each write their own folder; the first rename wins)."""
+        quiet_offline()
+        try:
+            from model2vec.distill import distill
+        except ImportError:
+            raise PagesightError(_MISSING) from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+            with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
+                distill(str(self.model_dir), pca_dims=self.dim, device="cpu").save_pretrained(scratch)
+            try:
+                os.rename(scratch, target)
+            except OSError:
+                if not target.is_dir():
+                    raise
+
+    def encode(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
+        """Unit vectors of texts, one row each."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(texts, batch_size=batch_size, use_multiprocessing=False)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    encode_queries = encode
+
+
 def quiet_offline() -> None:
     """Load text models without reaching the hub (the weights are local) and without progress bars,
     unless the environment says otherwise."""
@@ -130,11 +198,14 @@ def quiet_offline() -> None:
 _MISSING = "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
 
 
-DENSE_MODELS: dict[str, Callable[[], MiniLM]] = {MiniLM.name: MiniLM}
+DENSE_MODELS: dict[str, Callable[[], MiniLM | StaticMiniLM]] = {
+    MiniLM.name: MiniLM,
+    StaticMiniLM.name: StaticMiniLM,
+}
 
 
 @cache
-def dense_model(name: str) -> MiniLM:
+def dense_model(name: str) -> MiniLM | StaticMiniLM:
     """The model registered under ``name``, or the fine-tuned MiniLM in folder ``name`` (loaded
     once per process)."""
     check_dense_model(name)
