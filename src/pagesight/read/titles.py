@@ -6,7 +6,8 @@ that do. Each page is therefore indexed with its document's *context*: the title
 line at the top of the first page, which beats PDF metadata: empty or "Microsoft Word - draft3"
 more often than not) and the file name with its separators split.
 
-A page has a heading of its own too: the short lines it opens with ("Consolidated Statements of
+A page has a heading of its own too (indexed with its first band and its table and figure units):
+the short lines it opens with ("Consolidated Statements of
 Cash Flows", "NOTE 7. Supplemental Balance Sheet Information", a slide's title), which say what the
 page is about better than the numbers below them. Lines that open many pages of the document (a
 running header, "Table of Contents", the company's name) are no heading.

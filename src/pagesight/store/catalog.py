@@ -340,20 +340,23 @@ class Catalog:
 
     def tile_contexts(self) -> Iterator[tuple[int, str, str, str]]:
         """(tile id, text, the context naming its document: ``read.titles.context``, the heading of
-        its page for the page's first band: ``read.titles.page_headings``), by tile id."""
+        its page for the page's first band and its table and figure units:
+        ``read.titles.page_headings``), by tile id."""
         from pagesight.read.titles import context, page_headings
 
         documents = self.db.execute("SELECT id, meta FROM documents").fetchall()
         named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
         first = self.db.execute(
-            "SELECT id, doc_id, text FROM tiles WHERE idx = 0 AND region = '' ORDER BY doc_id, page"
+            "SELECT doc_id, page, text FROM tiles WHERE idx = 0 AND region = '' ORDER BY doc_id, page"
         ).fetchall()
         headings = {}
-        for _, rows in itertools.groupby(first, key=lambda row: row[1]):
+        for doc_id, rows in itertools.groupby(first, key=lambda row: row[0]):
             rows = list(rows)
-            headings.update(zip((row[0] for row in rows), page_headings([row[2] for row in rows])))
-        for tile_id, doc_id, text in self.db.execute("SELECT id, doc_id, text FROM tiles ORDER BY id"):
-            yield tile_id, text, named[doc_id], headings.get(tile_id, "")
+            headings.update(zip(((doc_id, row[1]) for row in rows), page_headings([row[2] for row in rows])))
+        tiles = self.db.execute("SELECT id, doc_id, page, idx, region, text FROM tiles ORDER BY id")
+        for tile_id, doc_id, page, idx, region, text in tiles:
+            heading = headings.get((doc_id, page), "") if idx == 0 or region else ""
+            yield tile_id, text, named[doc_id], heading
 
     def tile_ids(self) -> np.ndarray:
         rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()

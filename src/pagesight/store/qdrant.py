@@ -336,8 +336,10 @@ class QdrantCatalog:
         named = context(document.id, document.meta)
         firsts = [(page.number, tile) for page, tile in tiles if tile.index == 0 and tile.region is None]
         headings = dict(zip((number for number, _ in firsts), page_headings([t.text for _, t in firsts])))
-        heading = {
-            (page.number, tile.index): headings.get(page.number, "") if tile.index == 0 else ""
+        heading = {  # a page's first band and its table and figure units
+            (page.number, tile.index): headings.get(page.number, "")
+            if tile.index == 0 or tile.region is not None
+            else ""
             for page, tile in tiles
         }
         texts = [
