@@ -156,7 +156,7 @@ class StaticMiniLM:
                 raise PagesightError(_MISSING) from None
             if not self.path.is_dir():
                 self._distill(self.path)
-            self._model = StaticModel.from_pretrained(self.path, normalize=True)
+            self._model = StaticModel.from_pretrained(self.path)
         return self._model
 
     def _distill(self, target: Path) -> None:
@@ -182,7 +182,10 @@ class StaticMiniLM:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self.model.encode(texts, batch_size=batch_size, use_multiprocessing=False)
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        # unit length in float32 (its table is float16), so inner products are the cosines Qdrant gives
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1))
 
     encode_queries = encode
 
