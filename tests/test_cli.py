@@ -160,7 +160,7 @@ def test_info_and_documents_read_as_tables(tmp_path: Path):
     info = cli("info", "--index", index).stdout
     rows = dict(line.split(None, 1) for line in info.splitlines())
     assert rows["documents"].startswith("2: 3 pages in 3 tiles, 1 pages read by OCR")
-    assert rows["dense"].startswith("minilm-l6-v2: ") and rows["visual"].strip() == "none"
+    assert rows["dense"].startswith("minilm-static: ") and rows["visual"].strip() == "none"
     assert rows["retrievers"].startswith("up to date")
 
     listing = cli("documents", "--index", index).stdout.splitlines()

@@ -12,6 +12,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.errors import PagesightError
+from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.search.rerank import make_reranker
 from pagesight.settings import Settings
 from pagesight.vectors import maxsim
@@ -302,7 +303,7 @@ def test_eval_compares_visual_with_lexical(tmp_path, corpus, clip_folder):
         "--json",
     )  # fmt: skip
     configs = {c["config"]: c for c in json.loads(out.stdout)["configs"]}
-    assert set(configs) == {"visual", "lexical", "rsf:0.1"}
+    assert set(configs) == {"visual", "lexical", f"rsf:{DEFAULT_ALPHA:g}"}
     hits = sum(top[qid] == page for qid, (_, page) in questions.items())
     assert configs["visual"]["recall@1"] == hits / len(questions)
     assert configs["lexical"]["recall@1"] == 1.0

@@ -153,11 +153,15 @@ def ingest(
         ),
     ] = Ocr.auto,
     dense: Annotated[
-        bool, typer.Option(help="Also embed text with MiniLM for dense and hybrid search (new index only).")
+        bool,
+        typer.Option(help="Also embed text (minilm-static) for dense and hybrid search (new index only)."),
     ] = True,
     dense_model: Annotated[
         str | None,
-        typer.Option(help="A MiniLM fine-tuned by pagesight train (its dense/ folder) (new index only)."),
+        typer.Option(
+            help="The text model: minilm-static (default), minilm-l6-v2 (slower, a little better), or a "
+            "MiniLM fine-tuned by pagesight train (its dense/ folder) (new index only)."
+        ),
     ] = None,
     dpi: Annotated[float, typer.Option(help="Rendering resolution of PDF pages (new index only).")] = 100.0,
     tile_height: Annotated[int, typer.Option(help="Tile height in pixels (new index only).")] = 1024,

@@ -21,7 +21,8 @@ class Settings:
     viewport_width: int = 875  # web pages render at this CSS width, device scale 1 (PixelRAG's default)
     min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
     ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
-    dense_model: str | None = "minilm-l6-v2"  # or a fine-tuned MiniLM's folder; None: lexical only
+    # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder; None: lexical only
+    dense_model: str | None = "minilm-static"
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
     context_weight: int = 3  # BM25: each tile also holds its document's title and name this many times
