@@ -3,6 +3,7 @@ so a search process needs neither torch nor sentence-transformers."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -82,3 +83,13 @@ def test_a_hybrid_search_process_never_imports_torch(tmp_path, model):
     )
     top, loaded = done.stdout.split("\n")[:2]
     assert top == "regions_2" and loaded == "[]"
+
+
+def test_loading_minilm_prints_no_progress_bar(tmp_path):
+    script = "import transformers\nfrom pagesight.encode.dense import MiniLM\nMiniLM().model\n"
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    env["PAGESIGHT_CACHE"] = str(tmp_path)  # the export is written too, as a first ask would
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=True, env=env
+    )
+    assert "Loading weights" not in done.stderr and "%|" not in done.stderr, done.stderr

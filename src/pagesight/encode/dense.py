@@ -196,6 +196,13 @@ def quiet_offline() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import sys
+
+    # transformers reads the first two when it is imported; it may have been already (by the ONNX
+    # export, another model), and then printed a bar as it loads MiniLM's weights.
+    logging = sys.modules.get("transformers.utils.logging")
+    if logging is not None and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
+        logging.disable_progress_bar()
 
 
 _MISSING = "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
