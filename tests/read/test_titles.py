@@ -13,6 +13,7 @@ from pagesight import Index
 from pagesight.read.titles import context, heading, name_words, page_headings
 from pagesight.records import Span
 from pagesight.settings import Settings
+from tests.conftest import make_pdf
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -138,3 +139,12 @@ def test_a_question_naming_a_statement_finds_the_statement_not_the_note(tmp_path
     else:  # the note says "balance sheet" twice, the statement only in its heading
         assert hits[0].page_id == "acme-10k_3"
     index.close()
+
+
+def test_a_tile_without_text_is_not_found_by_its_documents_name(tmp_path: Path):
+    pdf = make_pdf(tmp_path / "halvorsen-annual-report.pdf", [["Revenue rose to 12 million."]])
+    with Index.open(tmp_path / "index", settings=Settings(dense_model=None, tile_height=400)) as index:
+        assert index.add(pdf).ok
+        assert index.info()["tiles"] >= 2  # the text in the first, blank paper below
+        hits = index.search("Halvorsen annual report", k=5)
+        assert [(hit.page_id, hit.tile) for hit in hits] == [("halvorsen-annual-report_1", 0)]

@@ -77,6 +77,15 @@ def context(doc_id: str, meta: dict) -> str:
     return "\n".join(part for part in (title, name_words(doc_id)) if part)
 
 
+def tile_context(named: str, text: str, index: int) -> str:
+    """The document context (``context``) a tile is indexed with: none for a tile without text
+    below a page's first (the empty foot of a tall page, a picture between a web page's
+    paragraphs), which would otherwise match a question naming the document better than the tiles
+    that answer it, being the shortest; a page's first tile keeps it, text or not, so a page with
+    no text at all is still found by its document's name."""
+    return named if index == 0 or text.strip() else ""
+
+
 def page_headings(first_texts: Sequence[str]) -> list[str]:
     """Each page's heading, from the text of its first tile, the pages of one document in order.
 

@@ -342,7 +342,7 @@ class Catalog:
         """(tile id, text, the context naming its document: ``read.titles.context``, the heading of
         its page for the page's first band and its table and figure units:
         ``read.titles.page_headings``), by tile id."""
-        from pagesight.read.titles import context, page_headings
+        from pagesight.read.titles import context, page_headings, tile_context
 
         documents = self.db.execute("SELECT id, meta FROM documents").fetchall()
         named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
@@ -356,7 +356,7 @@ class Catalog:
         tiles = self.db.execute("SELECT id, doc_id, page, idx, region, text FROM tiles ORDER BY id")
         for tile_id, doc_id, page, idx, region, text in tiles:
             heading = headings.get((doc_id, page), "") if idx == 0 or region else ""
-            yield tile_id, text, named[doc_id], heading
+            yield tile_id, text, tile_context(named[doc_id], text, idx), heading
 
     def tile_ids(self) -> np.ndarray:
         rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()

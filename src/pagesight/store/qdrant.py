@@ -319,7 +319,7 @@ class QdrantCatalog:
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
         from pagesight.encode.lexical import indexed_text, tokenize
-        from pagesight.read.titles import context, page_headings
+        from pagesight.read.titles import context, page_headings, tile_context
 
         models = _models()
         visual = visual or {}
@@ -343,7 +343,12 @@ class QdrantCatalog:
             for page, tile in tiles
         }
         texts = [
-            indexed_text(tile.text, named, heading[page.number, tile.index], self.settings)
+            indexed_text(
+                tile.text,
+                tile_context(named, tile.text, tile.index),
+                heading[page.number, tile.index],
+                self.settings,
+            )
             for page, tile in tiles
         ]
         terms = tokenize(texts) if tiles else []
@@ -375,7 +380,7 @@ class QdrantCatalog:
                 "box": [float(v) for v in tile.box],
                 "page_size": [page.width, page.height],
                 "text": tile.text,
-                "context": named,
+                "context": tile_context(named, tile.text, tile.index),
                 "heading": heading[page.number, tile.index],
                 "spans": [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans],
                 "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
