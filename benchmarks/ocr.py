@@ -1,7 +1,7 @@
 """OCR speed and quality on IRPAPERS pages whose PDF text layer is the ground truth (issue 13).
 
     python benchmarks/ocr.py [--data ../shared/data/irpapers/pdfs] [--pages 24] [--dpi 150]
-                             [--ingest] [--jobs N]
+                             [--engine rapidocr|tesseract] [--ingest] [--jobs N]
 
 A fixed set of pages (the first and a middle page of every n-th paper, in name order) is rendered
 to images at ``--dpi``. Each image goes through ``ocr_spans`` as ingestion calls it, timed in wall
@@ -31,7 +31,7 @@ import pypdfium2 as pdfium
 from rapidfuzz.distance import Levenshtein
 
 from pagesight import Index, PagesightError
-from pagesight.read.ocr import ocr_spans
+from pagesight.read.ocr import ENGINES, ocr_spans
 from pagesight.read.textlayer import to_pixels
 from pagesight.render import open_source
 from pagesight.settings import Settings
@@ -103,6 +103,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "irpapers" / "pdfs")
     parser.add_argument("--pages", type=int, default=24)
     parser.add_argument("--dpi", type=float, default=Settings().ocr_dpi)
+    parser.add_argument("--engine", choices=ENGINES, default=Settings().ocr_engine)
     parser.add_argument("--ingest", action="store_true", help="also time Index.add on the pages as PNG scans")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes for --ingest")
     args = parser.parse_args()
@@ -122,7 +123,7 @@ def main() -> None:
         reference = reference_chars(paper, number, image.size)
         images.append(image)
         start, start_cpu = time.perf_counter(), time.process_time()
-        found = ocr_spans(image)
+        found = ocr_spans(image, engine=args.engine)
         page_wall, page_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         page_errors, page_chars = line_errors(reference, found)
         wall, cpu, errors, chars = wall + page_wall, cpu + page_cpu, errors + page_errors, chars + page_chars
@@ -139,6 +140,7 @@ def main() -> None:
     result = {
         "pages": len(pages),
         "dpi": args.dpi,
+        "engine": args.engine,
         "cer": round(errors / max(1, chars), 4),
         "median_page_cer": round(statistics.median(p["cer"] for p in per_page), 4),
         "reference_chars": chars,
@@ -155,7 +157,9 @@ def main() -> None:
             scans.mkdir()
             for (paper, number), image in zip(pages, images):
                 image.save(scans / f"{paper.stem}_{number}.png")
-            index = Index.open(Path(tmp) / "index", settings=Settings(dense_model=None))
+            index = Index.open(
+                Path(tmp) / "index", settings=Settings(dense_model=None, ocr_engine=args.engine)
+            )
             start = time.perf_counter()
             report = index.add(scans, jobs=args.jobs)
             elapsed = time.perf_counter() - start

@@ -80,7 +80,7 @@ def stages(
                 if ocr_done < ocr_pages:
                     dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
                     start = time.perf_counter()
-                    found = ocr_spans(source.render(number, dpi))
+                    found = ocr_spans(source.render(number, dpi), engine=settings.ocr_engine)
                     timings["ocr"] += time.perf_counter() - start
                     ocr_done += 1
                     spans = spans or found

@@ -85,6 +85,11 @@ class Ocr(str, Enum):
     never = "never"
 
 
+class OcrEngine(str, Enum):
+    rapidocr = "rapidocr"
+    tesseract = "tesseract"
+
+
 class Mode(str, Enum):
     lexical = "lexical"
     dense = "dense"
@@ -152,6 +157,12 @@ def ingest(
             "text unless always (then OCR reads their tiles)."
         ),
     ] = Ocr.auto,
+    ocr_engine: Annotated[
+        OcrEngine,
+        typer.Option(
+            help="OCR engine: rapidocr (reads best) or tesseract (about 5x faster) (new index only)."
+        ),
+    ] = OcrEngine.rapidocr,
     dense: Annotated[
         bool,
         typer.Option(help="Also embed text (minilm-static) for dense and hybrid search (new index only)."),
@@ -265,6 +276,7 @@ def ingest(
         "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
         "visual_index": ("visual_index", visual_index.value),
         "layout": ("layout", layout),
+        "ocr_engine": ("ocr_engine", ocr_engine.value),
         "heading_weight": ("heading_weight", heading_weight),
         "period_years": ("period_years", period_years),
         "thesaurus": ("thesaurus", None if thesaurus == "none" else thesaurus),
@@ -720,7 +732,8 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
     rows.append(
         (
             "rendering",
-            f"PDF pages at {settings['dpi']:g} dpi (OCR at {settings['ocr_dpi']:g} dpi), tiles "
+            f"PDF pages at {settings['dpi']:g} dpi (OCR by {settings.get('ocr_engine', 'rapidocr')} at "
+            f"{settings['ocr_dpi']:g} dpi), tiles "
             f"{settings['tile_height']:,} px tall, web pages {settings['viewport_width']} px wide",
         )
     )

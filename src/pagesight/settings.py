@@ -21,6 +21,7 @@ class Settings:
     viewport_width: int = 875  # web pages render at this CSS width, device scale 1 (PixelRAG's default)
     min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
     ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
+    ocr_engine: str = "rapidocr"  # or "tesseract" (read.ocr.ENGINES)
     # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder; None: lexical only
     dense_model: str | None = "minilm-static"
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
@@ -62,6 +63,12 @@ class Settings:
                 raise PagesightError(
                     f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
                 )
+        from pagesight.read.ocr import ENGINES
+
+        if self.ocr_engine not in ENGINES:
+            raise PagesightError(
+                f"settings: ocr_engine must be one of {', '.join(ENGINES)}, got '{self.ocr_engine}'"
+            )
         if self.visual_index not in VISUAL_INDEXES:
             raise PagesightError(
                 f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"

@@ -1,7 +1,26 @@
+from pathlib import Path
+
+import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from pagesight import Index, PagesightError
+from pagesight.read import ocr
 from pagesight.read.ocr import ink_box, ocr_spans
+from pagesight.settings import Settings
 from tests.conftest import SAMPLES
+
+
+def _has_tessdata() -> bool:
+    try:
+        return bool(ocr.tessdata())
+    except PagesightError:
+        return False
+
+
+tesseract = pytest.mark.skipif(
+    not _has_tessdata(),
+    reason="the tesseract engine needs Debian's tesseract-ocr (make test installs it as root)",
+)
 
 
 def test_ocr_reads_the_sample_scan_with_boxes_on_the_page():
@@ -40,3 +59,37 @@ def test_blank_pages_are_not_sent_to_ocr_and_only_the_inked_region_is_read():
     assert span.text == "one short line"
     assert 295 <= span.box[0] <= 305 and 448 <= span.box[1] <= 458 and span.box[2] < 390
     assert ink_box(Image.open(SAMPLES / "field-notes-scan.png")) is not None
+
+
+@pytest.mark.parametrize("engine", ["rapidocr", pytest.param("tesseract", marks=tesseract)])
+def test_each_engine_gives_lines_with_boxes_and_confidences(engine: str):
+    page = Image.new("RGB", (1000, 700), "white")
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=30)
+    draw.text((80, 100), "Purchases of property 1,577", fill="black", font=font)
+    draw.text((80, 400), "Net income rose in 2018", fill="black", font=font)
+    first, second = ocr_spans(page, scale=0.5, engine=engine)
+    assert (first.text, second.text) == ("Purchases of property 1,577", "Net income rose in 2018")
+    for span, top in ((first, 100), (second, 400)):
+        x0, y0, x1, y1 = span.box  # on the page at half the image's scale
+        assert abs(x0 - 40) < 8 and abs(y0 - top / 2) < 10 and x1 > 200 and y1 < top / 2 + 30
+        assert span.source == "ocr" and 0.5 <= span.conf <= 1
+
+
+@tesseract
+def test_an_index_reads_its_scans_with_the_engine_it_was_made_with(tmp_path: Path):
+    with Index.open(tmp_path / "index", settings=Settings(dense_model=None, ocr_engine="tesseract")) as index:
+        assert index.add(SAMPLES / "field-notes-scan.png").ok
+        (hit,) = index.search("calibration bench drifted millimetres", k=1)
+        assert hit.doc_id == "field-notes-scan" and "0.4 millimetres" in hit.snippet
+
+
+def test_a_missing_engine_or_model_is_named(tmp_path: Path, monkeypatch):
+    with pytest.raises(PagesightError, match="unknown OCR engine 'easyocr'"):
+        ocr_spans(Image.open(SAMPLES / "field-notes-scan.png"), engine="easyocr")
+    with pytest.raises(PagesightError, match="ocr_engine must be one of rapidocr, tesseract"):
+        Settings(ocr_engine="easyocr")
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))  # a folder without eng.traineddata
+    monkeypatch.setattr(ocr, "TESSDATA", ())
+    with pytest.raises(PagesightError, match="apt-get install tesseract-ocr"):
+        ocr.tessdata()

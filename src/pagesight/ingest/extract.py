@@ -90,7 +90,7 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page,
         # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
         ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
         image = source.render(number, ocr_dpi)
-        found = ocr_spans(image, scale=width / image.width)
+        found = ocr_spans(image, scale=width / image.width, engine=settings.ocr_engine)
         if found or ocr == "always":
             spans, text_source = found, "ocr" if found else "none"
     page = Page(number=number, width=width, height=height, text_source=text_source)

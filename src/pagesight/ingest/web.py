@@ -215,7 +215,7 @@ def render(
                 page.size = len(body)
             document = to_document(page, result, content_hash(page, body_sha, options, text), options)
             if text == "ocr":
-                read_tiles_by_ocr(document)
+                read_tiles_by_ocr(document, catalog.settings.ocr_engine)
             if catalog.settings.layout:
                 add_regions(document, result.blocks)
             yield read(page, document)
@@ -299,7 +299,7 @@ def _within(inner: Box, outer: Box, slack: float = 1.0) -> bool:
     )
 
 
-def read_tiles_by_ocr(document: Document) -> None:
+def read_tiles_by_ocr(document: Document, engine: str = "rapidocr") -> None:
     """Replace the DOM text of every tile by what OCR reads in its pixels (``--ocr always``).
 
     For pages whose text is not in the DOM (text drawn in images or on a canvas), and to compare
@@ -313,7 +313,7 @@ def read_tiles_by_ocr(document: Document) -> None:
                 dataclasses.replace(
                     span, box=(span.box[0] + x0, span.box[1] + y0, span.box[2] + x0, span.box[3] + y0)
                 )
-                for span in ocr_spans(image)
+                for span in ocr_spans(image, engine=engine)
             ]
         page.text_source = "ocr" if any(tile.spans for tile in page.tiles) else "none"
 

@@ -1,6 +1,11 @@
-"""OCR with RapidOCR (PP-OCR models shipped inside the wheel, run by onnxruntime).
+"""OCR: RapidOCR (PP-OCR models shipped inside the wheel, run by onnxruntime) or Tesseract
+(``Settings.ocr_engine``, ``ingest --ocr-engine``).
 
-The engine is built once per process on first use. Boxes come back as quadrilaterals and are
+Tesseract runs in-process through tesserocr, whose wheel carries libtesseract; its English model
+comes from Debian's ``tesseract-ocr`` package (or any folder named by ``TESSDATA_PREFIX``). Both
+engines give text lines with boxes and confidences (0 to 1) as the same ``Span`` records.
+
+An engine is built once per process on first use. Boxes come back as quadrilaterals and are
 stored as their axis-aligned bounds, in the pixels of the page at the index DPI.
 
 Where the time goes (``benchmarks/ocr.py`` on IRPAPERS pages at 150 dpi, BENCHMARKS.md): text
@@ -28,6 +33,17 @@ from pagesight.records import Span
 
 DETECT_MAX_SIDE = 1280
 DETECT_MIN_SIDE = 736
+ENGINES = ("rapidocr", "tesseract")
+Line = tuple[tuple[float, float, float, float], str, float]  # an engine's line: box, text, confidence
+# Where Tesseract's language data is looked for, after TESSDATA_PREFIX (Debian 12, older
+# Debian and Ubuntu, Fedora, a source build, Homebrew).
+TESSDATA = (
+    "/usr/share/tesseract-ocr/5/tessdata",
+    "/usr/share/tesseract-ocr/4.00/tessdata",
+    "/usr/share/tessdata",
+    "/usr/local/share/tessdata",
+    "/opt/homebrew/share/tessdata",
+)
 
 _threads: int | None = None  # onnxruntime intra-op threads; None: one per core
 
@@ -64,6 +80,61 @@ def _engine(threads: int):
     return RapidOCR(params=params)
 
 
+def tessdata() -> str:
+    """The folder holding Tesseract's English model, or a clear error saying how to get one."""
+    prefix = os.environ.get("TESSDATA_PREFIX")
+    for folder in ([prefix] if prefix else []) + list(TESSDATA):
+        if os.path.isfile(os.path.join(folder, "eng.traineddata")):
+            return folder
+    raise PagesightError(
+        "the tesseract OCR engine needs its English model: apt-get install tesseract-ocr "
+        "(or set TESSDATA_PREFIX to a folder holding eng.traineddata)"
+    )
+
+
+@cache
+def _tesseract(threads: int):
+    try:
+        import tesserocr
+    except ImportError:
+        raise PagesightError(
+            "the tesseract OCR engine needs the 'ocr' extra: pip install 'pagesight[ocr]'"
+        ) from None
+    os.environ.setdefault("OMP_THREAD_LIMIT", str(threads))  # a build with OpenMP: the worker's share
+    return tesserocr.PyTessBaseAPI(
+        path=tessdata(), lang="eng", psm=tesserocr.PSM.AUTO, oem=tesserocr.OEM.LSTM_ONLY
+    )
+
+
+def _tesseract_lines(image: Image.Image) -> list[Line]:
+    """(box, text, confidence from 0 to 1) of each text line Tesseract reads in ``image``."""
+    from tesserocr import RIL, iterate_level
+
+    api = _tesseract(threads())
+    api.SetImage(image)
+    api.Recognize()
+    lines = []
+    for line in iterate_level(api.GetIterator(), RIL.TEXTLINE):
+        box = line.BoundingBox(RIL.TEXTLINE)
+        text = line.GetUTF8Text(RIL.TEXTLINE) if box else None
+        if text:
+            lines.append((tuple(float(v) for v in box), text, line.Confidence(RIL.TEXTLINE) / 100))
+    api.Clear()
+    return lines
+
+
+def _rapidocr_lines(image: Image.Image) -> list[Line]:
+    """(box, text, score) of each text line RapidOCR reads in ``image``; boxes of its quadrilaterals."""
+    result = _engine(threads())(np.asarray(image))
+    if result.boxes is None or result.txts is None:
+        return []
+    lines = []
+    for quad, text, score in zip(result.boxes, result.txts, result.scores):
+        (x0, y0), (x1, y1) = quad.min(axis=0), quad.max(axis=0)
+        lines.append(((float(x0), float(y0), float(x1), float(y1)), str(text), float(score)))
+    return lines
+
+
 def ink_box(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4, margin: int = 24):
     """The box around every pixel that stands out from the page background, ``margin`` px wider;
     None when almost nothing does (fewer than ``min_ink`` of the pixels): nothing to read.
@@ -84,8 +155,13 @@ def ink_box(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4, margi
     )
 
 
-def ocr_spans(image: Image.Image, scale: float = 1.0, min_score: float = 0.5) -> list[Span]:
-    """Text lines found in ``image``; boxes are multiplied by ``scale`` to reach page pixels."""
+def ocr_spans(
+    image: Image.Image, scale: float = 1.0, min_score: float = 0.5, engine: str = "rapidocr"
+) -> list[Span]:
+    """Text lines ``engine`` finds in ``image``; boxes are multiplied by ``scale`` to reach page
+    pixels. Lines read with a confidence under ``min_score`` are left out."""
+    if engine not in ENGINES:
+        raise PagesightError(f"unknown OCR engine '{engine}'; choose one of {', '.join(ENGINES)}")
     inked = ink_box(image)
     if inked is None:
         return []
@@ -94,18 +170,14 @@ def ocr_spans(image: Image.Image, scale: float = 1.0, min_score: float = 0.5) ->
     if enlarge > 1:
         size = (round(region.width * enlarge), round(region.height * enlarge))
         region = region.resize(size, Image.Resampling.BICUBIC)
-    result = _engine(threads())(np.asarray(region))
-    if result.boxes is None or result.txts is None:
-        return []
+    lines = _tesseract_lines(region) if engine == "tesseract" else _rapidocr_lines(region)
     spans = []
-    for quad, text, score in zip(result.boxes, result.txts, result.scores):
-        text = " ".join(str(text).split())
+    for (x0, y0, x1, y1), text, score in lines:
+        text = " ".join(text.split())
         if not text or score < min_score:
             continue
-        xs = (quad[:, 0] / enlarge + inked[0]) * scale
-        ys = (quad[:, 1] / enlarge + inked[1]) * scale
-        box = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
-        spans.append(Span(text=text, box=box, source="ocr", conf=round(float(score), 4)))
+        box = tuple((v / enlarge + offset) * scale for v, offset in zip((x0, y0, x1, y1), inked[:2] * 2))
+        spans.append(Span(text=text, box=box, source="ocr", conf=round(score, 4)))
     # Reading order: top to bottom by line, then left to right.
     spans.sort(key=lambda s: (round(s.box[1] / 10), s.box[0]))
     return spans
