@@ -135,7 +135,7 @@ def test_index_reports_a_timed_out_file_and_keeps_the_rest(tmp_path: Path):
     folder.mkdir()
     make_pdf(folder / "quick.pdf", [["a short page about lighthouses"]])
     scans = []
-    for number in range(30):  # image-only pages: each needs OCR, 30 cannot fit in 1.5 s
+    for number in range(30):  # image-only pages of 40 lines: each needs seconds of OCR, 30 more than 10 s
         scan = Image.new("RGB", (850, 1100), "white")
         draw = ImageDraw.Draw(scan)
         for row in range(40):
@@ -143,11 +143,12 @@ def test_index_reports_a_timed_out_file_and_keeps_the_rest(tmp_path: Path):
         scans.append(scan)
     scans[0].save(folder / "slow.pdf", save_all=True, append_images=scans[1:])
     index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
-    report = index.add(folder, timeout=1.5, page_timeout=0)
+    report = index.add(folder, timeout=10, page_timeout=0)
     assert report.added == ["quick"]
-    assert report.failed == [(str(folder / "slow.pdf"), "timed out after 1.5 s")]
+    assert report.failed == [(str(folder / "slow.pdf"), "timed out after 10 s")]
     assert index.search("lighthouses")[0].doc_id == "quick"
-    # With time for each page read, the same long scan is indexed whole.
-    report = index.add(folder, timeout=1.5)
+    # With time for each page read, the same long scan is indexed whole (10 s are enough for the
+    # worker to start and read its first page on a busy machine).
+    report = index.add(folder, timeout=10)
     assert report.added == ["slow"] and not report.failed
     assert index.search("ledger page 29 line 7")[0].page_id == "slow_30"
