@@ -29,8 +29,9 @@ def test_every_sample_question_finds_its_page(sample_index: Index, questions, mo
     for q in questions:
         hits = sample_index.search(q["question"], k=3, mode=mode)
         found += f"{q['doc_id']}_{q['page']}" in [h.page_id for h in hits]
-    # Lexical and hybrid search must find every page in the top 3; dense alone nearly all.
-    assert found >= (len(questions) - 2 if mode == "dense" else len(questions))
+    # Lexical and hybrid search must find every page in the top 3; dense alone (the static
+    # distillation of MiniLM by default, weaker alone than MiniLM: BENCHMARKS.md) ten of the 13.
+    assert found >= (len(questions) - 3 if mode == "dense" else len(questions))
 
 
 def test_hits_carry_snippet_and_evidence_boxes_inside_the_tile(sample_index: Index):

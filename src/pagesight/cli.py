@@ -160,9 +160,9 @@ def ingest(
     ocr_engine: Annotated[
         OcrEngine,
         typer.Option(
-            help="OCR engine: rapidocr (reads best) or tesseract (about 5x faster) (new index only)."
+            help="OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1) (new index only)."
         ),
-    ] = OcrEngine.rapidocr,
+    ] = OcrEngine.tesseract,
     dense: Annotated[
         bool,
         typer.Option(help="Also embed text (minilm-static) for dense and hybrid search (new index only)."),

@@ -21,7 +21,7 @@ class Settings:
     viewport_width: int = 875  # web pages render at this CSS width, device scale 1 (PixelRAG's default)
     min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
     ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
-    ocr_engine: str = "rapidocr"  # or "tesseract" (read.ocr.ENGINES)
+    ocr_engine: str = "tesseract"  # or "rapidocr": slower, a little better at rank 1 (read.ocr)
     # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder; None: lexical only
     dense_model: str | None = "minilm-static"
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
@@ -116,7 +116,13 @@ def check_settings(location: str, stored: Settings, chosen: Settings | Mapping[s
 
 
 # Settings added after indexes were made, with the value that describes those indexes.
-_BEFORE = {"dense_context": False, "heading_weight": 0, "period_years": False, "thesaurus": None}
+_BEFORE = {
+    "dense_context": False,
+    "heading_weight": 0,
+    "period_years": False,
+    "thesaurus": None,
+    "ocr_engine": "rapidocr",
+}
 
 
 def cache_dir() -> Path:

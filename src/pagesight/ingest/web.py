@@ -299,7 +299,7 @@ def _within(inner: Box, outer: Box, slack: float = 1.0) -> bool:
     )
 
 
-def read_tiles_by_ocr(document: Document, engine: str = "rapidocr") -> None:
+def read_tiles_by_ocr(document: Document, engine: str) -> None:
     """Replace the DOM text of every tile by what OCR reads in its pixels (``--ocr always``).
 
     For pages whose text is not in the DOM (text drawn in images or on a canvas), and to compare

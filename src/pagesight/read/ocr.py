@@ -164,7 +164,7 @@ def ink_box(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4, margi
 
 
 def ocr_spans(
-    image: Image.Image, scale: float = 1.0, min_score: float = 0.5, engine: str = "rapidocr"
+    image: Image.Image, scale: float = 1.0, min_score: float = 0.5, engine: str = "tesseract"
 ) -> list[Span]:
     """Text lines ``engine`` finds in ``image``; boxes are multiplied by ``scale`` to reach page
     pixels. Lines read with a confidence under ``min_score`` are left out."""
