@@ -74,6 +74,7 @@ class MiniLM:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 raise PagesightError(_MISSING) from None
+            _no_progress_bars()
             if self.trained is not None and not self.trained.is_dir():
                 raise PagesightError(f"dense model '{self.trained}': no such folder")
             self._model = SentenceTransformer(str(model_dir), device=self.device)
@@ -196,12 +197,15 @@ def quiet_offline() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import sys
 
-    # transformers reads the first two when it is imported; it may have been already (by the ONNX
-    # export, another model), and then printed a bar as it loads MiniLM's weights.
-    logging = sys.modules.get("transformers.utils.logging")
-    if logging is not None and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
+
+def _no_progress_bars() -> None:
+    """Honour HF_HUB_DISABLE_PROGRESS_BARS in transformers already imported: huggingface_hub reads
+    it once, when first imported, which may have been before ``quiet_offline`` set it (the static
+    model's search imports it); transformers then printed a bar as it loaded MiniLM's weights."""
+    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1":
+        from transformers.utils import logging
+
         logging.disable_progress_bar()
 
 
