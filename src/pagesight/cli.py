@@ -160,7 +160,8 @@ def ingest(
     ocr_engine: Annotated[
         OcrEngine,
         typer.Option(
-            help="OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1) (new index only)."
+            help="OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1) "
+            "(new index only)."
         ),
     ] = OcrEngine.tesseract,
     dense: Annotated[

@@ -12,6 +12,7 @@ from pagesight.errors import PagesightError, SettingsConflict
 
 OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
+OCR_ENGINES = ("rapidocr", "tesseract")  # read.ocr
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,8 @@ class Settings:
     min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
     ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
     ocr_engine: str = "tesseract"  # or "rapidocr": slower, a little better at rank 1 (read.ocr)
-    # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder; None: lexical only
+    # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder;
+    # None: lexical only
     dense_model: str | None = "minilm-static"
     chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
     chunk_overlap: int = 20
@@ -63,11 +65,9 @@ class Settings:
                 raise PagesightError(
                     f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
                 )
-        from pagesight.read.ocr import ENGINES
-
-        if self.ocr_engine not in ENGINES:
+        if self.ocr_engine not in OCR_ENGINES:
             raise PagesightError(
-                f"settings: ocr_engine must be one of {', '.join(ENGINES)}, got '{self.ocr_engine}'"
+                f"settings: ocr_engine must be one of {', '.join(OCR_ENGINES)}, got '{self.ocr_engine}'"
             )
         if self.visual_index not in VISUAL_INDEXES:
             raise PagesightError(

@@ -27,9 +27,9 @@ class Config:
     """A search configuration, named as on the command line: lexical, dense, visual, hybrid, rrf,
     rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's document score
     (``search.documents``; 0: pages alone), and then ``/within``: each question searched only
-    inside its own documents (``Dataset.documents_of``), as long-document benchmarks do. ``visual`` needs an index made with a visual encoder
-    (``pagesight ingest --encoder``); on such an index the hybrid configurations fuse its visual
-    run too."""
+    inside its own documents (``Dataset.documents_of``), as long-document benchmarks do.
+    ``visual`` needs an index made with a visual encoder (``pagesight ingest --encoder``); on such
+    an index the hybrid configurations fuse its visual run too."""
 
     name: str
     mode: str

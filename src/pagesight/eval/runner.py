@@ -103,8 +103,8 @@ def evaluate_dataset(
     in ``index`` (default: a folder cached per dataset, made on first use); with ``reader`` (a
     reader or its name), also answer the questions of answers.jsonl under the best configuration,
     judged by ``judge`` when given (``answers.LLMJudge``). ``within_document`` also runs every
-    configuration with each question searched inside its own documents only (``/within``). ``report`` is a folder for report.md,
-    report.html, plots, TREC runs and the answers."""
+    configuration with each question searched inside its own documents only (``/within``).
+    ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")

