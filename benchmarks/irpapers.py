@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 from pagesight import Index
+from pagesight.eval.harness import Config
+from pagesight.request import SearchRequest
 
 
 def load(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
@@ -43,13 +45,13 @@ def load(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
     return queries, qrels
 
 
-def evaluate(index: Index, queries, qrels, cutoffs=(1, 5, 20), **search) -> dict:
-    index.search("warm up", k=1, **search)
+def evaluate(index: Index, queries, qrels, request: SearchRequest, cutoffs=(1, 5, 20)) -> dict:
+    index.search(request.replace(query="warm up", k=1))
     recall = {c: 0.0 for c in cutoffs}
     latencies = []
     for qid, text in queries.items():
         start = time.perf_counter()
-        hits = index.search(text, k=max(cutoffs), **search)
+        hits = index.search(request.replace(query=text, k=max(cutoffs)))
         latencies.append(time.perf_counter() - start)
         pages = list(dict.fromkeys(hit.page_id for hit in hits))
         relevant = qrels.get(qid, set())
@@ -95,11 +97,14 @@ def main() -> None:
     parser.add_argument("--ingest", action="store_true", help="build DIR afresh first, timed")
     parser.add_argument("--no-dense", action="store_true", help="with --ingest: lexical only")
     parser.add_argument(
-        "--configs", nargs="*", default=["lexical"], help="lexical, dense, rrf, rsf:ALPHA (e.g. rsf:0.3)"
+        "--configs",
+        nargs="*",
+        default=["lexical"],
+        help="eval's configurations: lexical, dense, hybrid, rrf, rsf:ALPHA, ...",
     )
     parser.add_argument("--rerank", help="also each configuration reranked by this reranker")
     parser.add_argument("--rerank-model", help="the reranker's model (hub id or folder)")
-    parser.add_argument("--rerank-candidates", type=int, default=50)
+    parser.add_argument("--rerank-candidates", type=int, default=SearchRequest.rerank_candidates)
     args = parser.parse_args()
     if args.ingest:
         print(json.dumps(ingest(args.index, args.data / "pdfs", dense=not args.no_dense)), flush=True)
@@ -107,25 +112,13 @@ def main() -> None:
     index = Index.open(args.index, create=False)
     counts = index.catalog.counts()
     for config in args.configs:
-        if config in ("lexical", "dense"):
-            search = {"mode": config}
-        elif config == "rrf":
-            search = {"mode": "hybrid", "fusion": "rrf"}
-        elif config.startswith("rsf:"):
-            search = {"mode": "hybrid", "fusion": "rsf", "alpha": float(config.split(":")[1])}
-        else:
-            parser.error(f"unknown config {config}")
-        runs = {config: search}
+        parsed = Config.parse(config)
+        runs = {config: parsed.request}
         if args.rerank:
-            options = {"model": args.rerank_model} if args.rerank_model else {}
-            reranking = {
-                "rerank": args.rerank,
-                "rerank_candidates": args.rerank_candidates,
-                "rerank_options": options,
-            }
-            runs[f"{config}+{args.rerank}@{args.rerank_candidates}"] = {**search, **reranking}
-        for name, options in runs.items():
-            result = evaluate(index, queries, qrels, **options)
+            reranked = parsed.reranked(args.rerank, args.rerank_candidates, args.rerank_model)
+            runs[f"{config}+{args.rerank}@{args.rerank_candidates}"] = reranked.request
+        for name, request in runs.items():
+            result = evaluate(index, queries, qrels, request)
             print(
                 json.dumps({"config": name, "pages": counts["pages"], "tiles": counts["tiles"], **result}),
                 flush=True,

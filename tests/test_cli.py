@@ -100,11 +100,11 @@ def test_bad_search_and_ask_requests_exit_2_with_the_reason(sample_index):
     index = str(sample_index.root)
     for args, message in (
         (["search", "", "--index", index], "the query is empty"),
-        (["search", "revenue", "--index", index, "-k", "0"], "k must be 1 or more, got 0"),
-        (["search", "revenue", "--index", index, "--alpha", "2"], "alpha must be between 0 and 1, got 2"),
+        (["search", "revenue", "--index", index, "-k", "0"], "k must be from 1 to 1000, got 0"),
+        (["search", "revenue", "--index", index, "--alpha", "2"], "alpha must be from 0 to 1, got 2"),
         (["search", "revenue", "--index", index, "--doc", "nope"], "no document 'nope' in the index"),
-        (["ask", " ", "--index", index], "the query is empty"),
-        (["ask", "revenue?", "--index", index, "-k", "-1"], "k must be 1 or more, got -1"),
+        (["ask", " ", "--index", index], "the question is empty"),
+        (["ask", "revenue?", "--index", index, "-k", "-1"], "k must be from 1 to 1000, got -1"),
     ):
         result = cli(*args, check=False)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)

@@ -71,10 +71,10 @@ def test_filter_by_document(sample_index: Index):
     [
         ("", {}, "the query is empty"),
         ("   ", {}, "the query is empty"),
-        ("revenue", {"k": 0}, "k must be 1 or more, got 0"),
-        ("revenue", {"k": -3}, "k must be 1 or more, got -3"),
-        ("revenue", {"alpha": 1.5}, "alpha must be between 0 and 1, got 1.5"),
-        ("revenue", {"alpha": -0.1}, "alpha must be between 0 and 1, got -0.1"),
+        ("revenue", {"k": 0}, "k must be from 1 to 1000, got 0"),
+        ("revenue", {"k": -3}, "k must be from 1 to 1000, got -3"),
+        ("revenue", {"alpha": 1.5}, "alpha must be from 0 to 1, got 1.5"),
+        ("revenue", {"alpha": -0.1}, "alpha must be from 0 to 1, got -0.1"),
     ],
 )
 def test_bad_search_requests_are_refused(sample_index: Index, query, options, message):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache, partial
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,26 +23,26 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
-from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
-from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
+from pagesight.request import AskRequest, SearchRequest
 from pagesight.settings import Settings
 from pagesight.store.base import Catalog, Store, open_store, store_exists
 
 # FAISS, bm25s, the models and the file readers are imported by the methods that use them, so a
 # command that only opens the index (info, documents) starts in a fraction of a second.
 if TYPE_CHECKING:
+    from pagesight.answer.base import Answer, Reader
     from pagesight.ingest.pipeline import IngestReport
     from pagesight.render.pages import PageRenderer
     from pagesight.search.rerank import Reranker
 
 
 class Index:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, device: str = "auto"):
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
         self._rerankers: dict = {}  # loaded rerankers by name and options
-        self.device = "auto"  # where the visual encoder runs: auto, cpu, cuda[:N] or mps
+        self.device = device  # where the visual encoder and rerankers run: auto, cpu, cuda[:N] or mps
 
     @classmethod
     def open(
@@ -51,20 +51,22 @@ class Index:
         *,
         create: bool = True,
         settings: Settings | Mapping[str, Any] | None = None,
+        device: str = "auto",
     ) -> Index:
         """Open the index at ``path``; create it with ``settings`` when ``create`` and absent.
 
         ``settings`` is a whole ``Settings``, or a mapping of some fields (the rest default for a
         new index). An existing index is checked against them: the fields given must be those it
         was made with, or ``SettingsConflict`` names each difference (settings are fixed when an
-        index is made).
+        index is made). ``device`` is where its models run (the visual encoder, rerankers): auto,
+        cpu, cuda[:N] or mps.
         """
         if settings is not None and not store_exists(path):
             settings = Settings.given(settings)
             _check_models(settings)
             if settings.layout:
                 _check_layout()
-        return cls(open_store(path, create=create, settings=settings))
+        return cls(open_store(path, create=create, settings=settings), device=device)
 
     @property
     def root(self) -> Path:
@@ -147,23 +149,15 @@ class Index:
 
     def search(
         self,
-        query: str,
-        k: int = 10,
+        query: str | SearchRequest,
+        k: int | None = None,
         *,
-        mode: str | None = None,
-        fusion: str = "rsf",
-        alpha: float = DEFAULT_ALPHA,
-        rrf_k: float = 60.0,
-        visual_weight: float = DEFAULT_VISUAL_WEIGHT,
-        doc_ids: Sequence[str] | None = None,
-        candidates: int = 100,
         evidence: bool = True,
         rerank: str | Reranker | None = None,
-        rerank_candidates: int = 50,
-        rerank_options: dict | None = None,
-        document_weight: float = DEFAULT_DOCUMENT_WEIGHT,
+        **options: Any,
     ) -> list[Hit]:
-        """The ``k`` best tiles for a text query.
+        """The ``k`` best tiles for a text query: a ``SearchRequest``, or the query and the request's
+        fields as keywords (over the request's, when both are given).
 
         ``mode`` is lexical, dense, visual or hybrid (default: hybrid when the index has dense or
         visual vectors). Hybrid fuses the rankings of every retriever the index has by reciprocal
@@ -174,94 +168,37 @@ class Index:
         pages alone).
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
         snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
-        ``rerank`` (a reranker or its name, built with ``rerank_options`` once per index object;
-        see ``search.rerank``) reorders the ``rerank_candidates`` best fused tiles; its last call's
-        size and time are in ``self.reranker(...).last``.
+        ``rerank`` (a reranker, or the name of one built with ``rerank_model`` once per index
+        object; see ``search.rerank``) reorders the ``rerank_candidates`` best fused tiles; its last
+        call's size and time are in ``self.reranker(...).last``.
         """
         from pagesight.search import engine
+        from pagesight.search.rerank import rerank_stage
 
+        reranker = None
+        if rerank is not None and not isinstance(rerank, str):
+            reranker, rerank = rerank, None
+        request = _request(SearchRequest, query, k=k, rerank=rerank, **options).search_request()
         reranking = None
-        if rerank is not None:
-            if rerank_candidates < 1:
-                raise PagesightError(f"rerank_candidates must be 1 or more, got {rerank_candidates}")
-            if isinstance(rerank, str):
-                rerank = self.reranker(rerank, **(rerank_options or {}))
-            reranking = self._reranking(rerank, rerank_candidates)
-            candidates = max(candidates, rerank_candidates)
-
+        if reranker is not None or request.rerank is not None:
+            reranker = reranker or self.reranker(request.rerank, request.rerank_model)
+            reranking = rerank_stage(
+                self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates
+            )
+            request = request.replace(candidates=max(request.candidates, request.rerank_candidates))
         return engine.search_text(
-            self.store,
-            query,
-            k,
-            visual_encoder=self.visual_encoder,
-            mode=mode,
-            fusion=fusion,
-            alpha=alpha,
-            rrf_k=rrf_k,
-            visual_weight=visual_weight,
-            doc_ids=doc_ids,
-            candidates=candidates,
-            evidence=evidence,
-            rerank=reranking,
-            document_weight=document_weight,
+            self.store, request, visual_encoder=self.visual_encoder, evidence=evidence, rerank=reranking
         )
 
-    def reranker(self, name: str, **options) -> Reranker:
-        """The reranker ``name`` built with ``options`` (``search.rerank.make_reranker``), loaded
-        once per index object."""
-        key = (name, tuple(sorted(options.items())))
+    def reranker(self, name: str, model: str | None = None) -> Reranker:
+        """The reranker ``name`` with ``model`` (``search.rerank.make_reranker``) on this index's
+        device, loaded once per index object."""
+        key = (name, model)
         if key not in self._rerankers:
             from pagesight.search.rerank import make_reranker
 
-            self._rerankers[key] = make_reranker(name, **options)
+            self._rerankers[key] = make_reranker(name, model=model, device=self.device)
         return self._rerankers[key]
-
-    def _reranking(self, reranker: Reranker, n: int):
-        """The engine's rerank step: the ``n`` best tiles as candidates (text, and images rendered
-        on demand) scored by ``reranker``."""
-        from pagesight.search.rerank import Candidate, reorder
-
-        chunking = (self.settings.chunk_words, self.settings.chunk_overlap)
-
-        def rerank(query: str, ranked):
-            tile_ids = [tile_id for tile_id, _ in ranked[:n]]
-            rows = self.catalog.tiles(tile_ids, spans=True)
-
-            @cache
-            def recorded() -> dict | None:  # the spec of the encoder that wrote the stored vectors
-                return self.catalog.visual_spec()
-
-            @cache
-            def vectors() -> dict:  # the candidates' stored vectors, read once, when first asked
-                ids, found = self.catalog.visual_vectors(tile_ids)
-                return dict(zip(ids.tolist(), found))
-
-            def stored(tile_id: int, spec: dict):
-                """The tile's stored vectors when ``spec`` (the asking encoder's) is their space."""
-                from pagesight.encode.visual.base import spec_differences
-
-                if recorded() is None or spec_differences(recorded(), spec):
-                    return None
-                return vectors().get(tile_id)
-
-            candidates = [
-                Candidate(
-                    row.id,
-                    row.doc_id,
-                    row.page,
-                    row.idx,
-                    "\n".join(span[0] for span in row.spans),
-                    partial(self.tile_image, row.doc_id, row.page, row.idx),
-                    chunking,
-                    partial(stored, row.id),
-                )
-                for row in (rows.get(tile_id) for tile_id, _ in ranked[:n])
-                if row is not None
-            ]
-            scores = reranker.score(query, candidates)
-            return reorder([(c.tile_id, 0.0) for c in candidates] + ranked[n:], scores)
-
-        return rerank
 
     def search_image(
         self,
@@ -281,22 +218,32 @@ class Index:
 
     def ask(
         self,
-        question: str,
-        reader="extractive",
+        question: str | AskRequest,
+        reader: str | Reader | None = None,
         *,
-        k: int = 5,
-        agent: bool = False,
-        max_searches: int = 3,
-        **options,
-    ):
-        """Answer ``question`` from the ``k`` best tiles, with citations; see ``pagesight.answer.ask``.
+        image: Image.Image | None = None,
+        hits: list[Hit] | None = None,
+        **options: Any,
+    ) -> Answer:
+        """Answer ``question`` (an ``AskRequest``, or the question and the request's fields as
+        keywords) from its ``k`` best tiles, with citations; see ``pagesight.answer.ask``.
 
-        With ``agent`` the reader (a model reader) searches itself, ``k`` tiles a search, up to
-        ``max_searches`` times, then answers from the tiles it read.
+        ``reader`` is a reader, or the name of one built with the request's reader options
+        (default: the request's ``reader``). With ``agent`` the reader (a model reader) searches
+        itself, ``k`` tiles a search, up to ``max_searches`` times, by text or by regions of the
+        question's ``image``, then answers from the tiles it read. ``hits``: the tiles to answer
+        from, when the caller has searched already (the request's search is then not run again).
         """
         from pagesight.answer.ask import ask
 
-        return ask(self, question, reader, k=k, agent=agent, max_searches=max_searches, **options)
+        if isinstance(reader, str):
+            options["reader"] = reader
+        request = _request(AskRequest, question, **options)
+        if reader is None or isinstance(reader, str):
+            from pagesight.answer.base import make_reader
+
+            reader = make_reader(request.reader, **request.reader_options())
+        return ask(self, request, reader, image=image, hits=hits)
 
     # Reading -----------------------------------------------------------------------------------
 
@@ -365,6 +312,18 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _request(kind: type[SearchRequest], query: str | SearchRequest, **options: Any) -> SearchRequest:
+    """A request of ``kind``: ``query`` itself (a request) or made from it, with ``options`` (None
+    values left out) over its fields."""
+    given = {name: value for name, value in options.items() if value is not None}
+    if not isinstance(query, SearchRequest):
+        return kind(query=query, **given)
+    if not isinstance(query, kind):  # a search request asked as a question: its fields carried over
+        given = {**{f.name: getattr(query, f.name) for f in fields(query)}, **given}
+        return kind(**given)
+    return query.replace(**given) if given else query
 
 
 def _check_models(settings: Settings) -> None:

@@ -149,7 +149,7 @@ def test_cli_ask_json_and_html(tmp_path: Path, sample_index: Index):
     html = page.read_text()
     assert html.count("data:image/png;base64,") == 1 and "field-notes-scan_1" in html
     bad = cli("ask", "x", "--index", index, "--model", "m", check=False)
-    assert bad.returncode == 2 and "reader 'extractive' takes none of --model" in bad.stderr
+    assert bad.returncode == 2 and "reader 'extractive' takes none of model" in bad.stderr
 
 
 def test_cli_ask_with_an_openai_endpoint(sample_index: Index):

@@ -69,19 +69,14 @@ def test_a_document_matching_on_several_pages_outranks_a_lone_page(tmp_path: Pat
         hits = index.search("glacier moraines", k=4)
         assert [hit.doc_id for hit in hits[:3]] == ["atlas"] * 3 and hits[3].page_id == "lone_1"
         assert sorted(hit.page_id for hit in hits) == sorted(hit.page_id for hit in alone)
-        with pytest.raises(PagesightError, match="document_weight must be 0 or more"):
+        with pytest.raises(PagesightError, match="document_weight must be from 0 to 100, got -1"):
             index.search("glacier moraines", document_weight=-1)
 
 
 def test_evaluation_configurations_take_a_document_weight():
     config = Config.parse("rsf:0.2/doc:0")
-    assert (config.name, config.mode, config.alpha, config.document_weight) == (
-        "rsf:0.2/doc:0",
-        "hybrid",
-        0.2,
-        0.0,
-    )
-    assert config.search_options()["document_weight"] == 0.0
-    assert Config.parse("lexical").document_weight == 1.0
+    request = config.request
+    assert (config.name, request.mode, request.alpha, request.document_weight) == ("rsf:0.2/doc:0", "hybrid", 0.2, 0.0)
+    assert Config.parse("lexical").request.document_weight == 1.0
     with pytest.raises(PagesightError, match="document weight"):
         Config.parse("lexical/doc:-2")

@@ -127,7 +127,7 @@ def test_a_cross_encoder_from_a_folder_reranks_through_the_index(index, tmp_path
         k=2,
         mode="lexical",
         rerank="cross-encoder",
-        rerank_options={"model": str(tmp_path / "ce")},
+        rerank_model=str(tmp_path / "ce"),
     )
     model = CrossEncoder(str(tmp_path / "ce"))
     rows = {h.page_id: h for h in hits}
@@ -236,7 +236,7 @@ def test_the_command_line_reranks_and_reports_it(index):
     finally:
         del RERANKERS["by-length"]
     assert "reranked" in found.stderr and "by-length (batch 8)" in found.stderr
-    assert refused.returncode == 2 and "--rerank-model needs --rerank" in refused.stderr
+    assert refused.returncode == 2 and "rerank_model needs rerank" in refused.stderr
 
 
 @pytest.mark.timeout(10)

@@ -41,6 +41,7 @@ from pagesight.answer.base import (
 from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit
+from pagesight.request import AskRequest
 
 MAX_K = 10  # the most tiles one search may return to the model
 
@@ -150,47 +151,34 @@ class _BadCall(Exception):
     """A tool call the model gets an error message for, instead of hits."""
 
 
-def agent_ask(
-    index,
-    question: str,
-    reader: Reader,
-    *,
-    k: int = 5,
-    max_searches: int = 3,
-    compression: float = 1.0,
-    token_model: str = "qwen2-vl",
-    image: Image.Image | None = None,
-    **search_options,
-) -> Answer:
-    """Answer ``question`` by letting ``reader`` search ``index`` (``k`` tiles a search unless it asks
-    for another number) up to ``max_searches`` times; see the module docstring."""
+def agent_ask(index, request: AskRequest, reader: Reader, *, image: Image.Image | None = None) -> Answer:
+    """Answer ``request.query`` by letting ``reader`` search ``index`` (``request.k`` tiles a search
+    unless it asks for another number, the request's other search fields for every search) up to
+    ``request.max_searches`` times; see the module docstring."""
     if not isinstance(reader, ToolReader):
         raise PagesightError(
             f"reader '{reader.name}' cannot call tools; agentic search needs a model reader (openai or "
             "transformers)"
         )
-    if max_searches < 1:
-        raise PagesightError(f"max_searches must be 1 or more, got {max_searches}")
     if image is not None and reader.inputs == "text":
         raise PagesightError(
             "a question image needs a reader that reads images (inputs images or images+text)"
         )
-    return _Conversation(
-        index, question, reader, k, max_searches, compression, token_model, image, search_options
-    ).run()
+    return _Conversation(index, request, reader, image).run()
 
 
 class _Conversation:
     """One agentic answer: the transcript, the tiles read, the searches made."""
 
-    def __init__(
-        self, index, question, reader, k, max_searches, compression, token_model, image, search_options
-    ):
-        if compression < 1:
-            raise PagesightError(f"compression must be at least 1, got {compression}")
-        self.index, self.question, self.reader = index, question, reader
-        self.k, self.max_searches, self.compression = min(k, MAX_K), max_searches, compression
-        self.token_model, self.image, self.search_options = token_model, image, search_options
+    def __init__(self, index, request: AskRequest, reader: Reader, image: Image.Image | None):
+        self.index, self.question, self.reader = index, request.query, reader
+        self.k, self.max_searches, self.compression = (
+            min(request.k, MAX_K),
+            request.max_searches,
+            request.compression,
+        )
+        self.token_model, self.image = request.token_model, image
+        self.searching = request.search_request()  # each search is this one with the model's query
         self.read: list[ContextItem] = []  # tiles shown to the model, Image 1, 2, ... in this order
         self.searches: list[dict] = []
         self.calls = 0  # tool calls made, readable or not: the bound is on them
@@ -304,21 +292,21 @@ class _Conversation:
         return "\n".join(lines), items
 
     def _search(self, arguments: dict) -> list[Hit]:
-        k = arguments.get("k") or self.k
-        options = {**self.search_options}
+        search = self.searching.replace(k=arguments.get("k") or self.k)
         if arguments.get("doc_ids"):  # within the documents the asker allowed, if they chose
-            allowed = options.get("doc_ids")
-            options["doc_ids"] = [d for d in arguments["doc_ids"] if allowed is None or d in allowed]
-            if not options["doc_ids"]:
+            allowed = search.doc_ids
+            chosen = [d for d in arguments["doc_ids"] if allowed is None or d in allowed]
+            if not chosen:
                 raise _BadCall(f"the search is restricted to the documents {', '.join(allowed)}")
+            search = search.replace(doc_ids=chosen)
         if arguments.get("query"):
-            return self.index.search(arguments["query"], k=k, **options)
+            return self.index.search(search.replace(query=arguments["query"]))
         number = arguments["image"]
         picture = self._image(number)
         region = arguments.get("region")
         box = self._region(number, picture, region) if region is not None else None
         if self.index.settings.visual_encoder:
-            return self.index.search_image(picture, k, region=box, doc_ids=options.get("doc_ids"))
+            return self.index.search_image(picture, search.k, region=box, doc_ids=search.doc_ids)
         if number == 0:
             raise _BadCall("this index has no image vectors: search by a text query of what the image shows")
         query = self._text_in(self.read[number - 1], box)
@@ -327,7 +315,7 @@ class _Conversation:
                 "this index has no image vectors, and that region of the tile has no text: search by a "
                 "text query"
             )
-        return self.index.search(query, k=k, **options)
+        return self.index.search(search.replace(query=query))
 
     def _image(self, number: int) -> Image.Image:
         if number == 0:

@@ -9,57 +9,47 @@ from PIL import Image
 
 from pagesight.answer import strategies
 from pagesight.answer.agent import agent_ask
-from pagesight.answer.base import Answer, Citation, Reader, make_reader
+from pagesight.answer.base import Answer, Citation, Reader
 from pagesight.answer.context import build_context, context_tokens
 from pagesight.errors import PagesightError
+from pagesight.records import Hit
+from pagesight.request import AskRequest
 
 
 def ask(
     index,
-    question: str,
-    reader: str | Reader = "extractive",
+    request: AskRequest,
+    reader: Reader,
     *,
-    k: int = 5,
-    compression: float = 1.0,
-    strategy: str = "auto",
-    token_model: str = "qwen2-vl",
-    agent: bool = False,
-    max_searches: int = 3,
     image: Image.Image | None = None,
-    **search_options,
+    hits: list[Hit] | None = None,
 ) -> Answer:
-    """Answer ``question`` from the ``k`` best tiles of ``index``.
+    """Answer ``request.query`` from the ``request.k`` best tiles of ``index`` with ``reader``.
 
-    ``reader`` is a reader or the name of one (see ``pagesight.answer.READERS``); ``compression``
-    divides each side of the tile images by its square root (PixelRAG's token-cost knob);
-    ``strategy`` is how tiles reach a reader that takes one image (``strategies``). The answer's
-    ``usage`` counts the image tokens the context costs under ``token_model`` (0 for text readers).
-    With ``agent`` the reader searches itself (``k`` tiles a search, up to ``max_searches``
-    searches, by text or by a region of the question's ``image`` or of a tile; ``agent.py``).
-    Other keyword arguments go to ``index.search`` (mode, fusion, alpha, doc_ids, ...).
+    ``compression`` divides each side of the tile images by its square root (PixelRAG's token-cost
+    knob); ``strategy`` is how tiles reach a reader that takes one image (``strategies``). The
+    answer's ``usage`` counts the image tokens the context costs under ``token_model`` (0 for text
+    readers). With ``agent`` the reader searches itself (``k`` tiles a search, up to
+    ``max_searches`` searches, by text or by a region of the question's ``image`` or of a tile;
+    ``agent.py``). ``hits``: the tiles to answer from when the caller searched already.
     """
     start = time.perf_counter()
-    reader = make_reader(reader) if isinstance(reader, str) else reader
-    if agent:
-        if strategy not in ("auto", "all"):
-            raise PagesightError(f"the {strategy} strategy is for readers given the tiles; agents search")
-        return agent_ask(
-            index,
-            question,
-            reader,
-            k=k,
-            max_searches=max_searches,
-            compression=compression,
-            token_model=token_model,
-            image=image,
-            **search_options,
-        )
+    question, compression, token_model = request.query, request.compression, request.token_model
+    if request.agent:
+        if request.strategy not in ("auto", "all"):
+            raise PagesightError(
+                f"the {request.strategy} strategy is for readers given the tiles; agents search"
+            )
+        return agent_ask(index, request, reader, image=image)
     if image is not None:
         raise PagesightError("a question image is searched by an agent: pass agent=True")
-    hits = index.search(question, k=k, **search_options)
+    if not question.strip():
+        raise PagesightError("the question is empty")
+    if hits is None:
+        hits = index.search(request.search_request())
     searched = time.perf_counter()
     context = build_context(index, hits, compression)
-    chosen = strategies.choose(strategy, reader, len(context))
+    chosen = strategies.choose(request.strategy, reader, len(context))
     prepared = time.perf_counter()
     if context:
         reading, shown = strategies.run(chosen, reader, question, context)

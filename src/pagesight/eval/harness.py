@@ -14,7 +14,7 @@ from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
 from pagesight.index import Index
-from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
+from pagesight.request import AskRequest, SearchRequest
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
@@ -24,21 +24,16 @@ WITHIN = "/within"
 
 @dataclass(frozen=True)
 class Config:
-    """A search configuration, named as on the command line: lexical, dense, visual, hybrid, rrf,
-    rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's document score
-    (``search.documents``; 0: pages alone), and then ``/within``: each question searched only
-    inside its own documents (``Dataset.documents_of``), as long-document benchmarks do.
-    ``visual`` needs an index made with a visual encoder (``pagesight ingest --encoder``); on such
-    an index the hybrid configurations fuse its visual run too."""
+    """A search configuration: a name, as on the command line, and the request each question is
+    searched with (``request.SearchRequest``, its query left empty). The names: lexical, dense,
+    visual, hybrid, rrf, rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's
+    document score (``search.documents``; 0: pages alone), and then ``/within``: each question
+    searched only inside its own documents (``Dataset.documents_of``), as long-document
+    benchmarks do. ``visual`` needs an index made with a visual encoder (``pagesight ingest
+    --encoder``); on such an index the hybrid configurations fuse its visual run too."""
 
     name: str
-    mode: str
-    fusion: str = "rsf"
-    alpha: float = DEFAULT_ALPHA
-    rerank: str | None = None  # a reranker over the first-stage hits (``search.rerank``)
-    rerank_candidates: int = 50
-    rerank_options: tuple[tuple[str, object], ...] = ()  # its options as (name, value) pairs
-    document_weight: float = DEFAULT_DOCUMENT_WEIGHT
+    request: SearchRequest = field(default_factory=SearchRequest)
     within_document: bool = False
 
     @classmethod
@@ -57,13 +52,17 @@ class Config:
                     f"configuration '{text}': the document weight must be a number, 0 or more"
                 )
             config = cls.parse(base)
-            return replace(config, name=f"{config.name}/doc:{value:g}", document_weight=value)
+            return replace(
+                config,
+                name=f"{config.name}/doc:{value:g}",
+                request=config.request.replace(document_weight=value),
+            )
         if text in ("lexical", "dense", "visual"):
-            return cls(text, text)
+            return cls(text, SearchRequest(mode=text))
         if text == "hybrid":
-            return cls(f"rsf:{DEFAULT_ALPHA:g}", "hybrid")
+            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid"))
         if text == "rrf":
-            return cls("rrf", "hybrid", fusion="rrf")
+            return cls("rrf", SearchRequest(mode="hybrid", fusion="rrf"))
         if text.startswith("rsf:"):
             try:
                 alpha = float(text[4:])
@@ -71,7 +70,7 @@ class Config:
                 alpha = -1.0
             if not 0.0 <= alpha <= 1.0:
                 raise PagesightError(f"configuration '{text}': alpha must be a number from 0 to 1")
-            return cls(f"rsf:{alpha:g}", "hybrid", alpha=alpha)
+            return cls(f"rsf:{alpha:g}", SearchRequest(mode="hybrid", alpha=alpha))
         raise PagesightError(
             f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA, "
             "each optionally with /doc:WEIGHT, then /within)"
@@ -79,36 +78,22 @@ class Config:
 
     @property
     def needs_dense(self) -> bool:
-        return self.mode in ("dense", "hybrid")
-
-    def search_options(self) -> dict:
-        options = {
-            "mode": self.mode,
-            "fusion": self.fusion,
-            "alpha": self.alpha,
-            "document_weight": self.document_weight,
-        }
-        if self.rerank:
-            options.update(
-                rerank=self.rerank,
-                rerank_candidates=self.rerank_candidates,
-                rerank_options=dict(self.rerank_options),
-            )
-        return options
+        return self.request.mode in ("dense", "hybrid")
 
     def within(self) -> Config:
         """This configuration with each question searched inside its own documents only."""
         return replace(self, name=f"{self.name}{WITHIN}", within_document=True)
 
-    def reranked(self, name: str, candidates: int = 50, options: dict | None = None) -> Config:
-        """This configuration with reranker ``name`` over its ``candidates`` best hits, named
-        ``<config>+<reranker>``."""
+    def reranked(self, name: str, candidates: int | None = None, model: str | None = None) -> Config:
+        """This configuration with reranker ``name`` (with ``model``) over its ``candidates`` best
+        hits (None: the request's default), named ``<config>+<reranker>``."""
+        changes = {"rerank": name, "rerank_model": model}
+        if candidates is not None:
+            changes["rerank_candidates"] = candidates
         return replace(
             self,
             name=f"{self.name.removesuffix(WITHIN)}+{name}{WITHIN if self.within_document else ''}",
-            rerank=name,
-            rerank_candidates=candidates,
-            rerank_options=tuple(sorted((options or {}).items())),
+            request=self.request.replace(**changes),
         )
 
 
@@ -193,14 +178,14 @@ def evaluate(
     queries = {qid: dataset.queries[qid] for qid in dataset.qrels}
     results = []
     for config in configs:
-        options = config.search_options()
-        index.search("warm up the retrievers", k=1, **options)
+        request = config.request.replace(k=depth)
+        index.search(request.replace(query="warm up the retrievers", k=1))
         run: dict[str, list[tuple[str, float]]] = {}
         latencies = []
         for done, (qid, text) in enumerate(queries.items(), 1):
             within = {"doc_ids": dataset.documents_of(qid, unit)} if config.within_document else {}
             start = time.perf_counter()
-            hits = index.search(text, k=depth, evidence=False, **options, **within)
+            hits = index.search(request.replace(query=text, **within), evidence=False)
             latencies.append(time.perf_counter() - start)
             ranked: dict[str, float] = {}
             for hit in hits:
@@ -243,7 +228,7 @@ def evaluate_answers(
     dataset: Dataset,
     reader,
     config: Config,
-    k: int = 5,
+    k: int = AskRequest.k,
     judge: Callable[[str, str, str], object] | None = None,
     progress: Callable[[int], None] | None = None,
     **ask_options,
@@ -252,12 +237,13 @@ def evaluate_answers(
     containment, whether a cited page is relevant, and the judge's verdict when a judge is given."""
     from pagesight.eval.answers import answer_scores, contains
 
+    asking = AskRequest(**{**config.request.to_dict(), "k": k, **ask_options})
     rows = []
     for done, (qid, reference) in enumerate(dataset.answers.items(), 1):
         if qid not in dataset.queries:
             continue
         question = dataset.queries[qid]
-        answer = index.ask(question, reader, k=k, **config.search_options(), **ask_options)
+        answer = index.ask(asking.replace(query=question), reader)
         relevant = {doc for doc, grade in dataset.qrels.get(qid, {}).items() if grade > 0}
         cited = {c.page_id for c in answer.citations} | {c.doc_id for c in answer.citations}
         scores = {

@@ -61,8 +61,8 @@ def comparisons(results: Sequence[Result], metric: str, primary: str = "ndcg@10"
 
 
 def alpha_sweep(results: Sequence[Result]) -> list[Result]:
-    sweep = [r for r in results if r.config.mode == "hybrid" and r.config.fusion == "rsf"]
-    return sorted(sweep, key=lambda r: r.config.alpha) if len(sweep) >= 2 else []
+    sweep = [r for r in results if r.config.request.mode == "hybrid" and r.config.request.fusion == "rsf"]
+    return sorted(sweep, key=lambda r: r.config.request.alpha) if len(sweep) >= 2 else []
 
 
 def write(
@@ -203,7 +203,7 @@ def _plots(out: Path, results: Sequence[Result], curves: dict[str, list[float]])
     save("recall_at_k", curves_xy, ".", xlabel="k", ylabel="Recall@k", title="Recall at k")
     sweep = alpha_sweep(results)
     if sweep:
-        alphas = [r.config.alpha for r in sweep]
+        alphas = [r.config.request.alpha for r in sweep]
         metrics = ("recall@1", "recall@5", "recall@20", "ndcg@10")
         save(
             "alpha_sweep",

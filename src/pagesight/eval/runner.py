@@ -21,6 +21,7 @@ from pagesight.errors import PagesightError
 from pagesight.eval import harness, metrics
 from pagesight.eval import report as reports
 from pagesight.eval.dataset import Dataset
+from pagesight.request import AskRequest
 
 # (configuration, queries done, queries in all) after each query; (questions done, in all) for answers
 SearchProgress = Callable[[harness.Config, int, int], None]
@@ -62,8 +63,8 @@ def configurations(
     modes: Iterable[str] = (),
     sweep: bool = False,
     rerank: str | None = None,
-    rerank_candidates: int = 50,
-    rerank_options: dict | None = None,
+    rerank_candidates: int | None = None,
+    rerank_model: str | None = None,
     within_document: bool = False,
 ) -> list[harness.Config]:
     """The configurations named (hybrid when none), the alpha sweep when asked, each one
@@ -74,7 +75,7 @@ def configurations(
         configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
     configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
     if rerank:
-        configs += [config.reranked(rerank, rerank_candidates, rerank_options) for config in configs]
+        configs += [config.reranked(rerank, rerank_candidates, rerank_model) for config in configs]
     if within_document:
         configs += [config.within() for config in configs if not config.within_document]
     return list(dict.fromkeys(configs))
@@ -89,11 +90,11 @@ def evaluate_dataset(
     depth: int = 100,
     primary: str = "ndcg@10",
     rerank: str | None = None,
-    rerank_candidates: int = 50,
-    rerank_options: dict | None = None,
+    rerank_candidates: int | None = None,
+    rerank_model: str | None = None,
     within_document: bool = False,
     reader=None,
-    answer_k: int = 5,
+    answer_k: int = AskRequest.k,
     judge: Callable | None = None,
     report: str | os.PathLike | None = None,
     progress: SearchProgress | None = None,
@@ -108,7 +109,7 @@ def evaluate_dataset(
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_options, within_document)
+    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document)
     if judge is not None and reader is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if reader is not None:

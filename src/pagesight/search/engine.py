@@ -19,56 +19,37 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Region
-from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT, document_fusion
-from pagesight.search.fusion import (
-    DEFAULT_ALPHA,
-    DEFAULT_VISUAL_WEIGHT,
-    Run,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
+from pagesight.request import SearchRequest
+from pagesight.search.documents import document_fusion
+from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
 from pagesight.settings import Settings
 from pagesight.store.base import Catalog, Retrievers, Store
-
-MODES = ("lexical", "dense", "visual", "hybrid")
-FUSIONS = ("rrf", "rsf")
 
 
 def search_text(
     store: Store,
-    query: str,
-    k: int = 10,
+    request: SearchRequest,
     *,
     visual_encoder: Callable[[], object] | None = None,
-    mode: str | None = None,
-    fusion: str = "rsf",
-    alpha: float = DEFAULT_ALPHA,
-    rrf_k: float = 60.0,
-    visual_weight: float = DEFAULT_VISUAL_WEIGHT,
-    doc_ids: Sequence[str] | None = None,
-    candidates: int = 100,
     evidence: bool = True,
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
-    document_weight: float = DEFAULT_DOCUMENT_WEIGHT,
 ) -> list[Hit]:
-    """The ``k`` best tiles for a text query; see ``Index.search`` for the options.
+    """The ``request.k`` best tiles for a text query; see ``Index.search`` and ``SearchRequest``.
     ``visual_encoder`` returns the index's loaded visual encoder (called only when needed);
-    ``rerank`` reorders the fused ranking: it returns the new ranking and the reranked head, whose
-    scores the hits carry as "rerank" (``search.rerank``)."""
+    ``evidence=False`` leaves out snippets and boxes; ``rerank`` reorders the fused ranking: it
+    returns the new ranking and the reranked head, whose scores the hits carry as "rerank"
+    (``search.rerank``)."""
     settings = store.catalog.settings
-    mode = check_mode(store, mode, fusion)
+    query, k, doc_ids = request.query, request.k, request.doc_ids
+    mode = check_mode(store, request.mode)
     if not query.strip():
         raise PagesightError("the query is empty")
-    if not 0 <= alpha <= 1:
-        raise PagesightError(f"alpha must be between 0 and 1, got {alpha:g}")
-    if not document_weight >= 0:
-        raise PagesightError(f"document_weight must be 0 or more, got {document_weight:g}")
     check_request(store, k, doc_ids)
     current = store.retrievers()
     allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
     if allowed is not None and len(allowed) == 0:
         return []
-    pool = max(candidates, k)
+    pool = max(request.candidates, k)
     runs: dict[str, Run] = {}
     if mode in ("lexical", "hybrid"):
         runs["bm25"] = current.lexical.search(lexical_query(settings, query), pool, allowed)
@@ -78,9 +59,10 @@ def search_text(
         vector = visual_encoder().encode_queries([query])[0]
         runs["visual"] = visual_run(current, vector, pool, allowed)
     if mode == "hybrid":
-        if fusion == "rrf":
-            ranked = reciprocal_rank_fusion(runs, k=rrf_k)
+        if request.fusion == "rrf":
+            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k)
         else:
+            alpha, visual_weight = request.alpha, request.visual_weight
             text = 1.0 - visual_weight if "visual" in runs else 1.0
             weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
             if "dense" not in runs:
@@ -88,10 +70,10 @@ def search_text(
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
-    if document_weight > 0 and ranked:
+    if request.document_weight > 0 and ranked:
         rows = store.catalog.tiles([tile_id for tile_id, _ in ranked], spans=False)
         pages = {tile_id: (row.doc_id, row.page) for tile_id, row in rows.items()}
-        ranked = document_fusion(ranked, pages, document_weight)
+        ranked = document_fusion(ranked, pages, request.document_weight)
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked, runs, query, evidence, k)
@@ -107,7 +89,7 @@ def search_image(
     doc_ids: Sequence[str] | None = None,
 ) -> list[Hit]:
     """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``."""
-    check_mode(store, "visual", "rsf")
+    check_mode(store, "visual")
     if region is not None:
         x0, y0, x1, y1 = region
         if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
@@ -154,15 +136,11 @@ def check_request(store: Store, k: int, doc_ids: Sequence[str] | None) -> None:
         raise PagesightError(f"{store.location}: no document {', '.join(map(repr, missing))} in the index")
 
 
-def check_mode(store: Store, mode: str | None, fusion: str) -> str:
+def check_mode(store: Store, mode: str | None) -> str:
     """``mode`` (None: the default of this index) checked against what the index holds."""
     settings = store.catalog.settings
     where = store.location
     mode = mode or ("hybrid" if settings.dense_model or settings.visual_encoder else "lexical")
-    if mode not in MODES:
-        raise PagesightError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
-    if fusion not in FUSIONS:
-        raise PagesightError(f"fusion must be one of {', '.join(FUSIONS)}, got '{fusion}'")
     if mode == "dense" and not settings.dense_model:
         raise PagesightError(f"{where}: index has no dense vectors; use --mode lexical")
     if mode == "hybrid" and not (settings.dense_model or settings.visual_encoder):

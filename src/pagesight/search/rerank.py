@@ -21,20 +21,24 @@ Each reranker keeps the size and time of its last call (``last``), which search 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache, partial
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
 
 from pagesight.errors import PagesightError
 
-DEFAULT_CANDIDATES = 50
+if TYPE_CHECKING:
+    from pagesight.settings import Settings
+    from pagesight.store.base import Catalog
 
 
 @dataclass
@@ -82,17 +86,80 @@ def register(name: str, target: str) -> None:
     RERANKERS[name] = target
 
 
-def make_reranker(name: str, **options: Any) -> Reranker:
-    """The reranker registered as ``name``, or visual reranking by the visual encoder ``name``."""
+def make_reranker(name: str, model: str | None = None, device: str = "auto", **options: Any) -> Reranker:
+    """The reranker registered as ``name``, or visual reranking by the visual encoder ``name``,
+    with ``model`` (None: its default) and ``options``, on ``device`` when it runs a model here
+    (its factory takes a ``device``)."""
     from pagesight.encode.visual import ENCODERS
 
+    if model:
+        options["model"] = model
     if name in RERANKERS:
-        module, _, factory = RERANKERS[name].partition(":")
-        return getattr(importlib.import_module(module), factory)(**options)
-    if name in ENCODERS:
-        return VisualReranker(name, **options)
+        module, _, attribute = RERANKERS[name].partition(":")
+        factory = getattr(importlib.import_module(module), attribute)
+    elif name in ENCODERS:
+        factory = partial(VisualReranker, name)
+    else:
+        factory = None
+    if factory is not None:
+        if "device" in inspect.signature(factory).parameters:
+            options["device"] = device
+        return factory(**options)
     known = ", ".join(sorted(RERANKERS) + ["a visual encoder (" + ", ".join(sorted(ENCODERS)) + ")"])
     raise PagesightError(f"unknown reranker '{name}'; choose one of {known}")
+
+
+def rerank_stage(
+    catalog: Catalog,
+    settings: Settings,
+    tile_image: Callable[[str, int, int], Image.Image],
+    reranker: Reranker,
+    n: int,
+) -> Callable[[str, list], tuple[list, list]]:
+    """The search engine's rerank step (``engine.search_text``): the ``n`` best fused tiles as
+    candidates, with their text, their images rendered on demand by ``tile_image(doc_id, page,
+    tile)`` and their stored visual vectors read once when first asked, scored by ``reranker``."""
+    chunking = (settings.chunk_words, settings.chunk_overlap)
+
+    def rerank(query: str, ranked: list) -> tuple[list, list]:
+        tile_ids = [tile_id for tile_id, _ in ranked[:n]]
+        rows = catalog.tiles(tile_ids, spans=True)
+
+        @cache
+        def recorded() -> dict | None:  # the spec of the encoder that wrote the stored vectors
+            return catalog.visual_spec()
+
+        @cache
+        def vectors() -> dict:  # the candidates' stored vectors, read once, when first asked
+            ids, found = catalog.visual_vectors(tile_ids)
+            return dict(zip(ids.tolist(), found))
+
+        def stored(tile_id: int, spec: dict):
+            """The tile's stored vectors when ``spec`` (the asking encoder's) is their space."""
+            from pagesight.encode.visual.base import spec_differences
+
+            if recorded() is None or spec_differences(recorded(), spec):
+                return None
+            return vectors().get(tile_id)
+
+        candidates = [
+            Candidate(
+                row.id,
+                row.doc_id,
+                row.page,
+                row.idx,
+                "\n".join(span[0] for span in row.spans),
+                partial(tile_image, row.doc_id, row.page, row.idx),
+                chunking,
+                partial(stored, row.id),
+            )
+            for row in (rows.get(tile_id) for tile_id, _ in ranked[:n])
+            if row is not None
+        ]
+        scores = reranker.score(query, candidates)
+        return reorder([(c.tile_id, 0.0) for c in candidates] + ranked[n:], scores)
+
+    return rerank
 
 
 def reorder(run: list[tuple[int, float]], scores: Sequence[float]) -> tuple[list, list]:
@@ -144,7 +211,7 @@ class CrossEncoderReranker(_Timed):
         model: str | None = None,
         batch_size: int = 64,
         max_length: int = 256,
-        device: str = "cpu",
+        device: str = "auto",
     ):
         super().__init__()
         if not model:
@@ -162,7 +229,9 @@ class CrossEncoderReranker(_Timed):
 
         self.batch_size = batch_size
         self.model = load_pretrained(
-            "cross-encoder", model, lambda m: CrossEncoder(m, max_length=max_length, device=device)
+            "cross-encoder",
+            model,
+            lambda m: CrossEncoder(m, max_length=max_length, device=None if device == "auto" else device),
         )
         self.passage = passage_size(model)
 
@@ -248,9 +317,11 @@ class VlmReranker(_Timed):
     name = "vlm"
     batch_size = 1
 
-    def __init__(self, reader: Any = "transformers", model: str | None = None, **options: Any):
-        """``reader``: "transformers" or "openai" (built with ``model`` and ``options``), or a
-        reader object that has ``first_token_logprobs``."""
+    def __init__(
+        self, reader: Any = "transformers", model: str | None = None, device: str = "auto", **options: Any
+    ):
+        """``reader``: "transformers" (on ``device``) or "openai", built with ``model`` and
+        ``options``, or a reader object that has ``first_token_logprobs``."""
         super().__init__()
         from pagesight.answer.base import make_reader
 
@@ -259,6 +330,8 @@ class VlmReranker(_Timed):
                 raise PagesightError(
                     f"the vlm reranker reads through 'transformers' or 'openai', not '{reader}'"
                 )
+            if reader == "transformers":
+                options["device"] = device
             reader = make_reader(reader, model=model, **options)
         self.name = "vlm-openai" if getattr(reader, "name", "") == "openai" else "vlm"
         self.reader = reader
@@ -281,6 +354,7 @@ def yes_probability(logprobs: dict[str, float]) -> float:
     return yes / (yes + no) if yes + no > 0 else 0.0
 
 
-def openai_vlm(**options: Any) -> VlmReranker:
-    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``)."""
-    return VlmReranker(reader="openai", **options)
+def openai_vlm(model: str | None = None, **options: Any) -> VlmReranker:
+    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``); it runs no
+    model here, so it takes no device."""
+    return VlmReranker(reader="openai", model=model, **options)

@@ -29,6 +29,10 @@ Progress = Callable[[str, int, int, str], None]  # stage, done, total, note
 MIN_WORDS = 20  # tiles with less text make no queries (covers, blank pages, figures alone)
 
 
+FULL_RATE = 3e-5  # learning rate of full fine-tuning
+LORA_RATE = 1e-4  # learning rate of a LoRA adapter
+
+
 @dataclass
 class TrainConfig:
     sample: int = 0  # tiles to make queries for; 0: all
@@ -50,6 +54,40 @@ class TrainConfig:
         default_factory=lambda: contrastive.Options(lora=True, learning_rate=1e-4, batch_size=8)
     )
     seed: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        learning_rate: float | None = None,
+        lora: bool = False,
+        lora_vision: bool = False,
+        gradient_checkpointing: bool = False,
+        cross_passage_words: int | None = None,
+        training: dict | None = None,
+        **chosen,
+    ) -> TrainConfig:
+        """A configuration from what ``pagesight train`` is told: ``training`` (epochs, batch size,
+        temperature, ...) for every model trained, ``learning_rate`` for each (None: 3e-5 for full
+        fine-tuning, 1e-4 for a LoRA adapter, which the visual encoder always gets), the dense model
+        as a LoRA adapter with ``lora``, the cross-encoder's passages of ``cross_passage_words``
+        overlapping by a sixth, and the ``chosen`` fields of this class."""
+        training = training or {}
+        return cls(
+            cross_passage=(cross_passage_words, cross_passage_words // 6) if cross_passage_words else None,
+            dense_options=contrastive.Options(
+                learning_rate=learning_rate or (LORA_RATE if lora else FULL_RATE), lora=lora, **training
+            ),
+            cross_options=contrastive.Options(learning_rate=learning_rate or FULL_RATE, **training),
+            visual_options=contrastive.Options(
+                learning_rate=learning_rate or LORA_RATE,
+                lora=True,
+                lora_vision=lora_vision,
+                gradient_checkpointing=gradient_checkpointing,
+                **training,
+            ),
+            **chosen,
+        )
 
 
 def train(index, out: Path, config: TrainConfig, progress: Progress | None = None) -> dict:

@@ -1,0 +1,241 @@
+"""What the commands share: the consoles, the common options, opening an index, progress, and
+options derived from a request's fields (``request_options``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pagesight.errors import PagesightError, SettingsConflict
+from pagesight.request import MODES, SearchRequest, label, spec
+
+if TYPE_CHECKING:
+    from pagesight.index import Index
+
+out = Console()
+err = Console(stderr=True)
+
+
+IndexOption = Annotated[
+    str,
+    typer.Option(
+        "--index", "-i", help="Index: a directory, or a store (qdrant:FOLDER, qdrant://HOST:PORT/COLLECTION)."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DeviceOption = Annotated[
+    str, typer.Option(help="Where the models run (visual encoder, rerankers): auto, cpu, cuda[:N], mps.")
+]
+
+
+class Ocr(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class OcrEngine(str, Enum):
+    rapidocr = "rapidocr"
+    tesseract = "tesseract"
+
+
+class VisualKind(str, Enum):
+    flat = "flat"
+    ivf = "ivf"
+    hnsw = "hnsw"
+    ivfpq = "ivfpq"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _open(
+    path: str | Path, create: bool = False, settings: dict | None = None, device: str = "auto"
+) -> Index:
+    """The index at ``path`` (created with ``settings`` when ``create``), its models on ``device``;
+    an error ends the command, except a settings conflict, which the caller words with its
+    options' names."""
+    try:
+        from pagesight.index import Index
+
+        index = Index.open(path, create=create, settings=settings, device=device)
+    except SettingsConflict:
+        raise
+    except PagesightError as exc:
+        _fail(str(exc))
+    _OPENED.append(index)
+    return index
+
+
+_OPENED: list[Index] = []  # closed when the command ends (``_main``)
+
+
+def _close_opened() -> None:
+    """Close the indexes the command opened: a store's client (Qdrant's) lets go of its files and
+    connections before the interpreter ends, and in-process callers can open the store again."""
+    while _OPENED:
+        _OPENED.pop().close()
+
+
+def _given(ctx: typer.Context, option: str) -> bool:
+    """Whether the command's parameter ``option`` was set on the command line, not defaulted."""
+    source = ctx.get_parameter_source(option)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _flag(ctx: typer.Context, option: str) -> str:
+    """The command-line flag of the command's parameter ``option`` (``--dense-model``)."""
+    return next(max(param.opts, key=len) for param in ctx.command.params if param.name == option)
+
+
+def _progress(transient: bool) -> Progress | _LineProgress:
+    """A live progress bar on a terminal; plain progress lines on stderr elsewhere (logs, CI)."""
+    if not err.is_terminal:
+        return _LineProgress()
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=transient,
+    )
+
+
+@dataclass
+class _LineTask:
+    description: str
+    total: float | None
+    note: str
+    completed: float = 0
+    shown: float = 0.0  # when its last line was printed
+
+
+class _LineProgress:
+    """The part of rich's Progress the commands use, printed as lines: each task's first step,
+    then at most one line every ``every`` seconds, and its last step."""
+
+    def __init__(self, every: float = 10.0):
+        self.every = every
+        self.tasks: list[_LineTask] = []
+        self.started = time.monotonic()
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def add_task(self, description: str, total: float | None = None, note: str = "") -> int:
+        self.tasks.append(_LineTask(description, total, note))
+        return len(self.tasks) - 1
+
+    def update(
+        self, task_id: int, *, advance: float = 0, completed: float | None = None, total=None, note=None
+    ):
+        task = self.tasks[task_id]
+        before = task.completed
+        task.completed = completed if completed is not None else task.completed + advance
+        task.total = total if total is not None else task.total
+        task.note = note if note is not None else task.note
+        now = time.monotonic()
+        done = task.total is not None and task.completed >= task.total
+        if task.completed > before and (before == 0 or done or now - task.shown >= self.every):
+            task.shown = now
+            of = f"/{task.total:g}" if task.total is not None else ""
+            err.print(
+                f"{task.description}: {task.completed:g}{of} {task.note} ({now - self.started:.0f} s)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+
+
+def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """An enum of ``values`` for a typer option: its help lists them, and others are refused."""
+    return Enum(name, [(value, value) for value in values], type=str)
+
+
+Mode = choices("Mode", MODES)
+
+
+def request_options(kind: type[SearchRequest], *, required: tuple[str, ...] = ()):
+    """Decorate a command taking ``request: kind``: its options become the request's fields, each
+    an option with the field's help, default and flags (``request.Spec``), ``query`` the argument
+    (``required`` names those with no default), and the command is called with the request made
+    from them. A field added to the request is an option of the command, with nothing here to
+    change."""
+
+    def decorate(command):
+        own = [
+            p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "request"
+        ]
+        fields = dataclasses.fields(kind)
+        derived = [
+            inspect.Parameter(
+                label(f),
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if f.name in required else _cli_default(f),
+                annotation=_cli_type(f),
+            )
+            for f in fields
+        ]
+        parameters = [own[0], *derived, *own[1:]] if own else derived
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
+
+        @functools.wraps(command)
+        def run(**given):
+            values = {f.name: given.pop(label(f)) for f in fields}
+            values = {name: v.value if isinstance(v, Enum) else v for name, v in values.items()}
+            try:
+                request = kind(**values)
+            except PagesightError as exc:
+                _fail(str(exc))
+            return command(request=request, **given)
+
+        run.__signature__ = inspect.Signature(parameters)
+        run.__annotations__ = {
+            **{p.name: p.annotation for p in own},
+            **{p.name: p.annotation for p in derived},
+        }
+        return run
+
+    return decorate
+
+
+def _cli_default(f: dataclasses.Field):
+    return list(f.default) if isinstance(f.default, tuple) else f.default
+
+
+def _cli_type(f: dataclasses.Field):
+    """The typer annotation of a request field: its type, choices as an enum, its help and flags."""
+    rules = spec(f)
+    if f.name == "query":
+        return Annotated[str, typer.Argument(help=rules.help, show_default=False)]
+    kinds = {"int": int, "float": float, "bool": bool, "str": str}
+    base = next((kinds[name] for name in kinds if str(f.type).startswith(name)), str)
+    if rules.choices is not None:
+        base = choices(f.name.title().replace("_", ""), rules.choices)
+    if "tuple[" in str(f.type):
+        base = list[str]
+    optional = "None" in str(f.type)
+    declared = rules.flags or ((f"--{f.name.replace('_', '-')}",) if base is bool else ())
+    return Annotated[base | None if optional else base, typer.Option(*declared, help=rules.help)]
+
+
+def _help(name: str, kind: type[SearchRequest] = SearchRequest) -> str:
+    """The help of request field ``name``, for a command that takes it as an option of its own."""
+    return spec(next(f for f in dataclasses.fields(kind) if f.name == name)).help

@@ -1,0 +1,271 @@
+"""``pagesight eval``, ``compare``, ``import-dataset`` and ``bench``: quality and speed, measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from pagesight.cli.common import JsonOption, _fail, _help, _progress, err, out
+from pagesight.errors import PagesightError
+from pagesight.request import AskRequest, SearchRequest
+from pagesight.settings import Settings
+
+if TYPE_CHECKING:
+    pass
+
+app = typer.Typer()
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")],
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index", "-i", help="Index directory or store (default: a folder cached per dataset)."
+        ),
+    ] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA; "
+            "each with /doc:WEIGHT for another document weight, then /within. Repeatable.",
+        ),
+    ] = None,
+    within_document: Annotated[
+        bool,
+        typer.Option(
+            help="Also search each question inside its own documents only (queries.jsonl's doc_ids, "
+            "else its relevant pages' documents), as long-document benchmarks do."
+        ),
+    ] = False,
+    sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
+    report: Annotated[
+        Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
+    primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
+    reader: Annotated[
+        str | None,
+        typer.Option(
+            help="Also answer the questions of answers.jsonl with this reader (best configuration)."
+        ),
+    ] = None,
+    answer_k: Annotated[int, typer.Option(help="Tiles given to the reader.")] = AskRequest.k,
+    judge_model: Annotated[
+        str | None, typer.Option(help="Judge answers with this model on an OpenAI-compatible endpoint.")
+    ] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="The judge's endpoint.")] = None,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="Also evaluate each configuration reranked by this reranker (see search --rerank)."
+        ),
+    ] = None,
+    rerank_model: Annotated[str | None, typer.Option(help=_help("rerank_model"))] = None,
+    rerank_candidates: Annotated[
+        int, typer.Option(help=_help("rerank_candidates"))
+    ] = SearchRequest.rerank_candidates,
+    as_json: JsonOption = False,
+) -> None:
+    """Score search (and answers) on a dataset.
+
+    Recall@k, nDCG@10, MRR@10 and Success@k per configuration; with --reader, also exact match,
+    F1, relaxed accuracy and containment of the answers.
+    """
+    from pagesight.eval.answers import openai_judge
+    from pagesight.eval.dataset import Dataset
+    from pagesight.eval.harness import default_index_dir
+    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.store.base import store_exists
+
+    if judge_model and reader is None:
+        _fail("--judge-model needs --reader")
+    with _progress(transient=True) as progress:
+        tasks: dict = {}
+
+        def searched(config, done: int, total: int) -> None:
+            if config not in tasks:
+                tasks[config] = progress.add_task(config.name, total=total, note="queries")
+            progress.update(tasks[config], completed=done)
+
+        def answered(done: int, total: int) -> None:
+            if "answers" not in tasks:
+                tasks["answers"] = progress.add_task("answers", total=total, note="questions")
+            progress.update(tasks["answers"], completed=done)
+
+        try:
+            if rerank_model is not None and rerank is None:
+                raise PagesightError("--rerank-model needs --rerank")
+            data = Dataset.load(dataset)
+            path = index or default_index_dir(data)
+            if not store_exists(path):
+                err.print(f"indexing {data.documents} into {path}", highlight=False)
+            evaluation = evaluate_dataset(
+                data,
+                index=path,
+                modes=mode or (),
+                sweep=sweep,
+                depth=depth,
+                primary=primary,
+                rerank=rerank,
+                rerank_candidates=rerank_candidates,
+                rerank_model=rerank_model,
+                within_document=within_document,
+                reader=reader,
+                answer_k=answer_k,
+                judge=openai_judge(judge_model, judge_base_url) if judge_model else None,
+                report=report,
+                progress=searched,
+                answer_progress=answered,
+            )
+        except PagesightError as exc:
+            _fail(str(exc))
+    for failed_path, reason in evaluation.failed:
+        err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
+    if evaluation.report_files:
+        err.print(f"report: {evaluation.report_files['html']}", highlight=False)
+    if as_json:
+        print(json.dumps(evaluation.to_dict()))
+        return
+    _print_summaries(evaluation.summaries())
+    if evaluation.answers is not None:
+        summary = evaluation.answers.summary()
+        names = [
+            key for key in ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
+        ]
+        scores = ", ".join(f"{name} {summary[name]:.4f}" for name in names if name in summary)
+        out.print(
+            f"answers ({summary['reader']}, {summary['config']}, {summary['n_answers']} questions): {scores}",
+            highlight=False,
+        )
+
+
+def _print_summaries(summaries: list[dict]) -> None:
+    columns = ("recall@1", "recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10")  # all in --json
+    table = Table(pad_edge=False)
+    # A long configuration name folds onto a second line; the numbers are never cut.
+    table.add_column("config", overflow="fold")
+    for column in columns:
+        name = column.replace("recall", "R").replace("ndcg", "nDCG").replace("mrr", "MRR")
+        table.add_column(name, justify="right", no_wrap=True, min_width=6)
+    table.add_column("p50 ms", justify="right", no_wrap=True)
+    for s in summaries:
+        latency = f"{s['latency_ms_p50']:.1f}" if "latency_ms_p50" in s else "-"
+        table.add_row(s["config"], *(f"{s[c]:.4f}" for c in columns), latency)
+    out.print(table)
+    pages = f", {summaries[0]['n_pages']} pages" if "n_pages" in summaries[0] else ""
+    out.print(f"{summaries[0]['n_queries']} queries{pages}", highlight=False)
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Saved runs in TREC format (from eval --report).")],
+    qrels: Annotated[Path, typer.Option(help="qrels.tsv of the dataset the runs answer.")],
+    at: Annotated[str, typer.Option(help="Success metric for wins and losses.")] = "success@5",
+    as_json: JsonOption = False,
+) -> None:
+    """Compare saved evaluation runs.
+
+    Metrics side by side, and the queries only one of them gets right.
+    """
+    from pagesight.eval import metrics
+    from pagesight.eval.dataset import read_qrels
+    from pagesight.eval.harness import Config, Result
+    from pagesight.eval.report import comparisons
+    from pagesight.eval.runs import read_trec
+
+    try:
+        judged = read_qrels(qrels)
+        loaded = []
+        for path in runs:
+            run, tag = read_trec(path)
+            per_query = metrics.per_query({q: [d for d, _ in ranked] for q, ranked in run.items()}, judged)
+            loaded.append(Result(Config(tag or path.stem, "saved"), run, per_query, latencies=[0.0]))
+    except (PagesightError, OSError) as exc:
+        _fail(str(exc))
+    if at not in next(iter(loaded[0].per_query.values())):
+        _fail(f"--at must be one of success@1, success@5, success@10, got '{at}'")
+    summaries = [{"config": r.config.name, **r.means, "n_queries": len(r.per_query)} for r in loaded]
+    pairs = comparisons(loaded, at)
+    if as_json:
+        print(json.dumps({"runs": summaries, "comparisons": pairs}))
+        return
+    _print_summaries(summaries)
+    for pair in pairs:
+        out.print(
+            f"{pair['a']} vs {pair['b']} at {at}: only {pair['a']} {len(pair['only_a'])}, "
+            f"only {pair['b']} {len(pair['only_b'])}, both {pair['both']}, neither {pair['neither']}",
+            highlight=False,
+        )
+
+
+@app.command("import-dataset")
+def import_dataset(
+    source: Annotated[
+        Path, typer.Argument(help="ViDoRe/MTEB-style tables (Parquet or JSONL) or a BEIR folder.")
+    ],
+    out: Annotated[Path, typer.Argument(help="New dataset folder for `pagesight eval`.")],
+    split: Annotated[str, typer.Option(help="Split to take where the source has several.")] = "test",
+) -> None:
+    """Convert a public dataset into the layout eval reads."""
+    from pagesight.eval.importers import import_dataset as convert
+
+    try:
+        counts = convert(source, out, split=split)
+    except PagesightError as exc:
+        _fail(str(exc))
+    err.print(
+        f"{out}: {counts['corpus']} corpus items, {counts['queries']} queries, {counts['qrels']} judgements",
+        highlight=False,
+    )
+
+
+@app.command()
+def bench(
+    paths: Annotated[list[Path], typer.Argument(help="Files and folders to ingest for the benchmark.")],
+    index: Annotated[
+        Path | None,
+        typer.Option("--index", "-i", help="Keep the benchmark index here (new; default: temporary)."),
+    ] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(help="queries.jsonl to time (default: 100 six-word spans of the indexed text)."),
+    ] = None,
+    dense: Annotated[bool, typer.Option(help="Include dense vectors (MiniLM).")] = True,
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Also time dense search over this many random vectors. Repeatable."),
+    ] = None,
+    max_pages: Annotated[int, typer.Option(help="Pages timed stage by stage.")] = 100,
+    ocr_pages: Annotated[int, typer.Option(help="Of those, pages also OCRed.")] = 5,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Reader processes (default: one per core).")] = 0,
+) -> None:
+    """Measure ingestion, search latency, size and memory.
+
+    Ingestion per stage and end to end; prints JSON.
+    """
+    from pagesight import bench as benchmark
+
+    if index is not None and index.exists() and any(index.iterdir()):
+        _fail(f"{index}: exists and is not empty; the benchmark needs a new index")
+    asked = None
+    if queries is not None:
+        try:
+            from pagesight.eval.dataset import read_jsonl
+
+            asked = [row["text"] for row in read_jsonl(queries, ("text",))]
+        except PagesightError as exc:
+            _fail(str(exc))
+    settings = Settings() if dense else Settings(dense_model=None)
+    result = benchmark.run(
+        paths, settings, index_dir=index, queries=asked, scale_sizes=scale or (), max_pages=max_pages,
+        ocr_pages=ocr_pages, jobs=jobs or None,
+    )  # fmt: skip
+    print(json.dumps(result, indent=1))

@@ -1,0 +1,146 @@
+"""``pagesight search`` and ``pagesight ask``: their options are the fields of ``SearchRequest`` and
+``AskRequest`` (``common.request_options``), and the rest is what only a command line has (an image
+file, an HTML file to write, the reader's endpoint)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pagesight.cli.common import (
+    DeviceOption,
+    IndexOption,
+    JsonOption,
+    _fail,
+    _open,
+    err,
+    out,
+    request_options,
+)
+from pagesight.errors import PagesightError
+from pagesight.index import Index
+from pagesight.request import AskRequest, SearchRequest
+from pagesight.service import build_reader, open_image, parse_region
+
+app = typer.Typer()
+
+
+@app.command()
+@request_options(SearchRequest)
+def search(
+    index: IndexOption,
+    request: SearchRequest,
+    image: Annotated[
+        Path | None,
+        typer.Option(help="Search with this image (or --region of it) instead of QUERY: visual indexes."),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="With --image: x0,y0,x1,y1 in the image's pixels.")
+    ] = None,
+    device: DeviceOption = "auto",
+    as_json: JsonOption = False,
+) -> None:
+    """Search with a text query, or an image or image region.
+
+    Hits are tiles with their page, score per retriever, snippet and evidence boxes.
+    """
+    idx = _open(index, device=device)
+    try:
+        if image is not None:
+            query = open_image(image, str(image))
+            hits = idx.search_image(
+                query, k=request.k, region=parse_region(region, "--region"), doc_ids=request.doc_ids
+            )
+        else:
+            if region is not None:
+                raise PagesightError("--region needs --image")
+            hits = idx.search(request)
+            _report_rerank(idx, request)
+    except PagesightError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
+        return
+    table = Table(show_lines=False)
+    for column in ("#", "page", "tile", "score", "snippet"):
+        table.add_column(column, overflow="fold")
+    for rank, hit in enumerate(hits, start=1):
+        tile = f"{hit.tile} ({hit.region.kind})" if hit.region is not None else str(hit.tile)
+        table.add_row(str(rank), hit.page_id, tile, f"{hit.score:.4f}", hit.snippet)
+    out.print(table)
+
+
+def _report_rerank(idx: Index, request: SearchRequest) -> None:
+    """One line on stderr: what the reranker of the last search scored, in batches of what, how fast."""
+    if request.rerank is not None:
+        last = idx.reranker(request.rerank, request.rerank_model).last
+        err.print(
+            f"reranked {last['candidates']} candidates with {last['reranker']} "
+            f"(batch {last['batch_size']}) in {last['ms']:.0f} ms",
+            highlight=False,
+        )
+
+
+@app.command()
+@request_options(AskRequest, required=("query",))
+def ask(
+    index: IndexOption,
+    request: AskRequest,
+    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(help="transformers reader, visual encoder, rerankers: cpu, cuda, mps or auto."),
+    ] = None,
+    image: Annotated[
+        Path | None,
+        typer.Option(help="With --agent: an image the question is about, which it may search by regions of."),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a question from the best tiles, with citations.
+
+    Citations name pages and the regions on them; --html shows them cropped, boxes drawn. With
+    --agent a model reader is given a search tool instead of the tiles: it decides what to search
+    (text, or a region of an image it was given), reads the tiles found, and answers.
+    """
+    from pagesight.answer.show import write_html
+
+    idx = _open(index, device=device or "auto")
+    try:
+        reader = build_reader(request, base_url=base_url, api_key=api_key, device=device)
+        if image is not None and not request.agent:
+            raise PagesightError("--image needs --agent")
+        question_image = open_image(image, str(image)) if image is not None else None
+        answer = idx.ask(request, reader, image=question_image)
+        if html is not None:
+            write_html(idx, answer, html)
+    except PagesightError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False))
+        return
+    out.print(f"[bold]{answer.text or 'No answer found in the retrieved pages.'}[/bold]", highlight=False)
+    for citation in answer.citations:
+        boxes = ", ".join("[" + ", ".join(f"{v:.0f}" for v in box) + "]" for box in citation.boxes)
+        quote = f' "{citation.text}"' if citation.text and citation.text != answer.text else ""
+        out.print(f"  {citation.page_id} tile {citation.tile}:{quote} {boxes}", highlight=False)
+    timing = answer.timings
+    for n, made in enumerate(answer.usage.get("searches", []), 1):
+        asked = {key: made[key] for key in ("query", "image", "region", "k", "doc_ids") if key in made}
+        found = f"error: {made['error']}" if "error" in made else f"{len(made['hits'])} tiles"
+        err.print(f"search {n}: {json.dumps(asked, ensure_ascii=False)}: {found}", highlight=False)
+    err.print(
+        f"{answer.reader}, {len(answer.hits)} tiles, {answer.usage['image_tokens']} image tokens,"
+        f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms)",
+        highlight=False,
+    )
+    if html is not None:
+        err.print(f"cited regions: {html}", highlight=False)

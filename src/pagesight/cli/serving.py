@@ -1,0 +1,125 @@
+"""``pagesight serve`` (HTTP API and web page) and ``pagesight mcp`` (tools for agents)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pagesight.cli.common import DeviceOption, IndexOption, _fail, _open, err
+from pagesight.errors import PagesightError
+
+if TYPE_CHECKING:
+    pass
+
+app = typer.Typer()
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def serve(
+    index: IndexOption,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; beyond loopback it needs --api-key (or --insecure).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PAGESIGHT_API_KEY",
+            show_envvar=True,
+            help="Key every API request must carry (Authorization: Bearer KEY or X-API-Key); "
+            "without one, uploads and deletes are refused.",
+        ),
+    ] = None,
+    max_upload_mb: Annotated[float, typer.Option(help="Largest request body (an upload), in MB.")] = 100.0,
+    readers: Annotated[
+        int, typer.Option(help="Searches served at once, each with its own retrievers in memory.")
+    ] = 4,
+    uploads: Annotated[
+        Path | None, typer.Option(help="Folder for uploaded files (default: uploads/ in the index).")
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure", help="Allow binding beyond loopback without an API key (readable by all)."
+        ),
+    ] = False,
+    device: DeviceOption = "auto",
+) -> None:
+    """Serve the index over HTTP: a web page and a JSON API.
+
+    The API is documented at /docs (OpenAPI). Binds to 127.0.0.1; with --api-key every request needs
+    the key, and uploads and deletes are allowed.
+    """
+    if host not in LOOPBACK and not api_key and not insecure:
+        _fail(
+            f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)"
+        )
+    if max_upload_mb <= 0 or readers < 1:
+        _fail("--max-upload-mb and --readers must be positive")
+    import uvicorn
+
+    from pagesight.serve.app import create_app
+
+    idx = _open(index, device=device)
+    if uploads is None and not idx.root.is_dir():
+        _fail(f"{index}: not a folder, so uploads need a folder of their own: give --uploads DIR")
+    from pagesight.serve.mcp import http_app
+    from pagesight.store.local import LocalStore
+
+    # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
+    # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
+    mcp = http_app(_open(index), host=host) if isinstance(idx.store, LocalStore) else None
+    try:
+        web = create_app(
+            idx, api_key=api_key, max_upload_mb=max_upload_mb, readers=readers, uploads=uploads, mcp_app=mcp
+        )
+    except PagesightError as exc:
+        _fail(str(exc))
+    shown = f"[{host}]" if ":" in host else host
+    writes = "uploads and deletes on: API key set" if api_key else "read-only: no API key"
+    tools = f", MCP at http://{shown}:{port}/mcp" if mcp is not None else ""
+    err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{tools})", highlight=False)
+    uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+@app.command("mcp")
+def mcp_server(
+    index: IndexOption,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option(help="With --http: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --http: port to listen on.")] = 8765,
+    reader: Annotated[str, typer.Option(help="Reader of the ask tool: extractive, openai, transformers.")] = (
+        "extractive"
+    ),
+    model: Annotated[
+        str | None, typer.Option(help="Reader model: hub id, local folder or served name.")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Serve the index as MCP tools for agents.
+
+    Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: see the
+    README for the mcpServers entry), or with --http over streamable HTTP at http://HOST:PORT/mcp.
+    """
+    from pagesight.answer import make_reader
+    from pagesight.serve.mcp import serve as serve_mcp
+
+    idx = _open(index, device=device)
+    options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
+    chosen = reader  # the extractive reader is made on the first ask, so the server starts at once
+    if reader != "extractive" or options:
+        try:
+            chosen = make_reader(reader, **options)
+        except (PagesightError, TypeError) as exc:
+            _fail(f"reader '{reader}': {exc}")
+    if http:
+        shown = f"[{host}]" if ":" in host else host
+        err.print(f"serving MCP for {index} at http://{shown}:{port}/mcp", highlight=False)
+    serve_mcp(idx, chosen, http=http, host=host, port=port)

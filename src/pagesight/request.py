@@ -1,0 +1,190 @@
+"""What a search and an answer are asked with: one frozen, self-validating request each.
+
+``SearchRequest`` holds every option of a text search and ``AskRequest`` adds those of an answer,
+each field with its one default, its limits and its help (``Spec``). The front-ends are adapters
+over these fields: the CLI's flags (``cli/``), the HTTP API's query parameters and body
+(``serve/``), the MCP tools' parameters (``serve/mcp.py``) are derived from them, and an eval
+configuration is a name and a request (``eval/harness.py``). A new option is one field here.
+``Index.search`` and ``Index.ask`` take a request, or a query and the fields as keywords.
+
+A request checks itself when made: a value out of range or not among the choices raises
+``PagesightError`` naming the field. What depends on the index (a mode it has no vectors for, a
+document it does not hold) is checked by the search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from pagesight.answer.base import INPUTS
+from pagesight.answer.context import TOKEN_MODELS
+from pagesight.answer.strategies import STRATEGIES
+from pagesight.errors import PagesightError
+from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
+from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
+
+MODES = ("lexical", "dense", "visual", "hybrid")
+FUSIONS = ("rsf", "rrf")
+MAX_K = 1000
+MAX_QUERY = 4000  # characters
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A request field's help and limits, read by the request's check and by every front-end.
+
+    ``label`` is its name outside Python when not the field's (the question of an ``AskRequest``),
+    ``http`` its name in the HTTP API when not the label; ``flags`` its command-line flags when not
+    ``--label``; ``served`` is False for a field that names something to load on the machine (a
+    model folder), which only the CLI and the library take: a server chooses its models.
+    """
+
+    help: str
+    ge: float | None = None
+    le: float | None = None
+    choices: tuple[str, ...] | None = None
+    max_length: int | None = None
+    flags: tuple[str, ...] | None = None
+    label: str | None = None
+    http: str | None = None
+    served: bool = True
+
+
+def _field(default: Any, help: str, **spec: Any) -> Any:
+    return field(default=default, metadata={"spec": Spec(help, **spec)})
+
+
+def spec(f: dataclasses.Field) -> Spec:
+    return f.metadata["spec"]
+
+
+def label(f: dataclasses.Field) -> str:
+    """The field's name outside Python: its ``Spec.label``, else its own."""
+    return spec(f).label or f.name
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A text search: the query and how its tiles are ranked; see ``Index.search``."""
+
+    query: str = _field("", "The question or keywords.", max_length=MAX_QUERY, http="q")
+    k: int = _field(10, "Number of hits.", ge=1, le=MAX_K, flags=("-k",))
+    mode: str | None = _field(
+        None,
+        "Retrievers: lexical, dense, visual or hybrid (default: hybrid when the index has vectors).",
+        choices=MODES,
+    )
+    fusion: str = _field(
+        "rsf", "Hybrid fusion: relative score (rsf) or reciprocal rank (rrf).", choices=FUSIONS
+    )
+    alpha: float = _field(DEFAULT_ALPHA, "Relative score fusion: weight of the dense side.", ge=0, le=1)
+    visual_weight: float = _field(
+        DEFAULT_VISUAL_WEIGHT,
+        "Relative score fusion: weight of the visual run, when the index has one.",
+        ge=0,
+        le=1,
+    )
+    rrf_k: float = _field(60.0, "Reciprocal rank fusion: the constant added to each rank.", ge=1, le=1000)
+    document_weight: float = _field(
+        DEFAULT_DOCUMENT_WEIGHT,
+        "Weight of a hit's document score (its best pages) beside its own; 0: pages alone.",
+        ge=0,
+        le=100,
+    )
+    doc_ids: tuple[str, ...] | None = _field(None, "Only these documents.", flags=("--doc",), http="doc")
+    candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
+    rerank: str | None = _field(
+        None, "Rerank the first-stage hits: cross-encoder, vlm, vlm-openai or a visual encoder's name."
+    )
+    rerank_model: str | None = _field(
+        None,
+        "The reranker's model: hub id or folder (cross-encoder: what pagesight train wrote).",
+        served=False,
+    )
+    rerank_candidates: int = _field(50, "How many first-stage hits the reranker scores.", ge=1, le=1000)
+
+    def __post_init__(self) -> None:
+        if self.doc_ids is not None and not isinstance(self.doc_ids, tuple):
+            object.__setattr__(self, "doc_ids", tuple(self.doc_ids) if self.doc_ids else None)
+        for f in dataclasses.fields(self):
+            check(f.name, getattr(self, f.name), spec(f))
+        if self.rerank_model is not None and self.rerank is None:
+            raise PagesightError("rerank_model needs rerank")
+
+    def replace(self, **changes: Any) -> SearchRequest:
+        """This request with ``changes``, checked again."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["doc_ids"] = list(self.doc_ids) if self.doc_ids is not None else None
+        return data
+
+    def search_request(self) -> SearchRequest:
+        """The search part of this request (itself for a ``SearchRequest``)."""
+        names = {f.name for f in dataclasses.fields(SearchRequest)}
+        return SearchRequest(**{name: getattr(self, name) for name in names})
+
+
+@dataclass(frozen=True)
+class AskRequest(SearchRequest):
+    """A question answered from the best tiles with citations; see ``Index.ask``. The search
+    fields choose the tiles the reader is given (or, with ``agent``, each search the reader makes)."""
+
+    query: str = _field("", "The question.", max_length=MAX_QUERY, label="question")
+    k: int = _field(
+        5, "Tiles given to the reader (with agent: tiles a search).", ge=1, le=MAX_K, flags=("-k",)
+    )
+    reader: str = _field(
+        "extractive", "Reader: extractive (offline default), openai, transformers, or a registered one."
+    )
+    model: str | None = _field(None, "Reader model: hub id, local folder, or the name an endpoint serves.")
+    max_tokens: int | None = _field(
+        None, "Model readers: the longest answer, in tokens (default 512).", ge=1, le=8192
+    )
+    inputs: str | None = _field(
+        None,
+        "Model readers: what they read: images (default), text (the tiles' text) or images+text.",
+        choices=INPUTS,
+    )
+    compression: float = _field(
+        1.0, "Tile images shrink by sqrt(c) per side.", ge=1, le=64, flags=("-c", "--compression")
+    )
+    strategy: str = _field(
+        "auto",
+        "For one-image readers: concat (pages side by side) or weighted; all: every tile.",
+        choices=STRATEGIES,
+    )
+    token_model: str = _field(
+        "qwen2-vl", "Whose image tokens the context is counted in.", choices=TOKEN_MODELS
+    )
+    agent: bool = _field(False, "Model readers: the reader searches itself, then answers.")
+    max_searches: int = _field(3, "With agent: the most searches it may make.", ge=1, le=10)
+
+    def reader_options(self) -> dict:
+        """The options a reader named by ``reader`` is built with (``answer.make_reader``)."""
+        options = {"model": self.model, "max_tokens": self.max_tokens, "inputs": self.inputs}
+        return {key: value for key, value in options.items() if value is not None}
+
+
+def check(name: str, value: Any, rules: Spec) -> None:
+    """``value`` of field ``name`` within ``rules``, or ``PagesightError`` naming the field."""
+    if value is None:
+        return
+    if rules.choices is not None and value not in rules.choices:
+        raise PagesightError(f"{name} must be one of {', '.join(rules.choices)}, got '{value}'")
+    if rules.max_length is not None and len(value) > rules.max_length:
+        raise PagesightError(f"{name} is longer than {rules.max_length} characters")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or (rules.ge is not None and value < rules.ge):  # NaN is out of every range
+            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
+        if rules.le is not None and value > rules.le:
+            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
+
+
+def _range(rules: Spec) -> str:
+    if rules.le is None:
+        return f"{rules.ge:g} or more"
+    return f"from {rules.ge:g} to {rules.le:g}"

@@ -1,0 +1,106 @@
+"""What every front-end does the same way, under the CLI (``cli/``), the HTTP API (``serve/app.py``)
+and the MCP tools (``serve/mcp.py``): readers built from a request and kept, hits as one JSON
+payload, boxes and query images read from what a user typed or uploaded.
+
+The requests themselves are ``request.SearchRequest`` and ``request.AskRequest``; the verbs are
+``Index.search`` and ``Index.ask``. Errors here are ``PagesightError`` naming the input; each
+front-end words them its way (a line on stderr, a JSON error with its status, a tool error).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from PIL import Image
+
+from pagesight.answer.base import Reader, make_reader
+from pagesight.answer.context import image_tokens
+from pagesight.errors import PagesightError
+from pagesight.records import Box, Hit
+from pagesight.render.tiles import scaled_size
+from pagesight.request import AskRequest
+
+MAX_BOXES = 200  # boxes one request may have drawn
+
+
+def build_reader(request: AskRequest, **local: Any) -> Reader:
+    """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
+    endpoint's base URL and key, a device: what the machine serving it decides)."""
+    options = {
+        **request.reader_options(),
+        **{key: value for key, value in local.items() if value is not None},
+    }
+    if request.reader == "openai" and request.strategy == "weighted":
+        options["logprobs"] = True  # weighted selection weighs each answer by its probability
+    try:
+        return make_reader(request.reader, **options)
+    except TypeError:
+        raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
+
+
+class Readers:
+    """Readers built once per name and options, for a server: a model reader loads its model once."""
+
+    def __init__(self, **local: Any):
+        self.local = local
+        self._built: dict[str, Reader] = {}
+        self._lock = threading.Lock()
+
+    def get(self, request: AskRequest) -> Reader:
+        key = json.dumps([request.reader, request.reader_options(), request.strategy], sort_keys=True)
+        with self._lock:
+            if key not in self._built:
+                self._built[key] = build_reader(request, **self.local)
+            return self._built[key]
+
+
+def hits_payload(hits: Sequence[Hit], compression: float = 1.0, token_model: str = "qwen2-vl") -> dict:
+    """Hits as JSON (``Hit.to_dict``), with the image tokens they would cost a reader seeing them at
+    ``compression`` under ``token_model``."""
+    tokens = 0
+    for hit in hits:
+        x0, y0, x1, y1 = hit.tile_box
+        tokens += image_tokens(*scaled_size(round(x1 - x0), round(y1 - y0), compression), token_model)
+    return {
+        "hits": [hit.to_dict() for hit in hits],
+        "image_tokens": tokens,
+        "compression": compression,
+        "token_model": token_model,
+    }
+
+
+def parse_boxes(text: str, name: str, limit: int = MAX_BOXES) -> list[Box]:
+    """``x0,y0,x1,y1;...`` as boxes; ``PagesightError`` naming ``name`` when malformed, inverted
+    or more than ``limit``."""
+    found = []
+    for part in text.split(";"):
+        try:
+            x0, y0, x1, y1 = (float(value) for value in part.split(","))
+        except ValueError:
+            raise PagesightError(
+                f"{name} must be x0,y0,x1,y1 in pixels (several joined by ;), got '{part}'"
+            ) from None
+        if not (x0 < x1 and y0 < y1) or min(x0, y0) < -1e6 or max(x1, y1) > 1e6:
+            raise PagesightError(f"{name}: '{part}' is not a box (x0 < x1 and y0 < y1)")
+        found.append((x0, y0, x1, y1))
+    if len(found) > limit:
+        raise PagesightError(f"at most {limit} {name}")
+    return found
+
+
+def parse_region(text: str | None, name: str = "region") -> Box | None:
+    """One box ``x0,y0,x1,y1`` in a query image's pixels, or None when not given."""
+    return parse_boxes(text, name, limit=1)[0] if text else None
+
+
+def open_image(source: str | IO[bytes], name: str) -> Image.Image:
+    """A query image from a path or an open file, as RGB; ``PagesightError`` naming ``name`` when
+    Pillow cannot read it."""
+    try:
+        with Image.open(source) as opened:
+            return opened.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise PagesightError(f"{name}: not an image Pillow can read ({exc})") from None
