@@ -11,10 +11,12 @@ re-rendering later repeats it and gives the same pixels.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import logging
 import math
+import threading
 from pathlib import Path
 
 import pikepdf
@@ -56,9 +58,27 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# PDFium is not thread-safe, not even across documents: every call into it in this process, from any
+# thread (a server's requests, its MCP tools, an ingestion), is made holding this lock.
+PDFIUM_LOCK = threading.RLock()
+
+
+def _pdfium(method):
+    @functools.wraps(method)
+    def locked(*args, **kwargs):
+        with PDFIUM_LOCK:
+            return method(*args, **kwargs)
+
+    return locked
+
+
 class PdfSource:
+    """A PDF through pypdfium2 (qpdf repairs it when PDFium cannot open it); its methods hold
+    ``PDFIUM_LOCK``."""
+
     type = "pdf"
 
+    @_pdfium
     def __init__(self, path: Path, password: str | None = None):
         self.path = path
         self.password = password
@@ -101,6 +121,7 @@ class PdfSource:
             raise InputError(f"{reason}; qpdf repair gives {len(self._pdf)} pages, not {self.n_pages}")
         return self._page(number)
 
+    @_pdfium
     def page_size(self, number: int, dpi: float) -> tuple[int, int]:
         width, height = self._page(number).get_size()
         if not (width > 0 and height > 0):
@@ -109,14 +130,17 @@ class PdfSource:
         # The size pypdfium2's render() gives, so boxes and rendered pixels agree exactly.
         return max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))
 
+    @_pdfium
     def render(self, number: int, dpi: float) -> Image.Image:
         bitmap = self._page(number).render(scale=dpi / 72, may_draw_forms=True)
         return bitmap.to_pil().convert("RGB")
 
+    @_pdfium
     def text_layer(self, number: int, dpi: float) -> list[Span]:
         page = self._page(number)
         return text_layer_spans(page, self.page_size(number, dpi))
 
+    @_pdfium
     def close(self) -> None:
         self._pdf.close()
 

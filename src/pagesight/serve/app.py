@@ -26,37 +26,34 @@ import hmac
 import io
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from PIL import Image
-from pydantic import BaseModel, Field
+from pydantic import Field
 from starlette.exceptions import HTTPException
 
 from pagesight import __version__
-from pagesight.answer.base import Reader, make_reader
-from pagesight.answer.context import TOKEN_MODELS, image_tokens
 from pagesight.answer.show import draw_boxes
 from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.index import Index
 from pagesight.records import Box
-from pagesight.render.tiles import downscale, scaled_size
-from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
-from pagesight.search.fusion import DEFAULT_ALPHA
+from pagesight.render.tiles import downscale
+from pagesight.request import MAX_K, AskRequest, SearchRequest
+from pagesight.serve.fields import make, request_model
 from pagesight.serve.jobs import Jobs, UploadError, check_content, safe_name, save
 from pagesight.serve.pool import IndexPool, retry_locked
+from pagesight.service import MAX_BOXES, Readers, hits_payload, open_image, parse_boxes
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 API_KEY_ENV = "PAGESIGHT_API_KEY"
-MAX_BOXES = 200
 MAX_FILES = 20  # files in one upload
 # Readers whose model a request may name: the name goes to an endpoint the server's environment
 # configures. A local reader would load whatever folder or hub id a request named.
@@ -66,54 +63,25 @@ NO_WRITES = (
     f"{API_KEY_ENV}) to upload and delete documents"
 )
 
-Mode = Literal["lexical", "dense", "visual", "hybrid"]
-Fusion = Literal["rsf", "rrf"]
-
 
 class ApiError(HTTPException):
     """An error answered as ``{"error": message}`` with its status."""
 
 
-class SearchOptions(BaseModel):
-    """What a search takes besides its query; ``ask`` passes these on too."""
-
-    k: int = Field(5, ge=1, le=100, description="Tiles retrieved.")
-    mode: Mode | None = Field(None, description="Retrievers; default: hybrid when the index has vectors.")
-    fusion: Fusion = "rsf"
-    alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1, description="RSF: weight of the dense side.")
-    document_weight: float = Field(
-        DEFAULT_DOCUMENT_WEIGHT, ge=0, le=100, description="Weight of a hit's document score; 0: pages alone."
-    )
-    doc_ids: list[str] | None = Field(None, description="Only these documents.")
-
-
-class AskOptions(SearchOptions):
-    """Every field here goes to ``Index.ask`` as a keyword argument of the same name."""
-
-    compression: float = Field(1.0, ge=1, le=64, description="Tile images shrink by sqrt(c) per side.")
-    strategy: Literal["auto", "all", "concat", "weighted"] = "auto"
-    token_model: Literal[TOKEN_MODELS] = "qwen2-vl"  # type: ignore[valid-type]
-    agent: bool = Field(False, description="Model readers: the reader searches itself, then answers.")
-    max_searches: int = Field(3, ge=1, le=10, description="With agent: the most searches it may make.")
-
-
-class AskRequest(AskOptions):
-    question: str = Field(min_length=1, max_length=4000)
-    reader: str = Field("extractive", description="extractive, openai, transformers, or a registered one.")
-    model: str | None = Field(None, description="openai reader: a model its endpoint serves.")
-    max_tokens: int | None = Field(None, ge=1, le=8192)
-    inputs: Literal["images", "text", "images+text"] | None = None
-    stream: bool = Field(False, description="NDJSON lines: the hits first, then the answer.")
-
-    def reader_options(self) -> dict:
-        options = {"model": self.model, "max_tokens": self.max_tokens, "inputs": self.inputs}
-        return {key: value for key, value in options.items() if value is not None}
-
-    def ask_options(self) -> dict:
-        return self.model_dump(include=set(AskOptions.model_fields))
-
-    def search_options(self) -> dict:
-        return self.model_dump(include=set(SearchOptions.model_fields))
+# The search's query parameters and the answer's body: the request fields (``request.py``) under
+# their HTTP names, and what only HTTP has.
+SearchQuery = request_model(
+    SearchRequest,
+    "SearchQuery",
+    required=("query",),
+    extra={"c": (float, Field(1.0, ge=1, le=64, description="Compression the image-token cost is for."))},
+)
+AskBody = request_model(
+    AskRequest,
+    "AskBody",
+    required=("query",),
+    extra={"stream": (bool, Field(False, description="NDJSON lines: the hits first, then the answer."))},
+)
 
 
 def create_app(
@@ -139,7 +107,7 @@ def create_app(
     jobs = Jobs(pool, ingest_options)
     uploads = Path(uploads) if uploads is not None else index.root / "uploads"
     max_bytes = int(max_upload_mb * (1 << 20))
-    answerers = _Readers()
+    answerers = Readers()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -199,64 +167,57 @@ def create_app(
     # Search and ask ----------------------------------------------------------------------------
 
     @app.get("/api/search", tags=["search"])
-    def search(
-        q: Annotated[str, Query(min_length=1, max_length=4000, description="The query.")],
-        k: Annotated[int, Query(ge=1, le=100)] = 10,
-        mode: Mode | None = None,
-        fusion: Fusion = "rsf",
-        alpha: Annotated[float, Query(ge=0, le=1)] = DEFAULT_ALPHA,
-        document_weight: Annotated[float, Query(ge=0, le=100)] = DEFAULT_DOCUMENT_WEIGHT,
-        doc: Annotated[list[str] | None, Query(description="Only this document (repeatable).")] = None,
-        c: Annotated[float, Query(ge=1, le=64, description="Compression the image-token cost is for.")] = 1.0,
-    ) -> dict:
+    def search(query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
         """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
+        request = make(SearchRequest, query)
         with pool.reading() as idx:
-            _check_documents(idx, doc)
-            hits = idx.search(
-                q, k=k, mode=mode, fusion=fusion, alpha=alpha, document_weight=document_weight, doc_ids=doc
-            )
-        return _hits(hits, c)
+            _check_documents(idx, request.doc_ids)
+            hits = idx.search(request)
+        return hits_payload(hits, query.c)
 
     @app.post("/api/search/image", tags=["search"])
     def search_image(
         image: Annotated[UploadFile, File(description="The query image.")],
-        k: Annotated[int, Form(ge=1, le=100)] = 10,
+        k: Annotated[int, Form(ge=1, le=MAX_K)] = SearchRequest.k,
         region: Annotated[str | None, Form(description="x0,y0,x1,y1 in the image's pixels.")] = None,
         doc: Annotated[list[str] | None, Form(description="Only this document (repeatable).")] = None,
     ) -> dict:
         """The best tiles for an image, or a region of it (an index with a visual encoder)."""
-        query = _read_image(image)
-        box = _parse_boxes(region, "region", limit=1)[0] if region else None
+        try:
+            query = open_image(image.file, image.filename or "image")
+        except PagesightError as exc:
+            raise ApiError(415, str(exc)) from None
+        box = _boxes(region, "region", limit=1)[0] if region else None
         with pool.reading() as idx:
             _check_documents(idx, doc)
             hits = idx.search_image(query, k=k, region=box, doc_ids=doc)
-        return _hits(hits, 1.0)
+        return hits_payload(hits)
 
     @app.post("/api/ask", tags=["search"])
-    def ask(body: AskRequest):
+    def ask(body: AskBody):  # type: ignore[valid-type]
         """An answer from the best tiles, with citations (boxes on pages) and its image-token cost.
 
         With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
         ``{"event": "error", ...}``)."""
-        if body.model is not None and body.reader not in REMOTE_READERS:
-            raise ApiError(400, f"reader '{body.reader}' runs here: its model is the server's to choose")
-        reader = answerers.get(body.reader, body.reader_options())
-        rendering = pool.render_lock if reader.inputs != "text" else nullcontext()
+        request = make(AskRequest, body)
+        if request.model is not None and request.reader not in REMOTE_READERS:
+            raise ApiError(400, f"reader '{request.reader}' runs here: its model is the server's to choose")
+        reader = answerers.get(request)
         if not body.stream:
             with pool.reading() as idx:
-                _check_documents(idx, body.doc_ids)
-                with rendering:
-                    return idx.ask(body.question, reader, **body.ask_options()).to_dict()
+                _check_documents(idx, request.doc_ids)
+                return idx.ask(request, reader).to_dict()
         with pool.reading() as idx:
-            _check_documents(idx, body.doc_ids)
+            _check_documents(idx, request.doc_ids)
 
         def stages() -> Iterator[bytes]:
             with pool.reading() as idx:
                 try:
-                    hits = idx.search(body.question, **body.search_options())
-                    yield _line({"event": "hits", **_hits(hits, body.compression, body.token_model)})
-                    with rendering:
-                        answer = idx.ask(body.question, reader, **body.ask_options())
+                    hits = None if request.agent else idx.search(request.search_request())
+                    if hits is not None:
+                        payload = hits_payload(hits, request.compression, request.token_model)
+                        yield _line({"event": "hits", **payload})
+                    answer = idx.ask(request, reader, hits=hits)
                     yield _line({"event": "answer", "answer": answer.to_dict()})
                 except PagesightError as exc:
                     yield _line({"event": "error", "error": str(exc)})
@@ -280,7 +241,7 @@ def create_app(
         boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
     ) -> Response:
         """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request."""
-        drawn = _parse_boxes(boxes, "boxes") if boxes else []
+        drawn = _boxes(boxes, "boxes") if boxes else []
         with pool.reading() as idx:
             document = _document(idx, doc)
             row = idx.catalog.tile_at(doc, page, tile)
@@ -289,8 +250,7 @@ def create_app(
             tag = _etag(document.sha256, "tile", page, tile, c, drawn)
             if _fresh(request, tag):
                 return Response(status_code=304, headers={"ETag": tag})
-            with pool.render_lock:
-                image = idx.tile_image(doc, page, tile, c)
+            image = idx.tile_image(doc, page, tile, c)
         x0, y0 = row.box[0], row.box[1]
         scale = image.width / max(1.0, row.box[2] - row.box[0])
         return _png(image, [_moved(box, x0, y0, scale) for box in drawn], tag)
@@ -304,7 +264,7 @@ def create_app(
         boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
     ) -> Response:
         """A whole page rendered again at the index DPI, evidence boxes drawn on request."""
-        drawn = _parse_boxes(boxes, "boxes") if boxes else []
+        drawn = _boxes(boxes, "boxes") if boxes else []
         with pool.reading() as idx:
             document = _document(idx, doc)
             if page > document.n_pages:
@@ -312,8 +272,7 @@ def create_app(
             tag = _etag(document.sha256, "page", page, c, drawn)
             if _fresh(request, tag):
                 return Response(status_code=304, headers={"ETag": tag})
-            with pool.render_lock:
-                full = idx.page_image(doc, page)
+            full = idx.page_image(doc, page)
         image = downscale(full, c)
         scale = image.width / full.width
         return _png(image, [_moved(box, 0, 0, scale) for box in drawn], tag)
@@ -384,24 +343,6 @@ def create_app(
     return app
 
 
-class _Readers:
-    """Readers built once per name and options: a model reader loads its model once."""
-
-    def __init__(self):
-        self._built: dict[str, Reader] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str, options: dict) -> Reader:
-        key = json.dumps([name, options], sort_keys=True)
-        with self._lock:
-            if key not in self._built:
-                try:
-                    self._built[key] = make_reader(name, **options)
-                except TypeError:
-                    raise ApiError(400, f"reader '{name}' takes none of {', '.join(options)}") from None
-            return self._built[key]
-
-
 # Requests ------------------------------------------------------------------------------------
 
 
@@ -426,45 +367,15 @@ def _check_documents(index: Index, doc_ids: list[str] | None) -> None:
         _document(index, doc_id)
 
 
-def _parse_boxes(text: str, name: str, limit: int = MAX_BOXES) -> list[Box]:
-    """``x0,y0,x1,y1;...`` as boxes; 422 when malformed, inverted or too many."""
-    found = []
-    for part in text.split(";"):
-        try:
-            x0, y0, x1, y1 = (float(value) for value in part.split(","))
-        except ValueError:
-            raise ApiError(422, f"{name} must be x0,y0,x1,y1 (several joined by ;), got '{part}'") from None
-        if not (x0 < x1 and y0 < y1) or min(x0, y0) < -1e6 or max(x1, y1) > 1e6:
-            raise ApiError(422, f"{name}: '{part}' is not a box (x0 < x1 and y0 < y1)")
-        found.append((x0, y0, x1, y1))
-    if len(found) > limit:
-        raise ApiError(422, f"at most {limit} {name}")
-    return found
-
-
-def _read_image(upload: UploadFile) -> Image.Image:
+def _boxes(text: str, name: str, limit: int = MAX_BOXES) -> list[Box]:
+    """``service.parse_boxes``, its refusal a 422."""
     try:
-        with Image.open(upload.file) as opened:
-            return opened.convert("RGB")
-    except (OSError, ValueError, Image.DecompressionBombError):
-        raise ApiError(415, f"{upload.filename or 'image'}: not an image Pillow can read") from None
+        return parse_boxes(text, name, limit)
+    except PagesightError as exc:
+        raise ApiError(422, str(exc)) from None
 
 
 # Responses -----------------------------------------------------------------------------------
-
-
-def _hits(hits, compression: float, token_model: str = "qwen2-vl") -> dict:
-    """Hits as JSON, with the image tokens they would cost a reader seeing them at ``compression``."""
-    tokens = 0
-    for hit in hits:
-        x0, y0, x1, y1 = hit.tile_box
-        tokens += image_tokens(*scaled_size(round(x1 - x0), round(y1 - y0), compression), token_model)
-    return {
-        "hits": [hit.to_dict() for hit in hits],
-        "image_tokens": tokens,
-        "compression": compression,
-        "token_model": token_model,
-    }
 
 
 def _line(event: dict) -> bytes:

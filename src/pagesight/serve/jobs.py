@@ -17,7 +17,6 @@ import threading
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,12 +136,9 @@ class Jobs:
 
         try:
             with self.pool.writing() as index:
-                # PDFium runs in this process when tiles are embedded by a visual encoder
-                rendering = self.pool.render_lock if index.settings.visual_encoder else nullcontext()
-                with rendering:
-                    report = retry_locked(
-                        lambda: index.add(paths, progress=progress, on_planned=planned, **self.options)
-                    )
+                report = retry_locked(
+                    lambda: index.add(paths, progress=progress, on_planned=planned, **self.options)
+                )
         except PagesightError as exc:
             job.error, job.state = str(exc), "failed"
             return

@@ -17,18 +17,20 @@ lifespan, and this one's starts the MCP session manager, so the host app enters 
     app.mount("/mcp", mcp_app)  # http://HOST:PORT/mcp (the SDK's client follows /mcp -> /mcp/)
 
 Results carry boxes in page pixels at the index DPI, as everywhere in pagesight; images are PNG
-image content. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
-SQLite connection and its page cache are shared. An index error (an unknown document, a page out
+image content. The tools' parameters are the request fields (``request.py``) the HTTP API and the
+CLI take too. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
+SQLite connection and its page cache are shared (PDFium has a lock of its own, for the process). An index error (an unknown document, a page out
 of range) is a tool error the agent reads, never a crash of the server.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -43,6 +45,9 @@ from pagesight.answer.openai_chat import png_base64
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.render.tiles import downscale
+from pagesight.request import AskRequest, SearchRequest
+from pagesight.serve.fields import tool_parameters, tool_request
+from pagesight.service import hits_payload
 
 INSTRUCTIONS = (
     "pagesight searches an index of document page images (PDFs, scans, web pages) cut into tiles. "
@@ -52,8 +57,8 @@ INSTRUCTIONS = (
 )
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-K = Annotated[int, Field(ge=1, le=50, description="How many tiles.")]
-DocIds = Annotated[list[str] | None, Field(description="Only these documents (ids from list_documents).")]
+# The ask tool answers with the reader the server was started with.
+SERVER_CHOOSES = ("reader", "model", "max_tokens", "inputs")
 Compression = Annotated[
     float, Field(ge=1, description="Images shrink by sqrt(compression) per side: 4 halves each side.")
 ]
@@ -76,45 +81,46 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             except PagesightError as exc:
                 raise ToolError(str(exc)) from None
 
-    @server.tool(annotations=_READ_ONLY)
-    def search(
-        query: Annotated[str, Field(description="The question or keywords.")],
-        k: K = 5,
-        doc_ids: DocIds = None,
-        mode: Annotated[
-            Literal["lexical", "dense", "visual", "hybrid"] | None,
-            Field(description="Retrievers; default hybrid when the index has vectors."),
-        ] = None,
-        images: Annotated[bool, Field(description="Also return each tile as an image.")] = False,
-        compression: Compression = 4.0,
-    ) -> CallToolResult:
+    def search(**arguments) -> CallToolResult:
         """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of
         the matching lines and the tile's box on its page; with images, each tile's image too."""
+        images, compression = arguments.pop("images"), arguments.pop("compression")
         with using_index():
-            hits = index.search(query, k=k, doc_ids=doc_ids, mode=mode)
-            found = [hit.to_dict() for hit in hits]
-            content: list[TextContent | ImageContent] = [_text({"hits": found})]
+            hits = index.search(tool_request(SearchRequest, arguments))
+            found = hits_payload(hits, compression)
+            content: list[TextContent | ImageContent] = [_text(found)]
             if images:
                 for n, hit in enumerate(hits, 1):
                     content.append(TextContent(type="text", text=f"Hit {n}: {hit.page_id} tile {hit.tile}"))
                     content.append(_png(index.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
-        return CallToolResult(content=content, structured_content={"hits": found})
+        return CallToolResult(content=content, structured_content=found)
 
-    @server.tool(annotations=_READ_ONLY)
-    def ask(
-        question: Annotated[str, Field(description="The question.")],
-        k: K = 5,
-        doc_ids: DocIds = None,
-        compression: Compression = 1.0,
-    ) -> CallToolResult:
+    search.__signature__ = inspect.Signature(
+        [
+            *tool_parameters(SearchRequest),
+            _parameter(
+                "images", Annotated[bool, Field(description="Also return each tile as an image.")], False
+            ),
+            _parameter("compression", Compression, 4.0),
+        ],
+        return_annotation=CallToolResult,
+    )
+    server.tool(annotations=_READ_ONLY)(search)
+
+    def ask(**arguments) -> CallToolResult:
         """Answer a question from the best tiles, with citations: page id, tile and the cited boxes."""
         with using_index():
             if isinstance(answering["reader"], str):
                 answering["reader"] = make_reader(answering["reader"])
-            answer = index.ask(question, answering["reader"], k=k, doc_ids=doc_ids, compression=compression)
+            answer = index.ask(tool_request(AskRequest, arguments), answering["reader"])
         data = answer.to_dict()
         result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
         return CallToolResult(content=[_text(result)], structured_content=result)
+
+    ask.__signature__ = inspect.Signature(
+        tool_parameters(AskRequest, exclude=SERVER_CHOOSES), return_annotation=CallToolResult
+    )
+    server.tool(annotations=_READ_ONLY)(ask)
 
     @server.tool(annotations=_READ_ONLY)
     def get_page(
@@ -174,6 +180,10 @@ def serve(
         server.run("streamable-http", host=host, port=port)
     else:
         server.run("stdio")
+
+
+def _parameter(name: str, annotation, default) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
 def _text(data: dict) -> TextContent:

@@ -8,8 +8,8 @@ one. The local store is made for this: readers never block, and a reader whose r
 a commit builds the missing part in memory (``store/local.py``), once per process for the whole
 pool, and at most every ``READ_LAG`` seconds while an ingestion commits document after document.
 
-PDFium is not thread-safe (not even across documents), so every page rendering in the process, by
-any of the indexes, happens under ``render_lock``.
+PDFium is not thread-safe (not even across documents): every call into it in the process, by any
+of the indexes or the MCP tools, holds ``render.sources.PDFIUM_LOCK``.
 
 Stores other than the local one (Qdrant's local mode allows one client per folder) are served
 through the one index given, borrowed in turn by reads and writes.
@@ -34,7 +34,6 @@ READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): on
 class IndexPool:
     def __init__(self, index: Index, readers: int = 4):
         self.index = index
-        self.render_lock = threading.Lock()
         self._write_lock = threading.Lock()  # one writer in this process: the store's lock is per process
         self._free: queue.Queue[Index] = queue.Queue()
         self._opened: list[Index] = []
@@ -50,8 +49,7 @@ class IndexPool:
     def _open_like(self, index: Index) -> Index:
         """Another ``Index`` on the same store, sharing the loaded visual encoder (a model loaded
         once per process, not once per connection)."""
-        opened = Index.open(index.store.location, create=False)
-        opened.device = index.device
+        opened = Index.open(index.store.location, create=False, device=index.device)
         if index.settings.visual_encoder is not None:
             opened._visual = index.visual_encoder()
         self._opened.append(opened)
