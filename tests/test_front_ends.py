@@ -55,16 +55,16 @@ def test_the_samples_give_the_same_hits_through_every_front_end(sample_index):
             assert answered.status_code == 200, answered.text
             assert ranked(answered.json()["hits"]) == expected[qid], (name, "http", text)
 
-        async def over_mcp():
+        async def over_mcp(given: dict):
             async with Client(server) as client:
                 found = {}
                 for qid, text in queries.items():
-                    result = await client.call_tool("search", {"query": text, "k": K, **options})
+                    result = await client.call_tool("search", {"query": text, "k": K, **given})
                     assert not result.is_error, result.content
                     found[qid] = ranked(result.structured_content["hits"])
                 return found
 
-        assert anyio.run(over_mcp) == expected, (name, "mcp")
+        assert anyio.run(over_mcp, options) == expected, (name, "mcp")
         only = Dataset(dataset.root, dataset.documents, queries, {qid: dataset.qrels[qid] for qid in queries})
         (result,) = evaluate(sample_index, only, [Config.parse(name)], depth=K)
         for qid, pages in result.run.items():
@@ -84,7 +84,9 @@ def test_every_front_end_offers_the_request_fields(sample_index):
 
     async def tool_parameters():
         async with Client(build_server(sample_index)) as client:
-            return {tool.name: set(tool.input_schema["properties"]) for tool in (await client.list_tools()).tools}
+            return {
+                tool.name: set(tool.input_schema["properties"]) for tool in (await client.list_tools()).tools
+            }
 
     tools = anyio.run(tool_parameters)
     search_help = cli("search", "--help").stdout

@@ -76,7 +76,12 @@ def test_a_document_matching_on_several_pages_outranks_a_lone_page(tmp_path: Pat
 def test_evaluation_configurations_take_a_document_weight():
     config = Config.parse("rsf:0.2/doc:0")
     request = config.request
-    assert (config.name, request.mode, request.alpha, request.document_weight) == ("rsf:0.2/doc:0", "hybrid", 0.2, 0.0)
+    assert (config.name, request.mode, request.alpha, request.document_weight) == (
+        "rsf:0.2/doc:0",
+        "hybrid",
+        0.2,
+        0.0,
+    )
     assert Config.parse("lexical").request.document_weight == 1.0
     with pytest.raises(PagesightError, match="document weight"):
         Config.parse("lexical/doc:-2")

@@ -101,7 +101,8 @@ def test_replace_delete_and_reopen_through_the_command_line(tmp_path: Path):
 WRITER = """
 import os, signal, sys
 from pagesight import Index
-from pagesight.store import qdrant
+from pagesight.settings import Settings
+from pagesight.store.qdrant import catalog
 stage = sys.argv[3]
 seen = []
 if stage == "before-commit":
@@ -115,14 +116,14 @@ if stage == "before-commit":
         return upsert(self, collection_name, points, **options)
     QdrantClient.upsert = upserting
 else:
-    finish = qdrant.QdrantCatalog._finish
+    finish = catalog.QdrantCatalog._finish
     def finishing(self, doc_id, version):
         seen.append(doc_id)
         if len(seen) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
         return finish(self, doc_id, version)
-    qdrant.QdrantCatalog._finish = finishing
-Index.open(sys.argv[1], settings=qdrant.Settings(dense_model=None)).add(sys.argv[2], jobs=1)
+    catalog.QdrantCatalog._finish = finishing
+Index.open(sys.argv[1], settings=Settings(dense_model=None)).add(sys.argv[2], jobs=1)
 """
 
 

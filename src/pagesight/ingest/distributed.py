@@ -156,7 +156,7 @@ class DenseStage:
         self.model = dense_model(settings.dense_model)
 
     def __call__(self, batch: dict) -> dict:
-        from pagesight.ingest.pipeline import encode_text
+        from pagesight.ingest.encoding import encode_text
 
         vectors = [b""] * len(batch["outcome"])
         for row, document in _documents(batch):

@@ -14,22 +14,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from pagesight.encode.dense import chunk_words, dense_model
+from pagesight.encode.dense import dense_model
 from pagesight.encode.visual import VisualEncoder
 from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
 from pagesight.ingest.distributed import RayOptions
+from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
-from pagesight.read.titles import context
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.render.web.browser import RenderOptions
-from pagesight.settings import OCR_MODES, Settings
+from pagesight.settings import OCR_MODES
 from pagesight.store.base import Catalog
 
 
@@ -295,28 +293,6 @@ def _record_spec(catalog: Catalog, spec: dict) -> None:
         catalog.set_visual_spec(spec)
     else:
         check_spec(recorded, spec)
-
-
-def encode_text(document: Document, encoder, settings: Settings) -> dict[tuple[int, int], np.ndarray]:
-    """Each tile's chunk vectors. With ``settings.dense_context`` every chunk is read after the
-    line that names its document (``read.titles.context``: title, file name words), so a question
-    naming a document finds its pages by meaning too, as BM25 does with its context field."""
-    if encoder is None:
-        return {}
-    named = context(document.id, document.meta) if settings.dense_context else ""
-    keys, chunks, owners = [], [], []
-    for page in document.pages:
-        for tile in page.tiles:
-            pieces = chunk_words(tile.text, settings.chunk_words, settings.chunk_overlap)
-            if pieces:
-                keys.append((page.number, tile.index))
-                owners.extend([len(keys) - 1] * len(pieces))
-                chunks.extend(f"{named}\n{piece}" if named else piece for piece in pieces)
-    if not chunks:
-        return {}
-    matrix = encoder.encode(chunks)
-    owners_array = np.array(owners)
-    return {key: matrix[owners_array == i] for i, key in enumerate(keys)}
 
 
 def _reason(exc: Exception, max_memory: int | None) -> str:

@@ -68,12 +68,19 @@ class Catalog(Protocol):
 
 
 class VectorStore(Protocol):
-    """The vectors of one retriever, identified by tile id (a tile may hold several vectors)."""
+    """The vectors of one retriever, identified by tile id (a tile may hold several vectors), as a
+    search reads them. How they are written is the store's: the local store derives them from the
+    catalog into files (``MutableVectorStore``), Qdrant writes them with their documents."""
 
     def tile_ids(self) -> np.ndarray: ...
+    def search(self, query: Any, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
+
+
+class MutableVectorStore(VectorStore, Protocol):
+    """A vector store brought up to its catalog by adding and removing tiles (``store/retrievers.py``)."""
+
     def add(self, tile_ids: np.ndarray, vectors: Any) -> None: ...
     def remove(self, tile_ids: np.ndarray) -> None: ...
-    def search(self, query: Any, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
 
 
 @dataclass

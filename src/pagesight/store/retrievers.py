@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pagesight.store.base import Retrievers
+from pagesight.store.base import MutableVectorStore, Retrievers
 
 if TYPE_CHECKING:
     from pagesight.store.catalog import Catalog
@@ -121,7 +121,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
     return Retrievers(generation, lexical, dense, visual)
 
 
-def _sync(retriever, tile_ids: np.ndarray, fetch) -> None:
+def _sync(retriever: MutableVectorStore, tile_ids: np.ndarray, fetch) -> None:
     """Bring ``retriever`` to hold exactly ``tile_ids``: drop the tiles gone, add the new ones from
     ``fetch`` (the catalog's vectors for a list of tile ids)."""
     have = np.unique(retriever.tile_ids())

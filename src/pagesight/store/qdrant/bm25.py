@@ -1,0 +1,86 @@
+"""BM25 in Qdrant: each tile's sparse vector holds Lucene's term-frequency part, weighed with the
+average tile length known when it was written, and Qdrant multiplies by the IDF at query time
+(``Modifier.IDF``). ``Bm25Weights.reweigh_bm25`` weighs again the tiles whose average drifted."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+
+from pagesight.store.qdrant.schema import PAGE, qdrant_models, scroll
+
+BM25_K1, BM25_B = 1.2, 0.75  # as the local store's bm25s index
+BM25_DRIFT = 0.01  # tiles weighed with an average tile length off by more are weighed again
+
+
+class Bm25Weights:
+    """The BM25 methods of ``QdrantCatalog`` (its index point's statistics, its tiles collection)."""
+
+    def bm25_average(self) -> float:
+        """The average tile length in BM25 terms, over the live tiles."""
+        stats = self.load()["bm25"]
+        return stats["terms"] / stats["tiles"] if stats["tiles"] else 1.0
+
+    def reweigh_bm25(self, drift: float = BM25_DRIFT) -> int:
+        """Weigh again the live tiles whose BM25 weights used an average tile length more than
+        ``drift`` away from today's; returns how many. Early tiles of a growing index are the
+        ones: each document is weighed with the average known when it was written."""
+
+        if not self._has_tiles():
+            return 0
+        models = qdrant_models()
+        average = self.bm25_average()
+        close = models.FieldCondition(
+            key="bm25_avg", range=models.Range(gte=average / (1 + drift), lte=average * (1 + drift))
+        )
+        stale = models.Filter(must=self.live_filter().must, must_not=[close])
+        count, batch = 0, []
+        for record in scroll(
+            self.client, self.tiles_name, stale, with_payload=["text", "context", "heading"]
+        ):
+            batch.append(record)
+            if len(batch) == PAGE:
+                count += self._reweigh(batch, average)
+                batch = []
+        return count + (self._reweigh(batch, average) if batch else 0)
+
+    def _reweigh(self, batch: list, average: float) -> int:
+        from pagesight.encode.lexical import indexed_text, tokenize
+
+        models = qdrant_models()
+        texts = [
+            indexed_text(
+                r.payload.get("text", ""),
+                r.payload.get("context", ""),
+                r.payload.get("heading", ""),
+                self.settings,
+            )
+            for r in batch
+        ]
+        terms = tokenize(texts)
+        points = [
+            models.PointVectors(id=r.id, vector={"bm25": bm25_document(t, average)})
+            for r, t in zip(batch, terms)
+        ]
+        self.client.update_vectors(self.tiles_name, points)
+        # The weights first, then the mark: a writer killed in between leaves the mark stale, and
+        # the next refresh weighs those tiles again.
+        self.client.set_payload(self.tiles_name, {"bm25_avg": average}, points=[r.id for r in batch])
+        return len(batch)
+
+
+def term_index(term: str) -> int:
+    """A stable sparse-vector dimension for a term (CRC-32, 31 bits)."""
+    return zlib.crc32(term.encode()) & 0x7FFFFFFF
+
+
+def bm25_document(terms: list[str], average_length: float):
+    """Lucene's BM25 term-frequency part for each term of a tile; Qdrant applies the IDF."""
+    models = qdrant_models()
+    counts = Counter(terms)
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / max(average_length, 1e-9))
+    weights: dict[int, float] = {}
+    for term, tf in counts.items():
+        index = term_index(term)
+        weights[index] = weights.get(index, 0.0) + tf / (tf + norm)
+    return models.SparseVector(indices=list(weights), values=list(weights.values()))
