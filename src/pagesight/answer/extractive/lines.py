@@ -1,0 +1,351 @@
+"""The extractive reader's layout: a tile's spans read back as lines (spans on one row joined),
+runs of lines that line up as a table kept apart with their header, the rest grouped into blocks
+and sentences, and labelled values and large figures paired with their labels: the candidates
+(``_Candidate``) the reader scores."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pagesight.answer.base import ContextItem
+from pagesight.encode.lexical import terms
+from pagesight.records import Box, Span
+
+_NUMBER = re.compile(r"\d")
+
+
+_YEAR = re.compile(r"\b(1[5-9]|20)\d\d\b")
+
+
+_NUMERIC = re.compile(r"[-+(]?[$€£¥]?\d[\d,.]*%?\)?")
+_SENTENCE = re.compile(r"\S.*?(?:[.!?](?=\s+[\"'(\[“‘]?[A-Z0-9])|$)", re.DOTALL)
+
+
+_DATE = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{2,4}\b")
+
+
+_QUOTE = re.compile(r"[“”„]|(^|\s)\"\S|\S\"(\s|$)|\b(said|says)\s+[A-Z]")
+
+
+_COLON_LABEL = re.compile(r"^([^:\d][^:]{0,40}?):\s+(\S.*)$")
+
+
+@dataclass
+class _Line:
+    """A line of a tile: one span, or spans on one row joined; ``parts`` maps characters to boxes."""
+
+    text: str
+    box: Box
+    parts: list[tuple[int, int, Box]]
+
+
+@dataclass
+class _Candidate:
+    item: int  # index of the context item
+    text: str  # what is scored against the question
+    answer: str  # what is returned
+    boxes: list[Box]
+    header: str | None = None  # a table row's header line
+    label: str | None = None  # the words that name a value ("Total due", "Weight")
+    value: str | None = None  # the value they name
+    own: str = ""  # the candidate's own words (``text`` less the header and caption of a row)
+    quote: bool = False  # a quotation
+    extra: set[str] = field(default_factory=set)  # terms of the document's name and title
+    title: str = ""  # the page's title, which a short candidate is embedded with
+
+
+def _candidates(context: Sequence[ContextItem]) -> list[_Candidate]:
+    """The sentences of each tile's text blocks, its labelled values, and its table rows read with
+    their header."""
+    found = []
+    for i, item in enumerate(context):
+        lines = _lines(item.spans)
+        if not lines:
+            continue
+        extra = _context_terms(item, lines)
+        title = lines[0].text if item.hit.tile == 0 else ""
+        widest = max(line.box[2] - line.box[0] for line in lines)
+        rows = _rows(lines, widest)
+        first = len(found)
+        block: list[_Line] = []
+        for j, line in enumerate(lines):
+            if rows[j] or (j + 1 < len(lines) and _is_row(lines[j + 1].text) and _is_header(line.text)):
+                found += _sentences(i, block)  # a row, or the header line right above figures
+                block = []
+                continue
+            alone = _stands_alone(line.text)
+            if block and (alone or not _adjacent(block[-1].box, line.box)):
+                found += _sentences(i, block)
+                block = []
+            block.append(line)
+            if alone or _ends_block(line, widest):
+                found += _sentences(i, block)
+                block = []
+        found += _sentences(i, block)
+        found += _table_rows(i, lines, rows)
+        found += _figures(i, lines, rows)
+        for c in found[first:]:
+            c.extra, c.title = extra, title
+            c.own = c.own or c.text
+            c.quote = bool(_QUOTE.search(c.own))
+            if c.label is None and c.header is None:  # a row under a header has columns instead
+                c.label, c.value = _label_value(c.own)
+    return found
+
+
+def _context_terms(item: ContextItem, lines: list[_Line]) -> set[str]:
+    """The words every line of a tile is read with: its document's name and its page's title."""
+    found = set(terms(item.hit.doc_id.replace("-", " ").replace("_", " ")))
+    if item.hit.tile == 0:
+        found |= set(terms(lines[0].text))
+    return found
+
+
+def _lines(spans: list[Span]) -> list[_Line]:
+    """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
+    are joined into one line, left to right."""
+    lines: list[_Line] = []
+    for span in _left_to_right(spans):
+        text = span.text.strip()
+        if not text:
+            continue
+        box = tuple(span.box)
+        if lines:
+            last = lines[-1]
+            previous = last.text[last.parts[-1][0] :]
+            if (
+                _same_row(last.parts[-1][2], box)
+                and box[0] >= last.parts[-1][2][2] - 2
+                and len(previous.split()) <= 6
+                and len(text.split()) <= 6
+            ):
+                start = len(last.text) + 1
+                last.text = f"{last.text} {text}"
+                last.parts.append((start, start + len(text), box))
+                x0, y0, x1, y1 = last.box
+                last.box = (min(x0, box[0]), min(y0, box[1]), max(x1, box[2]), max(y1, box[3]))
+                continue
+        lines.append(_Line(text, box, [(0, len(text), box)]))
+    return lines
+
+
+def _left_to_right(spans: list[Span]) -> list[Span]:
+    """The spans with each run of consecutive spans on one row put left to right: OCR gives a
+    row's amount before its label when the amount's box starts a pixel higher."""
+    ordered: list[Span] = []
+    row: list[Span] = []
+    for span in spans:
+        if row and not _same_row(row[0].box, span.box):
+            ordered += sorted(row, key=lambda s: s.box[0])
+            row = []
+        row.append(span)
+    return ordered + sorted(row, key=lambda s: s.box[0])
+
+
+def _same_row(a: Box, b: Box) -> bool:
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])
+
+
+def _rows(lines: list[_Line], widest: float) -> list[bool]:
+    """Which lines are table rows: two or more numbers making up much of the line, or a run of at
+    least three short lines that start at one left edge, one below the other at an even pitch,
+    none of them part of a sentence."""
+    rows = [_is_row(line.text) for line in lines]
+    j = 0
+    while j < len(lines):
+        end = j + 1
+        while end < len(lines) and _row_like(lines[end]) and _in_run(lines[end - 1], lines[end], lines[j]):
+            end += 1
+        run = lines[j:end] if _row_like(lines[j]) else []
+        if len(run) >= 3 and sum(line.box[2] - line.box[0] >= 0.9 * widest for line in run) < len(run) / 2:
+            pitches = [b.box[1] - a.box[1] for a, b in zip(run, run[1:])]
+            middle = sorted(pitches)[len(pitches) // 2]
+            if all(0.7 * middle <= p <= 1.4 * middle for p in pitches):
+                start = j + 1 if _is_header(run[0].text) else j  # the header reads its rows
+                for r in range(start, end):
+                    rows[r] = True
+                j = end
+                continue
+        j += 1  # a run that fails may hold one that starts lower (below a heading)
+    return rows
+
+
+def _row_like(line: _Line) -> bool:
+    text = line.text.rstrip()
+    return (
+        not text[:1].islower()
+        and not text.endswith((".", "!", "?", ",", ";", ":", "-"))
+        and len(text.split()) <= 12
+        and not _COLON_LABEL.match(text)
+    )
+
+
+def _in_run(above: _Line, below: _Line, first: _Line) -> bool:
+    height = max(first.box[3] - first.box[1], 1.0)
+    return _adjacent(above.box, below.box) and abs(below.box[0] - first.box[0]) <= 0.5 * height
+
+
+def _is_header(text: str) -> bool:
+    """A table's header line: words ("Q1", "FY22" too), or years over their columns; no other numbers."""
+    numbers = [t for t in text.split() if _is_number(t)]
+    return all(_YEAR.fullmatch(t.strip("()")) for t in numbers)
+
+
+def _label_value(text: str) -> tuple[str | None, str | None]:
+    """ "Label: value", or a label followed by the numbers on its row ("TOTAL 25.68")."""
+    match = _COLON_LABEL.match(text)
+    if match and len(match.group(1).split()) <= 5:
+        return match.group(1), match.group(2)
+    tokens = text.split()
+    if len(tokens) > 8 or text.rstrip().endswith((".", "!", "?")):  # a sentence, not a label
+        return None, None
+    n = 0
+    while n < len(tokens) and _is_number(tokens[len(tokens) - 1 - n]):
+        n += 1
+    if 0 < n <= 2 and n < len(tokens) and not _NUMBER.search(tokens[0]):  # more values: a table row
+        return " ".join(tokens[: len(tokens) - n]), " ".join(tokens[len(tokens) - n :])
+    return None, None
+
+
+def _stands_alone(text: str) -> bool:
+    """A label with its value on one line ("TOTAL 25.68", "Weight: 1.2 kg") is a block of its own."""
+    return not text[:1].islower() and len(text.split()) <= 8 and _label_value(text)[0] is not None
+
+
+def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate]:
+    """A short label line over a figure ("Q4 Net Sales" above "$3.2 Billion"), read as one."""
+    found = []
+    for j in range(1, len(lines)):
+        label, value = lines[j - 1], lines[j]
+        if rows[j] or rows[j - 1] or not _is_figure(value.text) or _is_figure(label.text):
+            continue
+        if (
+            len(label.text.split()) > 8
+            or label.text.rstrip().endswith((".", "!", "?"))
+            or _stands_alone(label.text)
+        ):
+            continue  # a sentence, or a label with its own value
+        height = label.box[3] - label.box[1]
+        overlap = min(label.box[2], value.box[2]) - max(label.box[0], value.box[0])
+        if not (0 <= value.box[1] - label.box[3] <= 2.5 * height and overlap > 0):
+            continue
+        found.append(
+            _Candidate(
+                item,
+                f"{label.text} {value.text}",
+                value.text,
+                [p[2] for p in label.parts] + [p[2] for p in value.parts],
+                label=label.text,
+                value=value.text,
+            )
+        )
+    return found
+
+
+def _is_figure(text: str) -> bool:
+    """A figure standing alone: a number with at most a currency and a unit ("$3.2 Billion")."""
+    tokens = text.split()
+    return (
+        0 < len(tokens) <= 3
+        and _is_number(tokens[0])
+        and not (tokens[0].endswith(".") and len(tokens) > 1)  # "1. Finance" is a heading
+        and not _DATE.search(text)
+    )
+
+
+def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
+    """The sentences of a block of lines, each with the parts of the lines it covers."""
+    if not lines:
+        return []
+    text, starts = "", []
+    for line in lines:
+        starts.append(len(text) + (1 if text else 0))
+        text = f"{text} {line.text.strip()}" if text else line.text.strip()
+    found = []
+    for match in _SENTENCE.finditer(text):
+        begin, end = match.span()
+        boxes = []
+        for line, start in zip(lines, starts):
+            for part_start, part_end, box in line.parts:
+                lo, hi = max(begin, start + part_start), min(end, start + part_end)
+                if hi <= lo:
+                    continue
+                length = part_end - part_start
+                x0, y0, x1, y1 = box
+                width = x1 - x0
+                offset = start + part_start
+                boxes.append(
+                    (x0 + width * (lo - offset) / length, y0, x0 + width * (hi - offset) / length, y1)
+                )
+        sentence = match.group().strip()
+        found.append(_Candidate(item, sentence, sentence, boxes))
+    return found
+
+
+def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate]:
+    """Each table row, scored with its header; its answer is the cell of the column asked about."""
+    found = []
+    for j, line in enumerate(lines):
+        if not rows[j]:
+            continue
+        top = j
+        while top > 0 and rows[top - 1]:
+            top -= 1
+        header = None
+        if top > 0 and _adjacent(lines[top - 1].box, lines[top].box) and _is_header(lines[top - 1].text):
+            header = lines[top - 1]
+        if header is None and _is_year_header(lines[top].text) and top < j:
+            header = lines[top]
+        first = top - 1 if header is not None and top > 0 and header is lines[top - 1] else top
+        above = lines[first - 1] if first > 0 and not rows[first - 1] else None
+        caption = above.text if above and _is_header(above.text) and not _stands_alone(above.text) else ""
+        text = " ".join(t for t in (caption, header.text if header else "", line.text) if t)
+        found.append(
+            _Candidate(
+                item,
+                text,
+                line.text.strip(),
+                [p[2] for p in line.parts],
+                header.text if header else None,
+                own=line.text.strip(),
+            )
+        )
+    return found
+
+
+def _is_number(token: str) -> bool:
+    return bool(_NUMERIC.fullmatch(token))
+
+
+def _is_row(text: str) -> bool:
+    """A line of a table: two or more numbers making up much of it, and not a sentence or a label."""
+    tokens = text.split()
+    numbers = sum(_is_number(t) for t in tokens)
+    return (
+        numbers >= 2
+        and numbers >= 0.4 * len(tokens)
+        and not text.rstrip().endswith(".")
+        and not _COLON_LABEL.match(text)
+    )
+
+
+def _is_year_header(text: str) -> bool:
+    numbers = [t for t in text.split() if _is_number(t)]
+    return bool(numbers) and all(_YEAR.fullmatch(t) for t in numbers)
+
+
+def _ends_block(line: _Line, widest: float) -> bool:
+    """A short line without closing punctuation (a heading, a label) stands alone."""
+    short = line.box[2] - line.box[0] < 0.6 * widest
+    return short and not line.text.rstrip().endswith((".", ",", ";", ":", "-"))
+
+
+def _adjacent(a: Box, b: Box) -> bool:
+    """``b`` is the next line of the same block: just below ``a`` and overlapping it horizontally."""
+    height = max(a[3] - a[1], 1.0)
+    gap = b[1] - a[3]
+    overlap = min(a[2], b[2]) - max(a[0], b[0])
+    return -0.5 * height <= gap <= 1.8 * height and overlap > 0

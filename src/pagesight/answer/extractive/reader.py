@@ -1,0 +1,153 @@
+"""The extractive reader: each candidate scored by named, weighted signals (``WEIGHTS``) and set
+back by named factors; the best one is the answer, cited with its boxes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.extractive.lines import (
+    _Candidate,
+    _candidates,
+)
+from pagesight.answer.extractive.questions import (
+    _ASKING,
+    _RATE,
+    _WORD,
+    _YEAR_TOKEN,
+    _answer,
+    _expansions,
+    _has_kind,
+    _kind,
+    _label_match,
+    _novel_words,
+    _opens_with,
+    _other_years,
+    _subject_terms,
+)
+from pagesight.encode.lexical import terms
+from pagesight.errors import PagesightError
+
+WEIGHTS = {"coverage": 0.5, "dense": 0.35, "kind": 0.15, "rank": 0.1, "label": 0.3, "subject": 0.25}
+HEADER_WEIGHT = 0.6  # a term found only in a table row's header counts this much
+EXPANSION_WEIGHT = 0.5  # a word standing for a question term ("total" for "how much") counts this much
+# Factors that set a candidate back:
+REPEATS_QUESTION = 0.3  # it says nothing the question does not already say
+QUOTED_FIGURE = 0.7  # a quotation, where a figure or a date is asked for (those are stated)
+OTHER_YEAR = 0.7  # it names a year, not the one the question asks about
+
+
+class ExtractiveReader:
+    """Picks the answer-bearing line from the retrieved tiles' text (text layer or OCR)."""
+
+    name = "extractive"
+    inputs = "text"
+    max_images = None
+
+    def __init__(self, dense: bool | None = None, dense_pool: int = 8, dense_model: str = "minilm-l6-v2"):
+        """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed)."""
+        self.dense_pool = dense_pool
+        self._model = None
+        if dense is not False:
+            from pagesight.encode.dense import dense_model as load
+
+            try:
+                self._model = load(dense_model)
+            except PagesightError:
+                if dense:
+                    raise
+
+    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
+        candidates = _candidates(context)
+        if not candidates or not question.strip():
+            return Reading(text="", usage={"candidates": 0})
+        scores = self.score(question, candidates, len(context))
+        best = candidates[int(np.argmax(scores))]
+        return Reading(
+            text=_answer(best, question),
+            cited={best.item: best.boxes},
+            quotes={best.item: best.text},
+            usage={"candidates": len(candidates)},
+        )
+
+    def score(self, question: str, candidates: list[_Candidate], n_items: int) -> np.ndarray:
+        """One score per candidate; the highest is the answer."""
+        features = self.features(question, candidates, n_items)
+        score = sum(WEIGHTS[name] * features[name] for name in WEIGHTS)
+        return score * features["penalty"]
+
+    def features(self, question: str, candidates: list[_Candidate], n_items: int) -> dict[str, np.ndarray]:
+        """Each signal per candidate (``WEIGHTS`` names them), and the factor setting some back."""
+        asked = _kind(question)
+        question_terms = set(terms(question)) - _ASKING or set(terms(question))
+        expansions = _expansions(question, asked) - question_terms
+        own_terms = [set(terms(c.own or c.text)) for c in candidates]
+        header_terms = [
+            set(terms(c.text)) - own if c.header else set() for c, own in zip(candidates, own_terms)
+        ]
+        # rarity among the candidates, so a word in every sentence of the tiles weighs little
+        df = Counter(t for own, head in zip(own_terms, header_terms) for t in own | head)
+        idf = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in question_terms | expansions}
+        total = sum(idf[t] for t in question_terms) or 1.0
+
+        def covered(own: set[str], head: set[str], extra: set[str]) -> float:
+            found = sum(idf[t] for t in question_terms if t in own or t in extra)
+            found += HEADER_WEIGHT * sum(idf[t] for t in question_terms if t in head and t not in own | extra)
+            found += EXPANSION_WEIGHT * sum(idf[t] for t in expansions if t in own)
+            return min(found / total, 1.0)
+
+        f = {
+            "coverage": np.array(
+                [covered(o, h, c.extra) for c, o, h in zip(candidates, own_terms, header_terms)]
+            )
+        }
+        question_words = {w.lower() for w in _WORD.findall(question)}
+        rate = (
+            asked == "quantity"
+            and bool(_RATE.search(question))
+            and not question.lower().startswith("how much")
+        )
+        f["kind"] = np.array(
+            [_has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
+        )
+        label = np.array(
+            [_label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
+        )
+        f["label"] = label * np.maximum(f["kind"], asked is None)
+        subject = _subject_terms(question) if asked != "quantity" else []
+        f["subject"] = np.array([_opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
+        f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
+        penalty = np.ones(len(candidates))
+        novel = np.array([_novel_words(c.own or c.answer, question_words) for c in candidates])
+        penalty[novel == 0] *= REPEATS_QUESTION
+        if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
+            penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
+        years = set(_YEAR_TOKEN.findall(question))
+        if years:  # about another year than the one asked for
+            penalty[np.array([_other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
+
+        f["dense"] = np.zeros(len(candidates))
+        if self._model is not None:
+            # MiniLM settles what the other signals leave close: it reads the best candidate and
+            # those that its full weight could lift above it
+            partial = sum(WEIGHTS[name] * f[name] for name in WEIGHTS if name != "dense") * penalty
+            order = np.argsort(-partial, kind="stable")
+            reach = partial + WEIGHTS["dense"] * penalty >= partial[order[0]]
+            pool = [i for i in order[: self.dense_pool] if reach[i]]
+            if len(pool) > 1:
+                vectors = self._model.encode_queries([question] + [_dense_text(candidates[i]) for i in pool])
+                f["dense"][pool] = vectors[1:] @ vectors[0]
+        f["penalty"] = penalty
+        return f
+
+
+def _dense_text(c: _Candidate) -> str:
+    """What MiniLM reads of a candidate: a short one (a label and its value) with its page's title."""
+    words = c.text.split()
+    if len(words) <= 8 and c.title and c.title != c.text:
+        return f"{c.title}: {c.text}"
+    return " ".join(words[:48])
