@@ -29,7 +29,7 @@ from pagesight.render.web.sites import WEB_SOURCES
 if TYPE_CHECKING:
     from pagesight.settings import Settings
     from pagesight.store.base import Catalog
-    from pagesight.store.catalog import DocumentRow, TileRow
+    from pagesight.store.rows import DocumentRow, TileRow
 
 PAGE_CACHE = 8  # pages kept rendered; the least recently used goes first
 

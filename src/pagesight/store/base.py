@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pagesight.records import Document, Region
-    from pagesight.store.catalog import DocumentRow, TileRow
+    from pagesight.store.rows import DocumentRow, TileRow
 
 
 class Catalog(Protocol):

@@ -16,7 +16,6 @@ import numpy as np
 from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
-from pagesight.store.catalog import DocumentRow, TileRow
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
@@ -28,6 +27,7 @@ from pagesight.store.qdrant.schema import (
     scroll,
     tile_row,
 )
+from pagesight.store.rows import DocumentRow, TileRow
 
 
 class QdrantCatalog(Lease, Bm25Weights):

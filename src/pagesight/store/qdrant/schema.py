@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.records import Region
 from pagesight.settings import Settings
-from pagesight.store.catalog import TileRow
+from pagesight.store.rows import TileRow
 
 FORMAT_VERSION = 1
 DEFAULT_COLLECTION = "pagesight"

@@ -1,0 +1,136 @@
+"""The SQLite catalog's schema: its tables, the upgrades from older versions (applied in place when
+a catalog is opened), and making and connecting to the database file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from pagesight.settings import Settings
+
+# Version 2 adds each tile's content kind and hyperlinks, kept tile images (web pages) and the
+# vectors of a visual encoder. Version 3 adds layout regions (``read/layout.py``, indexes made with
+# ``Settings.layout``): every region a page's detection found, and tables and figures stored as
+# tiles of their own whose ``region`` names them. Older catalogs are upgraded in place when opened:
+# the additions are columns with defaults and new tables, so every older row stays valid.
+FORMAT_VERSION = 3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,        -- relative to the index directory when possible
+    sha256 TEXT NOT NULL,
+    type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    n_pages INTEGER NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    added_at INTEGER NOT NULL DEFAULT (strftime('%s', 'now'))
+);
+CREATE TABLE IF NOT EXISTS pages (
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    number INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    text_source TEXT NOT NULL,
+    PRIMARY KEY (doc_id, number)
+);
+CREATE TABLE IF NOT EXISTS tiles (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused, so retriever files cannot mix tiles up
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    text TEXT NOT NULL,
+    spans TEXT NOT NULL,         -- JSON list of [text, [x0, y0, x1, y1], source, conf]
+    -- web pages: the content kind (paragraph, table, list, infobox, figure, code) and the links,
+    -- a JSON list of [anchor text, url, [[x0, y0, x1, y1], ...]];
+    -- region: a layout region searched as its own unit, JSON [kind, detection score]; empty for bands
+    kind TEXT NOT NULL DEFAULT '',
+    links TEXT NOT NULL DEFAULT '[]',
+    region TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS tiles_by_doc ON tiles (doc_id, page, idx);
+CREATE TABLE IF NOT EXISTS vectors (
+    tile_id INTEGER NOT NULL REFERENCES tiles(id) ON DELETE CASCADE,
+    chunk INTEGER NOT NULL,
+    vector BLOB NOT NULL,        -- float32, L2-normalised
+    PRIMARY KEY (tile_id, chunk)
+);
+CREATE TABLE IF NOT EXISTS tile_images (  -- tiles whose pixels are kept rather than re-rendered
+    tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE,
+    format TEXT NOT NULL,        -- "png"
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS visual_vectors (  -- page-image vectors of the index's visual encoder
+    tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE,
+    rows INTEGER NOT NULL,       -- 1 for a single-vector encoder, tokens for late interaction
+    vector BLOB NOT NULL         -- float16, rows x dim, L2-normalised rows
+);
+CREATE TABLE IF NOT EXISTS regions (  -- layout detection's blocks of each page (read/layout.py)
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page INTEGER NOT NULL,
+    kind TEXT NOT NULL,          -- table, figure, table_caption, figure_caption, title, text, ...
+    x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL,
+    score REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS regions_by_page ON regions (doc_id, page);
+"""
+
+# Version 1 -> 2, run in one write transaction.
+UPGRADE_1 = (
+    "ALTER TABLE tiles ADD COLUMN kind TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tiles ADD COLUMN links TEXT NOT NULL DEFAULT '[]'",
+    "CREATE TABLE IF NOT EXISTS tile_images (tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) ON DELETE CASCADE, "
+    "format TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS visual_vectors (tile_id INTEGER PRIMARY KEY REFERENCES tiles(id) "
+    "ON DELETE CASCADE, rows INTEGER NOT NULL, vector BLOB NOT NULL)",
+    "UPDATE meta SET value = '2' WHERE key = 'format_version'",
+)
+
+# Version 2 -> 3, run in one write transaction.
+UPGRADE_2 = (
+    "ALTER TABLE tiles ADD COLUMN region TEXT NOT NULL DEFAULT ''",
+    "CREATE TABLE IF NOT EXISTS regions (doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE, "
+    "page INTEGER NOT NULL, kind TEXT NOT NULL, x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, "
+    "y1 REAL NOT NULL, score REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS regions_by_page ON regions (doc_id, page)",
+    "UPDATE meta SET value = '3' WHERE key = 'format_version'",
+)
+UPGRADES = {1: UPGRADE_1, 2: UPGRADE_2}
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    return db
+
+
+def create(path: Path, settings: Settings) -> None:
+    """Make the catalog under a temporary name and rename it into place, so none is half made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.new-{os.getpid()}")
+    db = sqlite3.connect(temporary, isolation_level=None)
+    try:
+        db.executescript(SCHEMA)
+        db.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [
+                ("format_version", str(FORMAT_VERSION)),
+                ("settings", json.dumps(settings.to_dict())),
+                ("generation", "0"),
+            ],
+        )
+    finally:
+        db.close()
+    try:
+        os.link(temporary, path)  # fails if another process created the catalog first: keep theirs
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(temporary)
