@@ -21,7 +21,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.answer.show import BOX_COLOUR
-from pagesight.render.web.browser import CHROMIUM
+from pagesight.render.web.jobs import CHROMIUM
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, make_pdf
 

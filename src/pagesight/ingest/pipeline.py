@@ -26,7 +26,7 @@ from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
-from pagesight.render.web.browser import RenderOptions
+from pagesight.render.web.jobs import RenderOptions
 from pagesight.settings import OCR_MODES
 from pagesight.store.base import Catalog
 
@@ -134,7 +134,7 @@ def run(
 ) -> IngestReport:
     """Ingest ``paths``: PDFs and images in worker processes, then web pages in one browser.
 
-    ``web`` holds web rendering options (see ``render.web.browser.RenderOptions``: javascript,
+    ``web`` holds web rendering options (see ``render.web.jobs.RenderOptions``: javascript,
     allow_network, max_height, keep_images, concurrency, ...); width and tile height come from
     the index settings, the per-page timeout from ``timeout``. A file may take ``timeout`` seconds
     plus ``page_timeout`` for each of its pages read. ``visual`` loads the index's

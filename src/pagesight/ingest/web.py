@@ -34,7 +34,8 @@ from pagesight.read.layout import region_units
 from pagesight.read.ocr import ocr_spans
 from pagesight.records import Box, Document, Link, Page, Region, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
-from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer
+from pagesight.render.web.browser import WebRenderer
+from pagesight.render.web.jobs import Capture, RenderJob, RenderOptions
 from pagesight.render.web.sites import (
     WEB_SOURCES,
     UrlSite,

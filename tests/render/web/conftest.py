@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pagesight.render.web.browser import chromium_missing
+from pagesight.render.web.jobs import chromium_missing
 
 MISSING = chromium_missing()
 needs_chromium = pytest.mark.skipif(MISSING is not None, reason=f"web rendering needs Chromium: {MISSING}")

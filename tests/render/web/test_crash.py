@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pagesight.errors import InputError
-from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer
+from pagesight.render.web.browser import WebRenderer
+from pagesight.render.web.jobs import Capture, RenderJob, RenderOptions
 from pagesight.render.web.sites import HtmlSite
 from tests.render.web.conftest import needs_chromium, png_bytes, write_site
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pagesight.ingest.web import content_hash, dominant_kind, split_inputs
-from pagesight.render.web.browser import RenderOptions
 from pagesight.render.web.chrome import StripRule, register_rule, rules_json
+from pagesight.render.web.jobs import RenderOptions
 from pagesight.render.web.sites import WebPage, url_doc_id
 
 

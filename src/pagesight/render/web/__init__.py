@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 from pagesight.records import Box
-from pagesight.render.web.browser import Capture, RenderJob, RenderOptions, WebRenderer, chromium_missing
+from pagesight.render.web.browser import WebRenderer
+from pagesight.render.web.jobs import Capture, RenderJob, RenderOptions, chromium_missing
 from pagesight.render.web.sites import WEB_SOURCES, page_again, register_web_source, web_type
 
 
