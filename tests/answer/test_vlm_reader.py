@@ -424,8 +424,8 @@ def test_bad_model_names_and_options(tiny, tmp_path):
     with pytest.raises(PagesightError, match="no adapter folder"):
         TransformersReader(model=str(tiny.folder), device="cpu", adapter=str(tmp_path / "no-adapter"))
     bad_options = [
-        ({"device": "gpu"}, "device must be"),
-        ({"dtype": "int8"}, "dtype must be"),
+        ({"device": "gpu"}, "unknown device .gpu.; choose one of auto, cpu, cuda, mps"),
+        ({"dtype": "int8"}, "unknown dtype .int8.; choose one of auto, float32, bfloat16, float16"),
         ({"inputs": "pixels"}, "inputs must be"),
         ({"coordinates": "percent"}, "coordinates must be"),
         ({"max_tokens": 0}, "max_tokens must be"),
@@ -446,7 +446,7 @@ def test_bad_model_names_and_options(tiny, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a CUDA GPU")
 def test_cuda_without_a_gpu(tiny):
-    with pytest.raises(PagesightError, match="sees no CUDA GPU"):
+    with pytest.raises(PagesightError, match="torch sees no CUDA device here"):
         TransformersReader(model=str(tiny.folder), device="cuda")
 
 

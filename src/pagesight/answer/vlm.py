@@ -55,7 +55,8 @@ from pagesight.answer.base import (
     parse_lines,
     passages_prompt,
 )
-from pagesight.encode.visual.base import DTYPES, looks_like_path
+from pagesight.devices import resolve_device, resolve_dtype
+from pagesight.encode.visual.base import looks_like_path
 from pagesight.errors import PagesightError
 
 _INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
@@ -402,8 +403,8 @@ def load(
     if looks_like_path(name) and not path.exists():
         raise PagesightError(f"{where}: no such folder")
     source = str(path) if path.exists() else name
-    device = pick_device(torch, device)
-    torch_dtype = pick_dtype(torch, dtype, device)
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
 
     try:
@@ -440,39 +441,6 @@ def load(
     if adapter:
         model = _apply_adapter(model, adapter, where)
     return model, processor
-
-
-def pick_device(torch: Any, device: str) -> str:
-    """``device``, with ``"auto"`` resolved to cuda, then mps, then cpu; an error if it is absent."""
-    if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        if torch.backends.mps.is_available():
-            return "mps"
-        return "cpu"
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise PagesightError(f"device must be auto, cpu, cuda, cuda:N or mps, got '{device}'") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise PagesightError(f"device '{device}': torch {torch.__version__} sees no CUDA GPU here")
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise PagesightError(f"device '{device}': torch {torch.__version__} sees no Apple GPU (mps) here")
-    return device
-
-
-def pick_dtype(torch: Any, dtype: str, device: str) -> Any:
-    """The torch dtype named ``dtype``; ``"auto"`` is bfloat16 on CUDA GPUs that have it (float16 on
-    older ones and on mps), float32 on cpu."""
-    if dtype not in DTYPES:
-        raise PagesightError(f"dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
-    if dtype == "auto":
-        kind = torch.device(device).type
-        if kind == "cuda":
-            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        else:
-            dtype = "float16" if kind == "mps" else "float32"
-    return getattr(torch, dtype)
 
 
 def _apply_adapter(model: Any, adapter: str, where: str) -> Any:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pagesight.devices import resolve_device, resolve_dtype
 from pagesight.encode.visual import ENCODERS, check_compatible, describe_spec, make_encoder
-from pagesight.encode.visual.base import load_pretrained, normalize, resolve_device, resolve_dtype
+from pagesight.encode.visual.base import load_pretrained, normalize
 from pagesight.errors import PagesightError
 
 torch = pytest.importorskip("torch")

@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 import numpy as np
 from PIL import Image
 
+from pagesight.devices import import_torch, resolve_device, resolve_dtype
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 Progress = Callable[[int], None]
 """Called after each batch with the number of inputs it encoded (a progress bar's ``advance``)."""
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 # The fields of a spec that define the vector space; the others (resolution, batch size) do not.
 SPACE_FIELDS = ("name", "model", "adapter", "revision", "dim", "multi_vector")
 
@@ -159,42 +158,6 @@ def check_spec(recorded_spec: dict, current: dict) -> None:
             f"{describe_spec(current)} ({', '.join(differs)} differ): search with the recorded encoder "
             "or re-index with this one"
         )
-
-
-def resolve_device(device: str) -> str:
-    """``device`` checked and made concrete: "auto" is the first of cuda, mps and cpu available."""
-    torch = import_torch()
-    kind = device.split(":", 1)[0]
-    if kind not in DEVICES:
-        raise PagesightError(f"unknown device '{device}'; choose one of {', '.join(DEVICES)} (or cuda:N)")
-    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
-    if kind == "auto":
-        return "cuda" if cuda else "mps" if mps else "cpu"
-    if (kind == "cuda" and not cuda) or (kind == "mps" and not mps):
-        raise PagesightError(f"device '{device}' was asked for, but torch sees no {kind.upper()} device here")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str) -> torch.dtype:
-    """The torch dtype to load weights in: "auto" is bfloat16 on a CUDA device that has it, else float32."""
-    torch = import_torch()
-    if dtype not in DTYPES:
-        raise PagesightError(f"unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}")
-    if dtype == "auto":
-        bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if bf16 else torch.float32
-    return getattr(torch, dtype)
-
-
-def import_torch():
-    """The torch module, or a ``PagesightError`` saying how to install it."""
-    try:
-        import torch
-    except ImportError:
-        raise PagesightError(
-            "visual encoders need torch: pip install torch==2.13.0 'pagesight[visual]'"
-        ) from None
-    return torch
 
 
 def require(module: str, extra: str) -> Any:

@@ -1,0 +1,56 @@
+"""Where torch models run and in what precision, one rule for every model pagesight loads (visual
+encoders, rerankers, the transformers reader): ``device`` and ``dtype`` given as names, "auto"
+made concrete here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pagesight.errors import PagesightError
+
+if TYPE_CHECKING:
+    import torch
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def import_torch():
+    """The torch module, or a ``PagesightError`` saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise PagesightError(
+            "this model needs torch: pip install torch==2.13.0, then the extra it needs"
+        ) from None
+    return torch
+
+
+def resolve_device(device: str) -> str:
+    """``device`` checked and made concrete: "auto" is the first of cuda, mps and cpu available; an
+    error names a device torch does not see here."""
+    torch = import_torch()
+    kind = device.split(":", 1)[0]
+    if kind not in DEVICES:
+        raise PagesightError(f"unknown device '{device}'; choose one of {', '.join(DEVICES)} (or cuda:N)")
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if kind == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if (kind == "cuda" and not cuda) or (kind == "mps" and not mps):
+        raise PagesightError(f"device '{device}' was asked for, but torch sees no {kind.upper()} device here")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """The torch dtype to load weights in on ``device`` (a concrete one): "auto" is bfloat16 on a
+    CUDA GPU that has it, float16 on older CUDA GPUs and on mps, float32 on cpu."""
+    torch = import_torch()
+    if dtype not in DTYPES:
+        raise PagesightError(f"unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        kind = device.split(":", 1)[0]
+        if kind == "cuda":
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "float16" if kind == "mps" else "float32"
+    return getattr(torch, dtype)
