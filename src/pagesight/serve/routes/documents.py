@@ -1,0 +1,73 @@
+"""The documents and their ingestion: list, look up, delete, upload (a background job), follow jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, UploadFile
+
+from pagesight.serve.jobs import check_content, safe_name, save
+from pagesight.serve.pool import retry_locked
+from pagesight.serve.routes.common import ApiError, Server, lookup, writable
+
+router = APIRouter(tags=["documents"])
+MAX_FILES = 20  # files in one upload
+
+
+@router.get("/api/documents")
+def documents(server: Server) -> dict:
+    """Each document: id, type, pages, source, bytes, notes."""
+    with server.pool.reading() as idx:
+        return {"documents": idx.document_list()}
+
+
+@router.get("/api/documents/{doc_id:path}")
+def document_info(server: Server, doc_id: str) -> dict:
+    with server.pool.reading() as idx:
+        lookup(idx, doc_id)
+        return next(row for row in idx.document_list() if row["id"] == doc_id)
+
+
+@router.delete("/api/documents/{doc_id:path}", dependencies=[Depends(writable)])
+def delete(server: Server, doc_id: str) -> dict:
+    """Remove a document and its pages (and its file, when it was uploaded here)."""
+    with server.pool.writing(wait=5.0) as idx:
+        source = lookup(idx, doc_id).source
+        retry_locked(lambda: idx.delete(doc_id))
+    if source.resolve().parent == server.uploads.resolve():
+        source.unlink(missing_ok=True)
+    return {"deleted": doc_id}
+
+
+@router.post("/api/documents", status_code=202, dependencies=[Depends(writable)])
+def upload(server: Server, files: Annotated[list[UploadFile], File(description="PDFs and images.")]) -> dict:
+    """Save the files and ingest them in the background; poll ``/api/jobs/{id}`` for progress.
+
+    A file of a type not ingested is refused (415) before anything is saved; a file that
+    cannot be read fails alone in the job's ``failed``."""
+    if len(files) > MAX_FILES:
+        raise ApiError(413, f"at most {MAX_FILES} files in one upload")
+    received = []
+    for upload in files:
+        name = safe_name(upload.filename or "")
+        data = upload.file.read()
+        check_content(name, data)
+        received.append((name, data))
+    if len({name for name, _ in received}) < len(received):
+        raise ApiError(422, "two uploaded files have the same name")
+    return {
+        "job": server.jobs.submit([save(server.uploads, name, data) for name, data in received]).to_dict()
+    }
+
+
+@router.get("/api/jobs")
+def job_list(server: Server) -> dict:
+    return {"jobs": [job.to_dict() for job in server.jobs.all()]}
+
+
+@router.get("/api/jobs/{job_id}")
+def job_progress(server: Server, job_id: str) -> dict:
+    found = server.jobs.get(job_id)
+    if found is None:
+        raise ApiError(404, f"no job '{job_id}'")
+    return found.to_dict()

@@ -1,0 +1,91 @@
+"""GET /api/tile and /api/page: PNGs of a tile or a page, evidence boxes drawn, with ETags."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from PIL import Image
+
+from pagesight.answer.show import draw_boxes
+from pagesight.records import Box
+from pagesight.render.tiles import downscale
+from pagesight.serve.routes.common import ApiError, Server, given_boxes, lookup
+
+router = APIRouter(tags=["images"])
+PNG = {200: {"content": {"image/png": {}}, "description": "PNG"}}
+
+
+@router.get("/api/tile", response_class=Response, responses=PNG)
+def tile_png(
+    server: Server,
+    request: Request,
+    doc: str,
+    page: Annotated[int, Query(ge=1)],
+    tile: Annotated[int, Query(ge=0)] = 0,
+    c: Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")] = 1.0,
+    boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
+) -> Response:
+    """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request."""
+    drawn = given_boxes(boxes, "boxes") if boxes else []
+    with server.pool.reading() as idx:
+        document = lookup(idx, doc)
+        row = idx.catalog.tile_at(doc, page, tile)
+        if row is None:
+            raise ApiError(404, f"{doc}: no tile {tile} on page {page}")
+        tag = _etag(document.sha256, "tile", page, tile, c, drawn)
+        if _fresh(request, tag):
+            return Response(status_code=304, headers={"ETag": tag})
+        image = idx.tile_image(doc, page, tile, c)
+    x0, y0 = row.box[0], row.box[1]
+    scale = image.width / max(1.0, row.box[2] - row.box[0])
+    return _png(image, [_moved(box, x0, y0, scale) for box in drawn], tag)
+
+
+@router.get("/api/page", response_class=Response, responses=PNG)
+def page_png(
+    server: Server,
+    request: Request,
+    doc: str,
+    page: Annotated[int, Query(ge=1)],
+    c: Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")] = 1.0,
+    boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
+) -> Response:
+    """A whole page rendered again at the index DPI, evidence boxes drawn on request."""
+    drawn = given_boxes(boxes, "boxes") if boxes else []
+    with server.pool.reading() as idx:
+        document = lookup(idx, doc)
+        if page > document.n_pages:
+            raise ApiError(404, f"{doc}: no page {page} (it has {document.n_pages})")
+        tag = _etag(document.sha256, "page", page, c, drawn)
+        if _fresh(request, tag):
+            return Response(status_code=304, headers={"ETag": tag})
+        full = idx.page_image(doc, page)
+    image = downscale(full, c)
+    scale = image.width / full.width
+    return _png(image, [_moved(box, 0, 0, scale) for box in drawn], tag)
+
+
+def _moved(box: Box, x0: float, y0: float, scale: float) -> Box:
+    """A page-pixel box in pixels of an image whose top left is page point (x0, y0), at ``scale``."""
+    return ((box[0] - x0) * scale, (box[1] - y0) * scale, (box[2] - x0) * scale, (box[3] - y0) * scale)
+
+
+def _etag(*parts) -> str:
+    return '"' + hashlib.sha256(repr(parts).encode()).hexdigest()[:32] + '"'
+
+
+def _fresh(request: Request, tag: str) -> bool:
+    return request.headers.get("if-none-match") == tag
+
+
+def _png(image: Image.Image, boxes: list[Box], tag: str) -> Response:
+    if boxes:
+        image = draw_boxes(image, boxes, width=max(2, round(3 * image.width / 1000)))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=3)
+    headers = {"ETag": tag, "Cache-Control": "private, no-cache"}  # revalidated: a document can change
+    return Response(buffer.getvalue(), media_type="image/png", headers=headers)

@@ -1,0 +1,107 @@
+"""GET /api/search, POST /api/search/image and POST /api/ask: their parameters are the request
+fields (``request.py``) under their HTTP names (``serve/fields.py``), and what only HTTP has."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi.responses import StreamingResponse
+from pydantic import Field
+
+from pagesight.errors import PagesightError
+from pagesight.request import MAX_K, AskRequest, SearchRequest
+from pagesight.serve.fields import make, request_model
+from pagesight.serve.routes.common import ApiError, Server, check_documents, given_boxes
+from pagesight.service import hits_payload, open_image
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["search"])
+# Readers whose model a request may name: the name goes to an endpoint the server's environment
+# configures. A local reader would load whatever folder or hub id a request named.
+REMOTE_READERS = {"openai"}
+
+SearchQuery = request_model(
+    SearchRequest,
+    "SearchQuery",
+    required=("query",),
+    extra={"c": (float, Field(1.0, ge=1, le=64, description="Compression the image-token cost is for."))},
+)
+AskBody = request_model(
+    AskRequest,
+    "AskBody",
+    required=("query",),
+    extra={"stream": (bool, Field(False, description="NDJSON lines: the hits first, then the answer."))},
+)
+
+
+@router.get("/api/search")
+def search(server: Server, query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
+    """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
+    request = make(SearchRequest, query)
+    with server.pool.reading() as idx:
+        check_documents(idx, request.doc_ids)
+        hits = idx.search(request)
+    return hits_payload(hits, query.c)
+
+
+@router.post("/api/search/image")
+def search_image(
+    server: Server,
+    image: Annotated[UploadFile, File(description="The query image.")],
+    k: Annotated[int, Form(ge=1, le=MAX_K)] = SearchRequest.k,
+    region: Annotated[str | None, Form(description="x0,y0,x1,y1 in the image's pixels.")] = None,
+    doc: Annotated[list[str] | None, Form(description="Only this document (repeatable).")] = None,
+) -> dict:
+    """The best tiles for an image, or a region of it (an index with a visual encoder)."""
+    try:
+        query = open_image(image.file, image.filename or "image")
+    except PagesightError as exc:
+        raise ApiError(415, str(exc)) from None
+    box = given_boxes(region, "region", limit=1)[0] if region else None
+    with server.pool.reading() as idx:
+        check_documents(idx, doc)
+        hits = idx.search_image(query, k=k, region=box, doc_ids=doc)
+    return hits_payload(hits)
+
+
+@router.post("/api/ask")
+def ask(server: Server, body: AskBody):  # type: ignore[valid-type]
+    """An answer from the best tiles, with citations (boxes on pages) and its image-token cost.
+
+    With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
+    ``{"event": "error", ...}``)."""
+    request = make(AskRequest, body)
+    if request.model is not None and request.reader not in REMOTE_READERS:
+        raise ApiError(400, f"reader '{request.reader}' runs here: its model is the server's to choose")
+    reader = server.readers.get(request)
+    if not body.stream:
+        with server.pool.reading() as idx:
+            check_documents(idx, request.doc_ids)
+            return idx.ask(request, reader).to_dict()
+    with server.pool.reading() as idx:
+        check_documents(idx, request.doc_ids)
+
+    def stages() -> Iterator[bytes]:
+        with server.pool.reading() as idx:
+            try:
+                hits = None if request.agent else idx.search(request.search_request())
+                if hits is not None:
+                    payload = hits_payload(hits, request.compression, request.token_model)
+                    yield _line({"event": "hits", **payload})
+                answer = idx.ask(request, reader, hits=hits)
+                yield _line({"event": "answer", "answer": answer.to_dict()})
+            except PagesightError as exc:
+                yield _line({"event": "error", "error": str(exc)})
+            except Exception:
+                log.exception("streamed answer failed")
+                yield _line({"event": "error", "error": "internal error (see the server log)"})
+
+    return StreamingResponse(stages(), media_type="application/x-ndjson")
+
+
+def _line(event: dict) -> bytes:
+    return (json.dumps(event, ensure_ascii=False) + "\n").encode()
