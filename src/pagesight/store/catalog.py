@@ -250,7 +250,7 @@ class Catalog:
             rows = self.db.execute("SELECT tile_id, vector FROM vectors ORDER BY tile_id, chunk").fetchall()
         else:
             rows = []
-            ids = list(tile_ids)
+            ids = [int(i) for i in tile_ids]  # numpy integers would bind as blobs and match nothing
             for start in range(0, len(ids), 900):
                 batch = ids[start : start + 900]
                 marks = ",".join("?" * len(batch))
@@ -271,7 +271,7 @@ class Catalog:
         if spec is None:
             return np.zeros(0, dtype=np.int64), []
         ids, arrays = [], []
-        wanted = list(tile_ids)
+        wanted = [int(i) for i in tile_ids]
         for start in range(0, len(wanted), 900):
             batch = wanted[start : start + 900]
             marks = ",".join("?" * len(batch))
@@ -302,7 +302,7 @@ class Catalog:
         spans_column = "t.spans" if spans else "'[]'"
         links_column = "t.links" if spans else "'[]'"
         for start in range(0, len(tile_ids), 900):
-            batch = tile_ids[start : start + 900]
+            batch = [int(i) for i in tile_ids[start : start + 900]]  # numpy integers bind as blobs
             marks = ",".join("?" * len(batch))
             rows = self.db.execute(
                 f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height, "
@@ -349,7 +349,7 @@ class Catalog:
 
     def tile_image(self, tile_id: int) -> bytes | None:
         """The kept image (PNG) of tile ``tile_id``; None when it is rendered on demand."""
-        row = self.db.execute("SELECT data FROM tile_images WHERE tile_id = ?", (tile_id,)).fetchone()
+        row = self.db.execute("SELECT data FROM tile_images WHERE tile_id = ?", (int(tile_id),)).fetchone()
         return bytes(row[0]) if row else None
 
     def n_tiles(self, doc_id: str, page: int) -> int:

@@ -1,0 +1,154 @@
+"""The store contract (``store/base.py``), one suite run against every store: the local one and
+Qdrant's local mode. A store added later passes when a class like ``TestLocalStore`` gives its
+location; these tests call the ``Store`` and ``Catalog`` methods themselves, not ``Index``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pagesight.errors import SettingsConflict
+from pagesight.records import Document, Page, Span, Tile
+from pagesight.settings import Settings
+from pagesight.store.base import open_store, store_exists
+
+SETTINGS = Settings(dense_model=None)
+
+
+def document(doc_id: str, pages: list[list[str]], source: str = "") -> Document:
+    """A document of one tile a page, each line of a page a span 20 pixels high."""
+    made = []
+    for number, lines in enumerate(pages, 1):
+        spans = [Span(text, (10.0, 20.0 * i, 300.0, 20.0 * i + 18), "pdf") for i, text in enumerate(lines)]
+        tile = Tile(0, (0.0, 0.0, 400.0, 20.0 * len(lines) + 20), spans)
+        made.append(Page(number, 400, 20 * len(lines) + 20, "pdf", [tile]))
+    return Document(doc_id, source or f"/docs/{doc_id}.pdf", f"sha-{doc_id}", "pdf", 100, 1, made)
+
+
+OWLS = document("owls", [["barn owls hunt voles at night"], ["owl pellets hold vole bones"]])
+TIDES = document("tides", [["spring tides follow the new moon"]])
+
+
+class StoreContract:
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, location: str):
+        opened = open_store(location, create=True, settings=SETTINGS)
+        yield opened
+        opened.close()
+
+    @staticmethod
+    def put(store, *documents: Document) -> None:
+        with store.writing():
+            for doc in documents:
+                store.catalog.put_document(doc, {})
+            store.refresh()
+
+    @staticmethod
+    def found(store, query: str, allowed=None) -> list[str]:
+        """The documents of the lexical run's tiles, best first."""
+        run = store.retrievers().lexical.search(query, 10, allowed)
+        rows = store.catalog.tiles([tile_id for tile_id, _ in run], spans=False)
+        return [rows[tile_id].doc_id for tile_id, _ in run]
+
+    @pytest.mark.timeout(120)
+    def test_a_document_is_stored_whole_and_read_back(self, store):
+        before = store.catalog.generation()
+        self.put(store, OWLS, TIDES)
+        catalog = store.catalog
+        assert catalog.generation() > before
+        assert [row.id for row in catalog.documents()] == ["owls", "tides"]
+        row = catalog.document("owls")
+        assert (row.n_pages, row.sha256, row.type) == (2, "sha-owls", "pdf")
+        assert [r.id for r in catalog.documents_from("/docs/owls.pdf")] == ["owls"]
+        assert catalog.counts()["documents"] == 2 and catalog.counts()["pages"] == 3
+        tile = catalog.tile_at("owls", 2, 0)
+        assert tile is not None and tile.spans[0][0] == "owl pellets hold vole bones"
+        assert [t.idx for t in catalog.page_tiles("owls", 1)] == [0] and catalog.n_tiles("owls", 1) == 1
+        ids = catalog.tile_ids_of(["owls"])
+        assert len(ids) == 2 and set(catalog.tiles(list(ids)).keys()) == set(ids.tolist())
+        assert sorted(text for _, text in catalog.tile_texts())[0].startswith("barn owls")
+        assert catalog.document("nothing") is None
+
+    @pytest.mark.timeout(120)
+    def test_searches_see_the_documents_and_keep_to_the_allowed_tiles(self, store):
+        self.put(store, OWLS, TIDES)
+        assert self.found(store, "voles owls")[0] == "owls"
+        assert self.found(store, "moon tides") == ["tides"]
+        only = store.catalog.tile_ids_of(["tides"])
+        assert self.found(store, "owls tides moon", only) == ["tides"]
+        assert self.found(store, "owls", np.zeros(0, dtype=np.int64)) == []
+
+    @pytest.mark.timeout(120)
+    def test_a_replaced_document_has_its_new_pages_only(self, store):
+        self.put(store, OWLS)
+        self.put(store, document("owls", [["snowy owls nest on tundra"]]))
+        assert store.catalog.document("owls").n_pages == 1
+        assert [t.spans[0][0] for t in (store.catalog.tile_at("owls", 1, 0),)] == [
+            "snowy owls nest on tundra"
+        ]
+        assert store.catalog.tile_at("owls", 2, 0) is None
+        assert self.found(store, "voles pellets") == []
+        assert self.found(store, "tundra") == ["owls"]
+
+    @pytest.mark.timeout(120)
+    def test_a_deleted_document_is_gone_from_catalog_and_search(self, store):
+        self.put(store, OWLS, TIDES)
+        with store.writing():
+            assert store.catalog.delete_document("owls")
+            assert not store.catalog.delete_document("owls")
+            store.refresh()
+        assert [row.id for row in store.catalog.documents()] == ["tides"]
+        assert len(store.catalog.tile_ids_of(["owls"])) == 0
+        assert self.found(store, "owls voles tides") == ["tides"]
+
+    @pytest.mark.timeout(120)
+    def test_a_moved_file_is_touched_not_rewritten(self, store):
+        self.put(store, OWLS)
+        generation = store.catalog.generation()
+        with store.writing():
+            store.catalog.touch_document("owls", "/elsewhere/owls.pdf", 7)
+        row = store.catalog.document("owls")
+        assert (str(row.source), row.mtime_ns) == ("/elsewhere/owls.pdf", 7)
+        assert store.catalog.generation() == generation
+
+    @pytest.mark.timeout(120)
+    def test_the_visual_encoder_spec_is_kept(self, store):
+        assert store.catalog.visual_spec() is None
+        spec = {"encoder": "clip", "dim": 4, "multi_vector": False}
+        with store.writing():
+            store.catalog.set_visual_spec(spec)
+        assert store.catalog.visual_spec() == spec
+
+    @pytest.mark.timeout(120)
+    def test_a_store_opened_again_holds_its_documents_and_its_settings(self, location, store):
+        self.put(store, OWLS)
+        store.close()
+        assert store_exists(location)
+        again = open_store(location, create=False, settings=None)
+        try:
+            assert [row.id for row in again.catalog.documents()] == ["owls"]
+            assert again.catalog.settings == SETTINGS
+            assert self.found(again, "pellets") == ["owls"]
+        finally:
+            again.close()
+        with pytest.raises(SettingsConflict):
+            open_store(location, create=False, settings={"dpi": SETTINGS.dpi + 1})
+
+
+class TestLocalStore(StoreContract):
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> str:
+        return str(tmp_path / "index")
+
+
+class TestQdrantStore(StoreContract):
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> str:
+        pytest.importorskip("qdrant_client")
+        return f"qdrant:{tmp_path / 'index'}"
