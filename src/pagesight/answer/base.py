@@ -14,7 +14,6 @@ Qwen2-VL emits them; ``"pixels"``: pixels of the image the model saw, as Qwen2.5
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
@@ -26,6 +25,7 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Span
+from pagesight.registry import Registry
 from pagesight.render.tiles import scaled_size
 
 COORDINATES = ("norm1000", "pixels")
@@ -138,24 +138,25 @@ class Reader(Protocol):
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
-READERS: dict[str, str] = {
-    "extractive": "pagesight.answer.extractive:ExtractiveReader",
-    "openai": "pagesight.answer.openai_chat:OpenAIReader",
-    "transformers": "pagesight.answer.vlm:TransformersReader",
-}
+READERS = Registry(
+    "reader",
+    "pagesight.readers",
+    {
+        "extractive": "pagesight.answer.extractive:ExtractiveReader",
+        "openai": "pagesight.answer.openai_chat:OpenAIReader",
+        "transformers": "pagesight.answer.vlm:TransformersReader",
+    },
+)
 
 
 def register(name: str, target: str) -> None:
     """Make a reader available by name; ``target`` is ``"module:factory"``."""
-    READERS[name] = target
+    READERS.register(name, target)
 
 
 def make_reader(name: str, **options) -> Reader:
     """The reader registered as ``name``, built with ``options`` (model, base URL, device, ...)."""
-    if name not in READERS:
-        raise PagesightError(f"unknown reader '{name}'; choose one of {', '.join(sorted(READERS))}")
-    module, _, factory = READERS[name].partition(":")
-    return getattr(importlib.import_module(module), factory)(**options)
+    return READERS.load(name)(**options)
 
 
 INPUTS = ("images", "text", "images+text")

@@ -20,7 +20,6 @@ Each reranker keeps the size and time of its last call (``last``), which search 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import math
@@ -35,6 +34,7 @@ import numpy as np
 from PIL import Image
 
 from pagesight.errors import PagesightError
+from pagesight.registry import Registry
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
@@ -74,16 +74,20 @@ class Reranker(Protocol):
         ...
 
 
-RERANKERS: dict[str, str] = {
-    "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
-    "vlm": "pagesight.search.rerank:VlmReranker",
-    "vlm-openai": "pagesight.search.rerank:openai_vlm",
-}
+RERANKERS = Registry(
+    "reranker",
+    "pagesight.rerankers",
+    {
+        "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
+        "vlm": "pagesight.search.rerank:VlmReranker",
+        "vlm-openai": "pagesight.search.rerank:openai_vlm",
+    },
+)
 
 
 def register(name: str, target: str) -> None:
     """Make a reranker available by name; ``target`` is ``"module:factory"``."""
-    RERANKERS[name] = target
+    RERANKERS.register(name, target)
 
 
 def make_reranker(name: str, model: str | None = None, device: str = "auto", **options: Any) -> Reranker:
@@ -95,8 +99,7 @@ def make_reranker(name: str, model: str | None = None, device: str = "auto", **o
     if model:
         options["model"] = model
     if name in RERANKERS:
-        module, _, attribute = RERANKERS[name].partition(":")
-        factory = getattr(importlib.import_module(module), attribute)
+        factory = RERANKERS.load(name)
     elif name in ENCODERS:
         factory = partial(VisualReranker, name)
     else:

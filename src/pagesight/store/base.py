@@ -17,13 +17,13 @@ directory). ``register_store`` adds one.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pagesight.registry import Registry
 from pagesight.settings import Settings
 
 if TYPE_CHECKING:
@@ -111,15 +111,16 @@ class Store(Protocol):
 
 # Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
 # static ``exists(location)`` says whether an index is there.
-STORES: dict[str, str] = {
-    "local": "pagesight.store.local:LocalStore",
-    "qdrant": "pagesight.store.qdrant:QdrantStore",
-}
+STORES = Registry(
+    "store",
+    "pagesight.stores",
+    {"local": "pagesight.store.local:LocalStore", "qdrant": "pagesight.store.qdrant:QdrantStore"},
+)
 
 
 def register_store(scheme: str, target: str) -> None:
     """Make a store available for locations ``scheme:...``; ``target`` is ``"module:factory"``."""
-    STORES[scheme] = target
+    STORES.register(scheme, target)
 
 
 def open_store(location: str | Path, *, create: bool, settings: Settings | Mapping[str, Any] | None) -> Store:
@@ -134,8 +135,7 @@ def store_exists(location: str | Path) -> bool:
 
 
 def _store_class(location: str | Path):
-    module, _, name = STORES[_scheme(str(location))].partition(":")
-    return getattr(importlib.import_module(module), name)
+    return STORES.load(_scheme(str(location)))
 
 
 def _scheme(location: str) -> str:

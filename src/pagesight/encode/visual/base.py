@@ -29,6 +29,7 @@ from PIL import Image
 
 from pagesight.devices import import_torch, resolve_device, resolve_dtype
 from pagesight.errors import PagesightError
+from pagesight.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -82,24 +83,28 @@ class VisualEncoder(Protocol):
 # Every entry has run on a tiny random-weight model in tests/encode/visual.
 HUB_PROBE_TIMEOUT = 3.0  # seconds to reach the hub before a missing model is refused
 
-ENCODERS: dict[str, str] = {
-    "colpali": "pagesight.encode.visual.colpali:ColPaliEncoder",
-    "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
-    "colqwen2.5": "pagesight.encode.visual.colqwen:ColQwen25Encoder",
-    "colsmol": "pagesight.encode.visual.colsmol:ColSmolEncoder",
-    "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
-    "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
-    "dse": "pagesight.encode.visual.dse:DSEEncoder",
-    "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",
-    "jina-v4": "pagesight.encode.visual.jina_v4:JinaV4Encoder",
-    "clip": "pagesight.encode.visual.clip:CLIPEncoder",
-    "siglip": "pagesight.encode.visual.clip:SigLIPEncoder",
-}
+ENCODERS = Registry(
+    "visual encoder",
+    "pagesight.encoders",
+    {
+        "colpali": "pagesight.encode.visual.colpali:ColPaliEncoder",
+        "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
+        "colqwen2.5": "pagesight.encode.visual.colqwen:ColQwen25Encoder",
+        "colsmol": "pagesight.encode.visual.colsmol:ColSmolEncoder",
+        "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
+        "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
+        "dse": "pagesight.encode.visual.dse:DSEEncoder",
+        "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",
+        "jina-v4": "pagesight.encode.visual.jina_v4:JinaV4Encoder",
+        "clip": "pagesight.encode.visual.clip:CLIPEncoder",
+        "siglip": "pagesight.encode.visual.clip:SigLIPEncoder",
+    },
+)
 
 
 def register(name: str, target: str) -> None:
     """Make a visual encoder available by name; ``target`` is ``"module:factory"``."""
-    ENCODERS[name] = target
+    ENCODERS.register(name, target)
 
 
 def make_encoder(
@@ -112,12 +117,7 @@ def make_encoder(
     """The encoder registered as ``name``, loaded from ``model`` (a hub id or a local folder; the
     family's published checkpoint when None) on ``device``, with an optional PEFT ``adapter``.
     ``options`` go to the factory (``batch_size``, ``dtype``, ``max_pixels``, ``revision``, ...)."""
-    if name not in ENCODERS:
-        raise PagesightError(f"unknown visual encoder '{name}'; choose one of {', '.join(sorted(ENCODERS))}")
-    module, _, factory = ENCODERS[name].partition(":")
-    return getattr(importlib.import_module(module), factory)(
-        model=model, device=device, adapter=adapter, **options
-    )
+    return ENCODERS.load(name)(model=model, device=device, adapter=adapter, **options)
 
 
 def describe_spec(spec: dict) -> str:

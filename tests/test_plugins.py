@@ -1,0 +1,87 @@
+"""Other packages add readers, rerankers, visual encoders and stores through entry points: a
+distribution on the path that declares one in a ``pagesight.*`` group is found by name, with no
+call to ``register``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pagesight.errors import PagesightError
+from pagesight.registry import Registry
+
+PLUGIN = """
+from pagesight.answer.base import Reading
+from pagesight.store.local import LocalStore
+
+
+class EchoReader:
+    name = "echo"
+    inputs = "text"
+    max_images = None
+
+    def read(self, question, context):
+        return Reading(text=question.upper(), usage={})
+
+
+class ShoutingStore(LocalStore):
+    def __init__(self, location, *, create, settings):
+        super().__init__(str(location).removeprefix("shout:"), create=create, settings=settings)
+
+    @staticmethod
+    def exists(location):
+        return LocalStore.exists(str(location).removeprefix("shout:"))
+"""
+
+
+def plugin(folder: Path) -> Path:
+    """A distribution, unpacked on a path: its module and the metadata declaring its entry points."""
+    folder.mkdir()
+    (folder / "echo_plugin.py").write_text(PLUGIN)
+    info = folder / "echo_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[pagesight.readers]\necho = echo_plugin:EchoReader\n\n[pagesight.stores]\nshout = echo_plugin:ShoutingStore\n"
+    )
+    return folder
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_and_a_store_declared_as_entry_points_are_found_by_name(tmp_path: Path):
+    probe = textwrap.dedent(
+        f"""
+        from pagesight import Index
+        from pagesight.answer import READERS, make_reader
+        assert "echo" in READERS and "extractive" in READERS
+        assert make_reader("echo").read("which owl?", []).text == "WHICH OWL?"
+        index = Index.open("shout:{tmp_path / "index"}", settings={{"dense_model": None}})
+        assert type(index.store).__name__ == "ShoutingStore"
+        print("found")
+        """
+    )
+    path = os.pathsep.join([str(plugin(tmp_path / "site")), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.stdout.strip() == "found", done.stderr
+    assert (tmp_path / "index" / "catalog.sqlite").exists()
+
+
+def test_a_registry_names_what_it_knows_and_refuses_a_malformed_target():
+    readers = Registry("reader", "pagesight.no-such-group", {"one": "json:dumps"})
+    readers.register("two", "json:loads")
+    assert sorted(readers) == ["one", "two"] and readers.load("two")("[1]") == [1]
+    with pytest.raises(PagesightError, match="unknown reader 'three'; choose one of one, two"):
+        readers.load("three")
+    with pytest.raises(PagesightError, match="must be 'module:attribute'"):
+        readers.register("four", "json.dumps")
