@@ -14,7 +14,7 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from pagesight.store.base import Catalog, Store, open_store, store_exists
 # command that only opens the index (info, documents) starts in a fraction of a second.
 if TYPE_CHECKING:
     from pagesight.answer.base import Answer, Reader
+    from pagesight.ingest.options import IngestOptions
     from pagesight.ingest.pipeline import IngestReport
     from pagesight.render.pages import PageRenderer
     from pagesight.search.rerank import Reranker
@@ -83,8 +84,17 @@ class Index:
 
     # Writing -----------------------------------------------------------------------------------
 
-    def add(self, paths: str | os.PathLike | Iterable[str | os.PathLike], **options) -> IngestReport:
-        """Ingest files and folders; see ``pipeline.run`` for the options (ocr, jobs, timeout, ...).
+    def add(
+        self,
+        paths: str | os.PathLike | Iterable[str | os.PathLike],
+        options: IngestOptions | None = None,
+        *,
+        progress: Callable[[str, str, int], None] | None = None,
+        on_planned: Callable[[int], None] | None = None,
+        **fields: Any,
+    ) -> IngestReport:
+        """Ingest files, folders and web pages with ``options`` (``ingest.options.IngestOptions``:
+        ocr, jobs, timeouts, memory, web rendering, Ray), or its fields as keywords over them.
 
         Files already indexed and unchanged are skipped; changed files replace their pages.
         Failures are reported per file in the returned report, never raised. An error that stops
@@ -92,13 +102,17 @@ class Index:
         created and that stored nothing is removed again.
         """
         from pagesight.ingest import pipeline
+        from pagesight.ingest.options import IngestOptions
 
+        options = IngestOptions.given(options, **fields)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         try:
             with self.store.writing():
                 visual = self._ingest_encoder if self.settings.visual_encoder else None
-                report = pipeline.run(self.catalog, paths, visual=visual, **options)
+                report = pipeline.run(
+                    self.catalog, paths, options, progress=progress, on_planned=on_planned, visual=visual
+                )
                 self.store.refresh()
         except PagesightError:
             self.store.discard()

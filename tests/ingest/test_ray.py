@@ -10,7 +10,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.errors import InputError
-from pagesight.ingest.distributed import RayOptions
+from pagesight.ingest.options import RayOptions
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, make_pdf
 

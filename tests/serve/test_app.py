@@ -16,6 +16,7 @@ from PIL import Image
 
 from pagesight import Index
 from pagesight.answer.show import BOX_COLOUR
+from pagesight.ingest.options import IngestOptions
 from pagesight.serve.app import create_app
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, cli, make_pdf
@@ -38,7 +39,7 @@ def index_dir(tmp_path_factory):
 
 def _serve(index_dir, **options):
     index = Index.open(index_dir, create=False)
-    server = LiveServer(create_app(index, readers=2, ingest_options={"jobs": 1}, **options))
+    server = LiveServer(create_app(index, readers=2, ingest_options=IngestOptions(jobs=1), **options))
     return server, index
 
 

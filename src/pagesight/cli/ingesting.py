@@ -22,6 +22,8 @@ from pagesight.cli.common import (
     err,
 )
 from pagesight.errors import PagesightError, SettingsConflict
+from pagesight.ingest.options import IngestOptions, RayOptions
+from pagesight.render.web.jobs import RenderOptions
 from pagesight.settings import Settings
 
 if TYPE_CHECKING:
@@ -184,36 +186,31 @@ def ingest(
             f"{index}: {named} {'is' if len(flags) == 1 else 'are'} chosen when an index is made "
             f"(it was made with {made}); make a new index for {flags[0] if len(flags) == 1 else 'them'}"
         )
-    ray_options = None
-    if ray or ray_address:
-        from pagesight.ingest.distributed import RayOptions
-
-        ray_options = RayOptions(
-            address=ray_address,
-            readers=jobs or None,
-            encoders=max(1, ray_encoders),
-            gpus_per_encoder=ray_gpus,
-            device=device,
-        )
     try:
-        report = _add_with_progress(
-            idx,
-            paths,
-            transient=as_json,
-            ray=ray_options,
+        options = IngestOptions(
             ocr=ocr.value,
             jobs=jobs or None,
             timeout=timeout,
             page_timeout=page_timeout,
             max_memory=int(max_memory * (1 << 30)) if max_memory > 0 else None,
-            web={
-                "javascript": javascript,
-                "allow_network": allow_network,
-                "max_height": max_page_height,
-                "keep_images": keep_images,
-                "concurrency": max(1, tabs),
-            },
+            web=RenderOptions(
+                javascript=javascript,
+                allow_network=allow_network,
+                max_height=max_page_height,
+                keep_images=keep_images,
+                concurrency=max(1, tabs),
+            ),
+            ray=RayOptions(
+                address=ray_address,
+                readers=jobs or None,
+                encoders=max(1, ray_encoders),
+                gpus_per_encoder=ray_gpus,
+                device=device,
+            )
+            if ray or ray_address
+            else None,
         )
+        report = _add_with_progress(idx, paths, options, transient=as_json)
     except PagesightError as exc:
         _fail(str(exc))
     for path, note in report.notes:
@@ -232,7 +229,7 @@ def ingest(
     raise typer.Exit(0 if report.ok else 1)
 
 
-def _add_with_progress(idx: Index, paths, transient: bool, **options):
+def _add_with_progress(idx: Index, paths, options: IngestOptions, transient: bool):
     """``idx.add`` with a progress bar of files and pages on stderr."""
     with _progress(transient) as progress:
         task = progress.add_task("ingest", total=None, note="files, 0 pages")
@@ -246,4 +243,4 @@ def _add_with_progress(idx: Index, paths, transient: bool, **options):
         def on_planned(n: int) -> None:
             progress.update(task, total=n + progress.tasks[0].completed)
 
-        return idx.add(paths, progress=on_file, on_planned=on_planned, **options)
+        return idx.add(paths, options, progress=on_file, on_planned=on_planned)

@@ -23,25 +23,14 @@ import logging
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from pagesight.errors import PagesightError
+from pagesight.ingest.options import RayOptions
 from pagesight.ingest.workers import Job, TimeLimit
 from pagesight.settings import Settings
 
 FILES_PER_TASK = 4  # files one read task takes; small, so a slow file holds few others back
 DOCUMENTS_PER_BATCH = 4  # documents an encoder actor takes at once
-
-
-@dataclass
-class RayOptions:
-    """Where and how wide ingestion runs on Ray."""
-
-    address: str | None = None  # None: start a local Ray in this process
-    readers: int | None = None  # read tasks at once (default: as many as the cluster has CPUs)
-    encoders: int = 1  # actors per encoder (each holds one copy of the model)
-    gpus_per_encoder: float = 0.0  # num_gpus of each encoder actor
-    device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
 
 
 @contextmanager

@@ -18,16 +18,14 @@ from pagesight.encode.dense import dense_model
 from pagesight.encode.visual import VisualEncoder
 from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
-from pagesight.ingest.distributed import RayOptions
 from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
+from pagesight.ingest.options import IngestOptions, RayOptions
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
-from pagesight.render.web.jobs import RenderOptions
-from pagesight.settings import OCR_MODES
 from pagesight.store.base import Catalog
 
 
@@ -120,37 +118,22 @@ def _plan_file(catalog: Catalog, path: Path, claimed: dict[str, Path]) -> Job | 
 def run(
     catalog: Catalog,
     paths: Iterable[str | os.PathLike],
+    options: IngestOptions | None = None,
     *,
-    ocr: str = "auto",
-    jobs: int | None = None,
-    timeout: float = 120.0,
-    page_timeout: float = 20.0,
-    max_memory: int | None = 4 << 30,
     progress: Progress | None = None,
     on_planned: Callable[[int], None] | None = None,
-    web: dict | None = None,
     visual: Callable[[], VisualEncoder] | None = None,
-    ray: RayOptions | str | bool | None = None,
 ) -> IngestReport:
-    """Ingest ``paths``: PDFs and images in worker processes, then web pages in one browser.
+    """Ingest ``paths`` with ``options`` (``IngestOptions``): PDFs and images in worker processes,
+    then web pages in one browser, or both read and encoded on Ray.
 
-    ``web`` holds web rendering options (see ``render.web.jobs.RenderOptions``: javascript,
-    allow_network, max_height, keep_images, concurrency, ...); width and tile height come from
-    the index settings, the per-page timeout from ``timeout``. A file may take ``timeout`` seconds
-    plus ``page_timeout`` for each of its pages read. ``visual`` loads the index's
-    visual encoder, which encodes every tile image stored; it is called only when some input is
-    new or changed, so an unchanged re-ingest loads no model.
-
-    ``ray`` reads and encodes the files on a Ray cluster instead (``ingest/distributed.py``), with
-    the same limits, failure reasons and commits; web pages are then refused. ``True`` starts a
-    local Ray, a string is a cluster's address, ``RayOptions`` says more (encoder actors, GPUs).
+    ``visual`` loads the index's visual encoder, which encodes every tile image stored; it is
+    called only when some input is new or changed, so an unchanged re-ingest loads no model.
+    ``progress(path, outcome, pages)`` is told of each input as it ends; ``on_planned(n)`` of how
+    many inputs are to be read.
     """
-    if ray is True or isinstance(ray, str):
-        ray = RayOptions(address=None if ray is True else ray)
-    elif ray is False:
-        ray = None
-    if ocr not in OCR_MODES:
-        raise ValueError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{ocr}'")
+    options = options or IngestOptions()
+    ocr, ray, timeout, max_memory = options.ocr, options.ray, options.timeout, options.max_memory
     report = IngestReport()
     web_inputs, paths = web_pages.split_inputs(paths)
     files = expand(paths, report)
@@ -162,10 +145,10 @@ def run(
             f"web pages are rendered in one local browser, not on Ray: ingest {web_inputs[0]} without --ray"
         )
     settings = catalog.settings
-    limit = TimeLimit(timeout, page_timeout)
+    limit = TimeLimit(timeout, options.page_timeout)
     todo, settled = plan(catalog, files)
-    web_options = RenderOptions(
-        width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout, **(web or {})
+    web_options = dataclasses.replace(
+        options.web, width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout
     )
     keep_images = web_options.keep_images
     text = "ocr" if ocr == "always" else "dom"  # web pages: their text from the DOM or their tiles
@@ -191,7 +174,7 @@ def run(
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
     reads = itertools.chain(
-        _read_files(todo, settings, ocr, jobs, limit, max_memory),
+        _read_files(todo, settings, ocr, options.jobs, limit, max_memory),
         web_pages.render(catalog, web_todo, web_options, text=text, keep_images=keep_images),
     )
     for read in reads:

@@ -38,6 +38,7 @@ from starlette.exceptions import HTTPException
 from pagesight import __version__
 from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.index import Index
+from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
@@ -55,7 +56,7 @@ def create_app(
     max_upload_mb: float = 100,
     readers: int = 4,
     uploads: Path | None = None,
-    ingest_options: dict | None = None,
+    ingest_options: IngestOptions | None = None,
     mcp_app=None,
 ) -> FastAPI:
     """The app serving ``index``.
@@ -63,8 +64,8 @@ def create_app(
     ``api_key``: None leaves reads open and refuses writes. ``max_upload_mb`` bounds every request
     body. ``readers``: indexes searching at once (each with its own retrievers in memory).
     ``uploads``: where uploaded files are kept (they are the documents' sources; default
-    ``uploads/`` in the index directory). ``ingest_options`` go to ``Index.add`` (ocr, jobs,
-    timeout, max_memory). ``mcp_app``: an ASGI app mounted at /mcp behind the same key (``serve.mcp.http_app``,
+    ``uploads/`` in the index directory). ``ingest_options`` (``IngestOptions``: ocr, jobs,
+    timeouts, memory) are the uploads'. ``mcp_app``: an ASGI app mounted at /mcp behind the same key (``serve.mcp.http_app``,
     given an ``Index`` of its own), its lifespan run by this app's.
     """
     pool = IndexPool(index, readers)

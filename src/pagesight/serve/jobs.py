@@ -23,6 +23,7 @@ from pathlib import Path
 from PIL import Image
 
 from pagesight.errors import PagesightError
+from pagesight.ingest.options import IngestOptions
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
 from pagesight.serve.pool import IndexPool, retry_locked
 
@@ -99,9 +100,9 @@ class Job:
 class Jobs:
     """Ingestion jobs run one after another in a background thread."""
 
-    def __init__(self, pool: IndexPool, ingest_options: dict | None = None):
+    def __init__(self, pool: IndexPool, ingest_options: IngestOptions | None = None):
         self.pool = pool
-        self.options = ingest_options or {}
+        self.options = ingest_options
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
@@ -137,7 +138,7 @@ class Jobs:
         try:
             with self.pool.writing() as index:
                 report = retry_locked(
-                    lambda: index.add(paths, progress=progress, on_planned=planned, **self.options)
+                    lambda: index.add(paths, self.options, progress=progress, on_planned=planned)
                 )
         except PagesightError as exc:
             job.error, job.state = str(exc), "failed"

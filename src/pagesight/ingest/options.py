@@ -1,0 +1,74 @@
+"""What an ingestion is asked with besides its inputs: one frozen, self-checking ``IngestOptions``,
+taken by ``Index.add`` (or its fields as keywords), the CLI's ``ingest``, the server's uploads and
+eval's indexing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pagesight.errors import PagesightError
+from pagesight.render.web.jobs import RenderOptions
+from pagesight.settings import OCR_MODES
+
+
+@dataclass
+class RayOptions:
+    """Where and how wide ingestion runs on Ray."""
+
+    address: str | None = None  # None: start a local Ray in this process
+    readers: int | None = None  # read tasks at once (default: as many as the cluster has CPUs)
+    encoders: int = 1  # actors per encoder (each holds one copy of the model)
+    gpus_per_encoder: float = 0.0  # num_gpus of each encoder actor
+    device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """``ocr``: auto (pages without a text layer), always or never. ``jobs``: reader processes
+    (None: one per core). A file may take ``timeout`` seconds plus ``page_timeout`` for each page
+    read, and ``max_memory`` bytes (None: no limit). ``web``: how web pages render (width, tile
+    height and the per-page timeout come from the index's settings and ``timeout``; a mapping of
+    its fields is taken too). ``ray``: read and encode on a Ray cluster (True: a local Ray, a
+    string: a cluster's address, or ``RayOptions``); web pages are then refused."""
+
+    ocr: str = "auto"
+    jobs: int | None = None
+    timeout: float = 120.0
+    page_timeout: float = 20.0
+    max_memory: int | None = 4 << 30
+    web: RenderOptions = field(default_factory=RenderOptions)
+    ray: RayOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.ocr not in OCR_MODES:
+            raise PagesightError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{self.ocr}'")
+        if self.jobs is not None and self.jobs < 1:
+            raise PagesightError(f"jobs must be 1 or more, got {self.jobs}")
+        if not self.timeout > 0 or not self.page_timeout >= 0:
+            raise PagesightError("timeout must be above 0 and page_timeout 0 or more")
+        if self.max_memory is not None and self.max_memory <= 0:
+            raise PagesightError(f"max_memory must be above 0 bytes, got {self.max_memory}")
+        if isinstance(self.web, Mapping):
+            object.__setattr__(self, "web", _web(self.web))
+        if self.ray is True or isinstance(self.ray, str):
+            object.__setattr__(self, "ray", RayOptions(address=None if self.ray is True else self.ray))
+        elif self.ray is False:
+            object.__setattr__(self, "ray", None)
+
+    @classmethod
+    def given(cls, options: IngestOptions | None = None, **fields: Any) -> IngestOptions:
+        """``options`` (default ones when None) with ``fields`` over them."""
+        from dataclasses import replace
+
+        base = options or cls()
+        return replace(base, **fields) if fields else base
+
+
+def _web(given: Mapping[str, Any]) -> RenderOptions:
+    known = set(RenderOptions.__dataclass_fields__)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise PagesightError(f"unknown web option {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return RenderOptions(**given)
