@@ -20,7 +20,7 @@ import numpy as np
 from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
-from pagesight.store.rows import DocumentRow, TileRow
+from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
 from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create
 
 
@@ -160,9 +160,8 @@ class Catalog:
                     [(document.id, page.number, r.kind, *r.box, r.score) for r in page.regions],
                 )
                 for tile in page.tiles:
-                    spans = [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans]
-                    links = [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links]
-                    region = json.dumps([tile.region.kind, tile.region.score]) if tile.region else ""
+                    spans, links = span_rows(tile.spans), link_rows(tile.links)
+                    region = json.dumps(region_row(tile)) if tile.region else ""
                     cursor = self.db.execute(
                         "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links, region) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -322,7 +321,7 @@ class Catalog:
                     (r[9], r[10]),
                     r[11],
                     json.loads(r[12]),
-                    _region(r[13], tuple(r[4:8])),
+                    region_of(json.loads(r[13]) if r[13] else None, r[4:8]),
                 )
         return found
 
@@ -392,14 +391,6 @@ class Catalog:
 
     def close(self) -> None:
         self.db.close()
-
-
-def _region(value: str, box) -> Region | None:
-    """A unit's region from its ``region`` column (None for a band); the box is the unit's."""
-    if not value:
-        return None
-    kind, score = json.loads(value)
-    return Region(kind, box, score)
 
 
 class _Transaction:

@@ -27,7 +27,7 @@ from pagesight.store.qdrant.schema import (
     scroll,
     tile_row,
 )
-from pagesight.store.rows import DocumentRow, TileRow
+from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_row, span_rows
 
 
 class QdrantCatalog(Lease, Bm25Weights):
@@ -201,8 +201,8 @@ class QdrantCatalog(Lease, Bm25Weights):
                 "text": tile.text,
                 "context": named,
                 "heading": heading,
-                "spans": [[s.text, [round(v, 1) for v in s.box], s.source, s.conf] for s in tile.spans],
-                "links": [[k.text, k.url, [[round(v, 1) for v in b] for b in k.boxes]] for k in tile.links],
+                "spans": span_rows(tile.spans),
+                "links": link_rows(tile.links),
                 "kind": tile.kind,
                 "chunks": 0 if matrix is None else len(matrix),
                 "bm25_avg": average,
@@ -212,7 +212,7 @@ class QdrantCatalog(Lease, Bm25Weights):
             if tile.image is not None:
                 payload["image"] = tile.image.hex()
             if tile.region is not None:  # absent for bands: page_tiles selects tiles without it
-                payload["region"] = [tile.region.kind, tile.region.score]
+                payload["region"] = region_row(tile)
             points.append(models.PointStruct(id=first_id + offset, vector=vector, payload=payload))
         for start in range(0, len(points), 64):
             self.client.upsert(self.tiles_name, points[start : start + 64])

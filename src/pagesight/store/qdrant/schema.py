@@ -10,9 +10,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from pagesight.errors import IndexLockedError, PagesightError
-from pagesight.records import Region
 from pagesight.settings import Settings
-from pagesight.store.rows import TileRow
+from pagesight.store.rows import TileRow, region_of
 
 FORMAT_VERSION = 1
 DEFAULT_COLLECTION = "pagesight"
@@ -106,9 +105,7 @@ def tile_row(tile_id: int, payload: dict, spans: bool) -> TileRow:
         tuple(payload["page_size"]),
         payload.get("kind", ""),
         payload.get("links", []) if spans else [],
-        Region(payload["region"][0], tuple(payload["box"]), payload["region"][1])
-        if payload.get("region")
-        else None,
+        region_of(payload.get("region"), payload["box"]),
     )
 
 
