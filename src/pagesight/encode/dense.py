@@ -250,8 +250,8 @@ def best_chunk(text: str, query: str, size: int, overlap: int) -> str:
     chunks = chunk_words(text, size, overlap)
     if not chunks:
         return ""
-    matcher = term_matcher(query)
-    return max(chunks, key=matcher)
+    shared = term_matcher(query)(chunks)
+    return chunks[shared.index(max(shared))]
 
 
 def chunk_words(text: str, size: int, overlap: int) -> list[str]:

@@ -208,11 +208,11 @@ def _band(catalog: Catalog, row, bands: dict) -> object | None:
 
 def _hit(row, score: float, scores: dict[str, float], matcher) -> Hit:
     """A hit whose snippet and boxes are the tile's lines that share the most query terms."""
-    matched = []
-    for position, (text, box, _source, _conf) in enumerate(row.spans):
-        overlap = matcher(text)
-        if overlap:
-            matched.append((overlap, position, text, tuple(box)))
+    matched = [
+        (overlap, position, span[0], tuple(span[1]))
+        for position, (span, overlap) in enumerate(zip(row.spans, matcher([span[0] for span in row.spans])))
+        if overlap
+    ]
     if matched:
         best = max(m[0] for m in matched)
         chosen = sorted((m for m in matched if m[0] * 2 >= best), key=lambda m: (-m[0], m[1]))[:5]

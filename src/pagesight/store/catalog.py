@@ -317,10 +317,10 @@ class Catalog:
                     r[2],
                     r[3],
                     tuple(r[4:8]),
-                    json.loads(r[8]),
+                    json.loads(r[8]) if spans else [],
                     (r[9], r[10]),
                     r[11],
-                    json.loads(r[12]),
+                    json.loads(r[12]) if spans else [],
                     region_of(json.loads(r[13]) if r[13] else None, r[4:8]),
                 )
         return found
