@@ -50,12 +50,12 @@ class Sample:
     ok: bool
 
 
-def start_server(index: str, key: str, readers: int) -> tuple[subprocess.Popen, str]:
+def start_server(index: str, key: str, readers: int, workers: int = 1) -> tuple[subprocess.Popen, str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "pagesight", "serve", "--index", index, "--port", str(port),
-               "--readers", str(readers), "--max-upload-mb", "2000"]  # fmt: skip
+               "--readers", str(readers), "--workers", str(workers), "--max-upload-mb", "2000"]  # fmt: skip
     server = subprocess.Popen(command, env={**os.environ, "PAGESIGHT_API_KEY": key})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -177,6 +177,7 @@ async def run(args, url: str, key: str, questions: list[str], files: list[Path])
 
     result = {
         "clients": args.clients,
+        "workers": args.workers,
         "seconds": round(elapsed, 1),
         "mode": args.mode or "default",
         "ask_share": args.ask_share,
@@ -222,6 +223,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=["lexical", "dense", "visual", "hybrid"], default=None)
     parser.add_argument("-k", dest="k", type=int, default=5)
     parser.add_argument("--readers", type=int, default=4, help="the server's --readers")
+    parser.add_argument("--workers", type=int, default=1, help="the server's --workers (processes)")
     parser.add_argument(
         "--ingest", type=Path, nargs="+", default=[], help="files or folders uploaded meanwhile"
     )
@@ -240,7 +242,7 @@ def main() -> None:
             index = str(Path(scratch) / "index")
             shutil.copytree(args.index, index, ignore=shutil.ignore_patterns("write.lock"))
         key = secrets.token_hex(16)
-        server, url = start_server(index, key, args.readers)
+        server, url = start_server(index, key, args.readers, args.workers)
         try:
             result = asyncio.run(run(args, url, key, questions, files))
         finally:

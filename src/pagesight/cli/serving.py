@@ -47,6 +47,9 @@ def serve(
             "--insecure", help="Allow binding beyond loopback without an API key (readable by all)."
         ),
     ] = False,
+    workers: Annotated[
+        int, typer.Option(help="Server processes over the index, each on a core of its own (stateless /mcp).")
+    ] = 1,
     device: DeviceOption = "auto",
 ) -> None:
     """Serve the index over HTTP: a web page and a JSON API.
@@ -58,32 +61,23 @@ def serve(
         _fail(
             f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)"
         )
-    if max_upload_mb <= 0 or readers < 1:
-        _fail("--max-upload-mb and --readers must be positive")
-    import uvicorn
+    if max_upload_mb <= 0 or readers < 1 or workers < 1:
+        _fail("--max-upload-mb, --readers and --workers must be positive")
+    from pagesight.serve.workers import ServeConfig, check, run
 
-    from pagesight.serve.app import create_app
-
-    idx = _open(index, device=device)
-    if uploads is None and not idx.root.is_dir():
-        _fail(f"{index}: not a folder, so uploads need a folder of their own: give --uploads DIR")
-    from pagesight.serve.mcp import http_app
-    from pagesight.store.local import LocalStore
-
-    # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
-    # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
-    mcp = http_app(_open(index), host=host) if isinstance(idx.store, LocalStore) else None
+    config = ServeConfig(
+        index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers
+    )
     try:
-        web = create_app(
-            idx, api_key=api_key, max_upload_mb=max_upload_mb, readers=readers, uploads=uploads, mcp_app=mcp
-        )
+        check(config)
     except PagesightError as exc:
         _fail(str(exc))
     shown = f"[{host}]" if ":" in host else host
     writes = "uploads and deletes on: API key set" if api_key else "read-only: no API key"
-    tools = f", MCP at http://{shown}:{port}/mcp" if mcp is not None else ""
-    err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{tools})", highlight=False)
-    uvicorn.run(web, host=host, port=port, log_level="warning")
+    processes = f", {workers} processes" if workers > 1 else ""
+    tools = "" if index.startswith("qdrant:") else f", MCP at http://{shown}:{port}/mcp"
+    err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{processes}{tools})", highlight=False)
+    run(config, api_key)
 
 
 @app.command("mcp")

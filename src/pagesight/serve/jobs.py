@@ -9,13 +9,13 @@ failure reported for that file alone. Its document id is the saved name's stem.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
 import tempfile
 import threading
 import uuid
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,8 @@ from pagesight.serve.pool import IndexPool, retry_locked
 
 log = logging.getLogger(__name__)
 KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint
+JOB_WAIT = 3600.0  # seconds a job waits for the store's writer (another process's ingestion)
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -98,59 +100,80 @@ class Job:
 
 
 class Jobs:
-    """Ingestion jobs run one after another in a background thread."""
+    """Ingestion jobs run one after another in a background thread, each job's record kept as a
+    JSON file in ``folder``: every server process over the index (``serve --workers``) reads the
+    same records, whichever of them took the upload. A job waits for another process's ingestion
+    to end (the store's single writer), up to ``JOB_WAIT`` seconds."""
 
-    def __init__(self, pool: IndexPool, ingest_options: IngestOptions | None = None):
+    def __init__(self, pool: IndexPool, folder: Path, ingest_options: IngestOptions | None = None):
         self.pool = pool
+        self.folder = folder
         self.options = ingest_options
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
 
     def submit(self, paths: list[Path]) -> Job:
         job = Job(uuid.uuid4().hex, [path.name for path in paths])
-        with self._lock:
-            self._jobs[job.id] = job
-            finished = [key for key, kept in self._jobs.items() if kept.state in ("done", "failed")]
-            for key in finished[: max(0, len(self._jobs) - KEPT_JOBS)]:
-                del self._jobs[key]
+        self._save(job)
+        finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
+        for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
+            (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
         self._runner.submit(self._run, job, paths)
         return job
 
     def get(self, job_id: str) -> Job | None:
-        with self._lock:
-            return self._jobs.get(job_id)
+        if not _JOB_ID.fullmatch(job_id):  # ids are looked up, never used as paths
+            return None
+        try:
+            return Job(**json.loads((self.folder / f"{job_id}.json").read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
 
     def all(self) -> list[Job]:
+        """The jobs kept, oldest first."""
+        paths = sorted(
+            self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns if path.exists() else 0
+        )
+        found = (self.get(path.stem) for path in paths)
+        return [job for job in found if job is not None]
+
+    def _save(self, job: Job) -> None:
+        """The job's record written whole (a temporary file renamed into place)."""
         with self._lock:
-            return list(self._jobs.values())
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".job-", delete=False) as handle:
+                json.dump(job.to_dict(), handle)
+            os.replace(handle.name, self.folder / f"{job.id}.json")
 
     def _run(self, job: Job, paths: list[Path]) -> None:
         job.state = "running"
+        self._save(job)
 
         def planned(n: int) -> None:
             job.total = n
+            self._save(job)
 
         def progress(path: str, outcome: str, n_pages: int) -> None:
             job.done += 1
             job.pages += n_pages
+            self._save(job)
 
         try:
             with self.pool.writing() as index:
                 report = retry_locked(
-                    lambda: index.add(paths, self.options, progress=progress, on_planned=planned)
+                    lambda: index.add(paths, self.options, progress=progress, on_planned=planned), JOB_WAIT
                 )
         except PagesightError as exc:
             job.error, job.state = str(exc), "failed"
-            return
         except Exception as exc:  # a bug: the job says so, the log has the traceback
             log.exception("ingestion job %s failed", job.id)
             job.error, job.state = f"{type(exc).__name__}: {exc}", "failed"
-            return
-        job.added, job.replaced, job.unchanged = report.added, report.replaced, report.unchanged
-        job.failed = [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
-        job.notes = [{"file": Path(path).name, "note": note} for path, note in report.notes]
-        job.state = "done"
+        else:
+            job.added, job.replaced, job.unchanged = report.added, report.replaced, report.unchanged
+            job.failed = [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
+            job.notes = [{"file": Path(path).name, "note": note} for path, note in report.notes]
+            job.state = "done"
+        self._save(job)
 
     def close(self) -> None:
         self._runner.shutdown(wait=True, cancel_futures=True)

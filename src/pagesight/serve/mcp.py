@@ -155,15 +155,23 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
 
 
 def http_app(
-    index: Index, reader: str | Reader = "extractive", *, path: str = "/", host: str = "127.0.0.1"
+    index: Index,
+    reader: str | Reader = "extractive",
+    *,
+    path: str = "/",
+    host: str = "127.0.0.1",
+    stateless: bool = False,
 ) -> Starlette:
     """The tools over streamable HTTP as an ASGI app answering at ``path`` (``/``: where it is mounted).
 
     ``host`` is where the app is served: on a loopback address the SDK refuses requests whose Host or
     Origin header is not a loopback one (DNS rebinding). Run the app's lifespan (see the module
-    docstring): it starts the session manager.
+    docstring): it starts the session manager. ``stateless``: each request stands alone, for
+    several server processes behind one address (``serve --workers``).
     """
-    return build_server(index, reader).streamable_http_app(streamable_http_path=path, host=host)
+    return build_server(index, reader).streamable_http_app(
+        streamable_http_path=path, host=host, stateless_http=stateless
+    )
 
 
 def serve(

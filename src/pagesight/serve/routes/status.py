@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter
 
 from pagesight import __version__
@@ -22,4 +24,10 @@ def status(server: Server) -> dict:
     with server.pool.reading() as idx:
         info = idx.info()
     pending = [job.to_dict() for job in server.jobs.all() if job.state in ("queued", "running")]
-    return {"index": info, "writable": bool(server.api_key), "readers": server.pool.readers, "jobs": pending}
+    return {
+        "index": info,
+        "writable": bool(server.api_key),
+        "readers": server.pool.readers,
+        "worker": os.getpid(),  # the server process that answered (serve --workers)
+        "jobs": pending,
+    }

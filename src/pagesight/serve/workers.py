@@ -1,0 +1,111 @@
+"""`pagesight serve`, in one process or in several over one index (``--workers N``).
+
+One server process searches on one core: its Python runs under one lock. With ``--workers N``
+uvicorn starts N processes that accept on the same socket; each opens the index itself (its own
+retrievers in memory, its own readers and models), so N cores answer. They share what is on disk:
+
+- the catalog and the retriever files: a commit by any process is seen by the others' next search
+  once their retrievers catch up (``LocalStore.max_lag``, ``pool.READ_LAG`` seconds at most);
+- the single writer: the store's write lock, so uploads taken by different processes are ingested
+  one after another (``Jobs`` waits for the lock);
+- the ingestion jobs' records (``Jobs``: JSON files), so a job is followed from any process.
+
+The MCP endpoint at /mcp is stateless there (each request stands alone), as a session opened by
+one process may be continued through another. Several processes need a store that several
+processes may open: the local one, or a Qdrant server (not Qdrant's local mode).
+
+A process of ``--workers`` builds its app from the environment (``app_from_environment``),
+since uvicorn imports an app in each process it starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from pagesight.errors import PagesightError
+from pagesight.index import Index
+
+CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the key is not in it)
+KEY_ENV = "PAGESIGHT_API_KEY"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    index: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_upload_mb: float = 100.0
+    readers: int = 4
+    uploads: str | None = None
+    device: str = "auto"
+    workers: int = 1
+
+
+def check(config: ServeConfig) -> None:
+    """Refuse a configuration that cannot be served, before any process starts."""
+    if config.workers > 1 and config.index.startswith("qdrant:") and not config.index.startswith("qdrant://"):
+        raise PagesightError(
+            f"{config.index}: Qdrant's local mode lets one process open a folder; serve it with one worker"
+        )
+    with Index.open(config.index, create=False, device=config.device) as index:
+        if config.uploads is None and not index.root.is_dir():
+            raise PagesightError(
+                f"{config.index}: not a folder, so uploads need a folder of their own: give --uploads DIR"
+            )
+
+
+def build(config: ServeConfig, api_key: str | None) -> FastAPI:
+    """The app of one server process: the index opened, the MCP tools beside it where the store
+    lets a second client open it (stateless with several processes), the JSON API and web page."""
+    from pagesight.serve.app import create_app
+    from pagesight.serve.mcp import http_app
+    from pagesight.store.local import LocalStore
+
+    index = Index.open(config.index, create=False, device=config.device)
+    # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
+    # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
+    mcp = None
+    if isinstance(index.store, LocalStore):
+        tools = Index.open(config.index, create=False, device=config.device)
+        mcp = http_app(tools, host=config.host, stateless=config.workers > 1)
+    return create_app(
+        index,
+        api_key=api_key,
+        max_upload_mb=config.max_upload_mb,
+        readers=config.readers,
+        uploads=Path(config.uploads) if config.uploads else None,
+        mcp_app=mcp,
+    )
+
+
+def app_from_environment() -> FastAPI:
+    """The app of a process that ``run`` started (uvicorn's factory)."""
+    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    return build(config, os.environ.get(KEY_ENV) or None)
+
+
+def run(config: ServeConfig, api_key: str | None) -> None:
+    """Serve until stopped (``check`` the configuration first): the app in this process, or
+    ``config.workers`` processes of it."""
+    import uvicorn
+
+    if config.workers <= 1:
+        uvicorn.run(build(config, api_key), host=config.host, port=config.port, log_level="warning")
+        return
+    os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(config))
+    if api_key:
+        os.environ[KEY_ENV] = api_key
+    uvicorn.run(
+        "pagesight.serve.workers:app_from_environment",
+        factory=True,
+        workers=config.workers,
+        host=config.host,
+        port=config.port,
+        log_level="warning",
+    )
