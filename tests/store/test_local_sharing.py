@@ -3,6 +3,7 @@ is at work, and with ``max_lag`` rebuild them at most that often (a server under
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -50,4 +51,23 @@ def test_searches_share_one_build_and_lag_a_writer_by_at_most_max_lag(tmp_path: 
         two.store.max_lag = 0.0
         assert [h.doc_id for h in two.search("glaciers valleys", k=1)] == ["glaciers"]
     for index in (one, two, writer):
+        index.close()
+
+
+def test_a_server_searches_the_last_build_while_the_next_is_made_beside(tmp_path: Path):
+    root = tmp_path / "index"
+    with Index.open(root, settings=Settings(dense_model=None)) as first:
+        assert first.add([make_pdf(tmp_path / "owls.pdf", [["barn owls hunt voles"]])]).ok
+    server, writer = (Index.open(root, create=False) for _ in range(2))
+    server.store.max_lag = 0.05
+    assert [h.doc_id for h in server.search("owls", k=1)] == ["owls"]  # the files, loaded
+    with WriteLock(root):
+        writer.catalog.put_document(_document("tides", "spring tides follow the moon"), {})
+        time.sleep(0.1)  # the last build is older than the lag
+        assert server.search("tides moon", k=1) == []  # answered at once, from the last build
+        deadline = time.monotonic() + 60
+        while not server.search("tides moon", k=1) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the next build, made beside the searches, is taken when ready
+        assert [h.doc_id for h in server.search("tides moon", k=1)] == ["tides"]
+    for index in (server, writer):
         index.close()

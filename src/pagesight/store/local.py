@@ -12,11 +12,14 @@ writer holds the lock.
 The stores of one index in one process (a server's pool of connections) share what they built in
 memory, so a commit costs one rebuild per process, not one per connection; and a store with
 ``max_lag`` > 0 serves retrievers up to that many seconds behind a writer at work, so a stream of
-commits costs a rebuild every ``max_lag`` seconds at most (``pagesight serve`` uses this).
+commits costs a rebuild every ``max_lag`` seconds at most (``pagesight serve`` uses this). There
+the rebuild is made beside the searches, in a thread with a catalog connection of its own, and
+the searches go on with the last build until it is ready: a commit never makes a search wait.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
@@ -34,6 +37,7 @@ from pagesight.store.catalog import Catalog
 from pagesight.store.lock import WriteLock
 
 CATALOG = "catalog.sqlite"
+log = logging.getLogger(__name__)
 
 
 class _Shared:
@@ -43,6 +47,7 @@ class _Shared:
         self.lock = threading.Lock()  # one thread builds; the others wait for its result
         self.retrievers: Retrievers | None = None
         self.built = 0.0  # time.monotonic() of the build
+        self.building = False  # a build beside the searches is under way
 
 
 # Held by the stores open on each directory; gone with the last of them.
@@ -125,11 +130,36 @@ class LocalStore:
                 current.generation == generation or time.monotonic() - shared.built < self.max_lag
             ):
                 return current
+            if current is not None and self.max_lag > 0:  # a server: the next build made beside
+                if not shared.building:
+                    shared.building = True
+                    threading.Thread(
+                        target=self._build_beside, name="pagesight-retrievers", daemon=True
+                    ).start()
+                return current
             # Built from a copy of the files of its own: ``build`` updates the vector stores it is
             # given in place, and the shared ones are being searched by other threads.
             built = files.build(self.catalog, files.load(self.root), self._dense_dim())
             shared.retrievers, shared.built = built, time.monotonic()
             return built
+
+    def _build_beside(self) -> None:
+        """The committed catalog's retrievers, built through a connection of this thread's own
+        (a store's connection is one transaction at a time) and shared when done."""
+        shared = self._shared
+        try:
+            catalog = Catalog(self.root)
+            try:
+                built = files.build(catalog, files.load(self.root), self._dense_dim())
+            finally:
+                catalog.close()
+            with shared.lock:
+                shared.retrievers, shared.built = built, time.monotonic()
+        except Exception:  # the searches go on with the last build; the next search tries again
+            log.exception("%s: building the retrievers beside the searches failed", self.root)
+        finally:
+            with shared.lock:
+                shared.building = False
 
     def refresh(self) -> None:
         generation = self.catalog.generation()
