@@ -221,13 +221,21 @@ class Index:
         *,
         region: tuple[float, float, float, float] | None = None,
         doc_ids: Sequence[str] | None = None,
+        where: str | None = None,
     ) -> list[Hit]:
         """The ``k`` best tiles for an image query (PixSearch): a whole image, or the ``region``
-        (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder."""
+        (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder; of the documents
+        ``doc_ids`` and those passing ``where`` (``search.filters``) when given."""
         from pagesight.search import engine
 
         return engine.search_image(
-            self.store, image, k, visual_encoder=self.visual_encoder, region=region, doc_ids=doc_ids
+            self.store,
+            image,
+            k,
+            visual_encoder=self.visual_encoder,
+            region=region,
+            doc_ids=doc_ids,
+            where=where,
         )
 
     def ask(
@@ -300,9 +308,13 @@ class Index:
         """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""
         return [d.id for d in self.catalog.documents()]
 
-    def document_list(self) -> list[dict]:
-        """Each document as {"id", "type", "pages", "source", "bytes", "notes"}, sorted by id;
-        notes are caveats found when it was read (blank pages, a web page cut short)."""
+    def document_list(self, where: str | None = None) -> list[dict]:
+        """Each document as {"id", "type", "pages", "source", "bytes", "notes", "fields"}, sorted
+        by id; notes are caveats found when it was read (blank pages, a web page cut short), fields
+        what a ``where`` filter reads (``search.filters``), which ``where`` keeps them to."""
+        from pagesight.search.filters import document_fields, parse
+
+        kept = parse(where) if where is not None else None
         return [
             {
                 "id": d.id,
@@ -311,8 +323,10 @@ class Index:
                 "source": str(d.source),
                 "bytes": d.size,
                 "notes": list(d.meta.get("notes", [])),
+                "fields": fields,
             }
             for d in self.catalog.documents()
+            if (fields := document_fields(d)) and (kept is None or kept.passes(fields))
         ]
 
     def close(self) -> None:

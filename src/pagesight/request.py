@@ -94,6 +94,11 @@ class SearchRequest:
         le=100,
     )
     doc_ids: tuple[str, ...] | None = _field(None, "Only these documents.", flags=("--doc",), http="doc")
+    where: str | None = _field(
+        None,
+        "Only documents whose fields pass, e.g. 'type = pdf and year >= 2020 and path ^= reports/'.",
+        max_length=MAX_QUERY,
+    )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
     rerank: str | None = _field(
         None, "Rerank the first-stage hits: cross-encoder, vlm, vlm-openai or a visual encoder's name."
@@ -112,6 +117,10 @@ class SearchRequest:
             check(f.name, getattr(self, f.name), spec(f))
         if self.rerank_model is not None and self.rerank is None:
             raise PagesightError("rerank_model needs rerank")
+        if self.where is not None:
+            from pagesight.search.filters import parse
+
+            parse(self.where)  # a malformed filter is refused with the request, naming its token
 
     def replace(self, **changes: Any) -> SearchRequest:
         """This request with ``changes``, checked again."""

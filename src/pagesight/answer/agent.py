@@ -306,7 +306,9 @@ class _Conversation:
         region = arguments.get("region")
         box = self._region(number, picture, region) if region is not None else None
         if self.index.settings.visual_encoder:
-            return self.index.search_image(picture, search.k, region=box, doc_ids=search.doc_ids)
+            return self.index.search_image(
+                picture, search.k, region=box, doc_ids=search.doc_ids, where=search.where
+            )
         if number == 0:
             raise _BadCall("this index has no image vectors: search by a text query of what the image shows")
         query = self._text_in(self.read[number - 1], box)

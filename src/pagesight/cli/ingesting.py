@@ -96,6 +96,10 @@ def ingest(
         int,
         typer.Option(help="Web pages: browser tabs rendering at once."),
     ] = 2,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option(help="A field KEY=VALUE every document ingested carries, for --where (repeatable)."),
+    ] = None,
     encoder: Annotated[
         str | None,
         typer.Option(
@@ -200,6 +204,7 @@ def ingest(
                 keep_images=keep_images,
                 concurrency=max(1, tabs),
             ),
+            meta=_fields(meta or []),
             ray=RayOptions(
                 address=ray_address,
                 readers=jobs or None,
@@ -227,6 +232,17 @@ def ingest(
         )
     idx.close()
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _fields(given: list[str]) -> dict[str, str]:
+    """``--meta KEY=VALUE`` options as fields."""
+    fields = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PagesightError(f"--meta must be KEY=VALUE, got '{item}'")
+        fields[key.strip()] = value.strip()
+    return fields
 
 
 def _add_with_progress(idx: Index, paths, options: IngestOptions, transient: bool):

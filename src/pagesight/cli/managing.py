@@ -111,13 +111,23 @@ def _size(n_bytes: int) -> str:
 
 
 @app.command()
-def documents(index: IndexOption, as_json: JsonOption = False) -> None:
+def documents(
+    index: IndexOption,
+    where: Annotated[
+        str | None, typer.Option(help="Only documents whose fields pass (see search --where).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
     """List the documents with their types, pages and sources.
 
-    The ids listed are what delete and --doc take.
+    The ids listed are what delete and --doc take; --json also gives each document's fields, what
+    --where reads.
     """
     idx = _open(index)
-    listing = idx.document_list()
+    try:
+        listing = idx.document_list(where)
+    except PagesightError as exc:
+        _fail(str(exc))
     if as_json:
         print(json.dumps(listing))
         return

@@ -6,6 +6,7 @@ a memory blow-up here costs only this file.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -75,9 +76,30 @@ def extract(
         note = blank_pages_note(blank, source.n_pages)
         if note:
             document.meta["notes"] = [note]
+        if isinstance(source, PdfSource) and (pdf := source.metadata()):
+            document.meta["pdf"] = pdf
+        if fields := sidecar_fields(file):
+            document.meta["fields"] = fields
         return document
     finally:
         source.close()
+
+
+def sidecar_fields(file: Path) -> dict:
+    """The fields of ``<file>.meta.json`` beside ``file`` (a JSON object of names to numbers or
+    strings), for ``where`` filters; none when there is no such file."""
+    sidecar = file.with_name(file.name + ".meta.json")
+    if not sidecar.is_file():
+        return {}
+    try:
+        fields = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{sidecar.name}: cannot read it as JSON ({exc})") from None
+    if not isinstance(fields, dict) or not all(
+        isinstance(value, (str, int, float)) and not isinstance(value, bool) for value in fields.values()
+    ):
+        raise InputError(f"{sidecar.name}: must be a JSON object of field names to numbers or strings")
+    return fields
 
 
 def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page, bool]:

@@ -31,7 +31,9 @@ class IngestOptions:
     read, and ``max_memory`` bytes (None: no limit). ``web``: how web pages render (width, tile
     height and the per-page timeout come from the index's settings and ``timeout``; a mapping of
     its fields is taken too). ``ray``: read and encode on a Ray cluster (True: a local Ray, a
-    string: a cluster's address, or ``RayOptions``); web pages are then refused."""
+    string: a cluster's address, or ``RayOptions``); web pages are then refused. ``meta``: fields
+    every document of the run carries, for ``where`` filters (``search.filters``; a file's own
+    ``<file>.meta.json`` takes precedence)."""
 
     ocr: str = "auto"
     jobs: int | None = None
@@ -40,6 +42,7 @@ class IngestOptions:
     max_memory: int | None = 4 << 30
     web: RenderOptions = field(default_factory=RenderOptions)
     ray: RayOptions | None = None
+    meta: Mapping[str, str | float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.ocr not in OCR_MODES:
@@ -50,6 +53,13 @@ class IngestOptions:
             raise PagesightError("timeout must be above 0 and page_timeout 0 or more")
         if self.max_memory is not None and self.max_memory <= 0:
             raise PagesightError(f"max_memory must be above 0 bytes, got {self.max_memory}")
+        for name, value in self.meta.items():
+            if (
+                not (isinstance(name, str) and name)
+                or isinstance(value, bool)
+                or not isinstance(value, (str, int, float))
+            ):
+                raise PagesightError(f"meta: '{name}' must name a string or a number, got {value!r}")
         if isinstance(self.web, Mapping):
             object.__setattr__(self, "web", _web(self.web))
         if self.ray is True or isinstance(self.ray, str):

@@ -157,7 +157,7 @@ def run(
     web_todo, web_settled = web_pages.plan(
         catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
     )
-    store = _Storing(catalog, report, progress, max_memory)
+    store = _Storing(catalog, report, progress, max_memory, options.meta)
     for read in settled + web_settled:
         store(read)
     if on_planned:
@@ -217,9 +217,10 @@ class _Storing:
     """The one place every input ends: a document encoded and committed in its own transaction,
     an unchanged input noted, a failure reported with its reason."""
 
-    def __init__(self, catalog: Catalog, report: IngestReport, progress, max_memory):
+    def __init__(self, catalog: Catalog, report: IngestReport, progress, max_memory, fields=None):
         self.catalog, self.report, self.progress = catalog, report, progress
         self.max_memory = max_memory
+        self.fields = dict(fields or {})  # the run's own fields (IngestOptions.meta) for every document
         self.text = None  # the dense text model, when the index has one
         self.visual: VisualEncoder | None = None
 
@@ -239,6 +240,8 @@ class _Storing:
 
     def _commit(self, read: Read, document: Document) -> None:
         settings = self.catalog.settings
+        if self.fields:  # a file's own fields (its .meta.json) over the run's
+            document.meta["fields"] = {**self.fields, **document.meta.get("fields", {})}
         if read.spec is not None:
             _record_spec(self.catalog, read.spec)
         images = read.images if read.images is not None else encode_tiles(document, self.visual, settings)

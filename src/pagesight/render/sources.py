@@ -16,6 +16,7 @@ import hashlib
 import io
 import logging
 import math
+import re
 import threading
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+_METADATA = {"Author": "author", "Subject": "subject", "Keywords": "keywords"}  # PDF info -> field
 # PDFium is not thread-safe, not even across documents: every call into it in this process, from any
 # thread (a server's requests, its MCP tools, an ingestion), is made holding this lock.
 PDFIUM_LOCK = threading.RLock()
@@ -139,6 +141,19 @@ class PdfSource:
     def text_layer(self, number: int, dpi: float) -> list[Span]:
         page = self._page(number)
         return text_layer_spans(page, self.page_size(number, dpi))
+
+    @_pdfium
+    def metadata(self) -> dict[str, str]:
+        """The PDF's author, subject, keywords and creation date (``YYYY-MM-DD``), those it has."""
+        try:
+            info = self._pdf.get_metadata_dict(skip_empty=True)
+        except pdfium.PdfiumError:
+            return {}
+        found = {name: str(info[key]).strip() for key, name in _METADATA.items() if key in info}
+        created = re.match(r"D:(\d{4})(\d{2})?(\d{2})?", info.get("CreationDate", ""))
+        if created:
+            found["created"] = "-".join(part for part in created.groups() if part)
+        return {name: value for name, value in found.items() if value}
 
     @_pdfium
     def close(self) -> None:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -45,8 +47,9 @@ def search_text(
     if not query.strip():
         raise PagesightError("the query is empty")
     check_request(store, k, doc_ids)
+    doc_ids = passing(store, doc_ids, request.where)
     current = store.retrievers()
-    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
+    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids is not None else None
     if allowed is not None and len(allowed) == 0:
         return []
     pool = max(request.candidates, k)
@@ -87,8 +90,10 @@ def search_image(
     visual_encoder: Callable[[], object],
     region: tuple[float, float, float, float] | None = None,
     doc_ids: Sequence[str] | None = None,
+    where: str | None = None,
 ) -> list[Hit]:
-    """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``."""
+    """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``; of
+    the documents ``doc_ids`` and those passing ``where`` (``search.filters``) when given."""
     check_mode(store, "visual")
     if region is not None:
         x0, y0, x1, y1 = region
@@ -98,7 +103,8 @@ def search_image(
             )
         image = image.crop((round(x0), round(y0), round(x1), round(y1)))
     check_request(store, k, doc_ids)
-    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids else None
+    doc_ids = passing(store, doc_ids, where)
+    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids is not None else None
     if allowed is not None and len(allowed) == 0:
         return []
     vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
@@ -126,6 +132,42 @@ def dense_query(settings: Settings, query: str) -> np.ndarray:
 def visual_run(current: Retrievers, vector, pool: int, allowed) -> Run:
     """The visual run from the same retrievers as the query's other runs."""
     return current.visual.search(vector, pool, allowed) if current.visual is not None else []
+
+
+def passing(store: Store, doc_ids: Sequence[str] | None, where: str | None) -> list[str] | None:
+    """The documents a search may return: ``doc_ids`` (None: all), of them those whose fields pass
+    ``where`` (``search.filters``); None when neither restricts."""
+    if where is None:
+        return list(doc_ids) if doc_ids else None
+    found, every = _passing(store, where)
+    if not doc_ids:
+        return None if every else found  # all pass: no set of tiles to keep to
+    asked = set(doc_ids)
+    return [doc_id for doc_id in found if doc_id in asked]
+
+
+_PASSED: OrderedDict[tuple[str, int, str], tuple[list[str], bool]] = OrderedDict()
+_PASSED_LOCK = threading.Lock()
+
+
+def _passing(store: Store, where: str) -> tuple[list[str], bool]:
+    """The documents passing ``where`` and whether they are all of them, kept for the catalog's
+    generation (reading every document's fields costs more than the search on a small index)."""
+    from pagesight.search.filters import matching
+
+    key = (store.location, store.catalog.generation(), where)
+    with _PASSED_LOCK:
+        if key in _PASSED:
+            _PASSED.move_to_end(key)
+            return _PASSED[key]
+    rows = store.catalog.documents()
+    found = matching(rows, where)
+    passed = (found, len(found) == len(rows))
+    with _PASSED_LOCK:
+        _PASSED[key] = passed
+        while len(_PASSED) > 64:
+            _PASSED.popitem(last=False)
+    return passed
 
 
 def check_request(store: Store, k: int, doc_ids: Sequence[str] | None) -> None:

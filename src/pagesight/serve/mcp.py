@@ -143,10 +143,16 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
         return [TextContent(type="text", text=note), _png(picture)]
 
     @server.tool(annotations=_READ_ONLY)
-    def list_documents() -> CallToolResult:
-        """The documents: id, type, pages, source, size in bytes, and notes made when they were read."""
+    def list_documents(
+        where: Annotated[
+            str | None,
+            Field(description="Only documents whose fields pass, e.g. 'type = pdf and year >= 2020'."),
+        ] = None,
+    ) -> CallToolResult:
+        """The documents: id, type, pages, source, size in bytes, notes made when they were read, and
+        the fields a search's ``where`` reads."""
         with using_index():
-            documents = index.document_list()
+            documents = index.document_list(where)
         return CallToolResult(
             content=[_text({"documents": documents})], structured_content={"documents": documents}
         )

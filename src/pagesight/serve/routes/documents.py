@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, UploadFile
+from fastapi import APIRouter, Depends, File, Query, UploadFile
 
 from pagesight.serve.jobs import check_content, safe_name, save
 from pagesight.serve.pool import retry_locked
@@ -15,10 +15,15 @@ MAX_FILES = 20  # files in one upload
 
 
 @router.get("/api/documents")
-def documents(server: Server) -> dict:
-    """Each document: id, type, pages, source, bytes, notes."""
+def documents(
+    server: Server,
+    where: Annotated[
+        str | None, Query(max_length=4000, description="Only documents whose fields pass.")
+    ] = None,
+) -> dict:
+    """Each document: id, type, pages, source, bytes, notes, and the fields ``where`` reads."""
     with server.pool.reading() as idx:
-        return {"documents": idx.document_list()}
+        return {"documents": idx.document_list(where)}
 
 
 @router.get("/api/documents/{doc_id:path}")
