@@ -46,6 +46,7 @@ def evaluate(
         ),
     ] = False,
     sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
+    where: Annotated[str | None, typer.Option(help=_help("where"))] = None,
     report: Annotated[
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
     ] = None,
@@ -118,6 +119,7 @@ def evaluate(
                 rerank_candidates=rerank_candidates,
                 rerank_model=rerank_model,
                 within_document=within_document,
+                where=where,
                 reader=reader,
                 answer_k=answer_k,
                 judge=openai_judge(judge_model, judge_base_url) if judge_model else None,

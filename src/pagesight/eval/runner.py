@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pagesight.errors import PagesightError
@@ -66,6 +66,7 @@ def configurations(
     rerank_candidates: int | None = None,
     rerank_model: str | None = None,
     within_document: bool = False,
+    where: str | None = None,
 ) -> list[harness.Config]:
     """The configurations named (hybrid when none), the alpha sweep when asked, each one
     reranked by ``rerank`` too, and each of those searched within its questions' documents too
@@ -78,6 +79,8 @@ def configurations(
         configs += [config.reranked(rerank, rerank_candidates, rerank_model) for config in configs]
     if within_document:
         configs += [config.within() for config in configs if not config.within_document]
+    if where is not None:  # every configuration over the documents that pass
+        configs = [replace(config, request=config.request.replace(where=where)) for config in configs]
     return list(dict.fromkeys(configs))
 
 
@@ -93,6 +96,7 @@ def evaluate_dataset(
     rerank_candidates: int | None = None,
     rerank_model: str | None = None,
     within_document: bool = False,
+    where: str | None = None,
     reader=None,
     answer_k: int = AskRequest.k,
     judge: Callable | None = None,
@@ -109,7 +113,7 @@ def evaluate_dataset(
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document)
+    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where)
     if judge is not None and reader is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if reader is not None:
