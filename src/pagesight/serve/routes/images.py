@@ -16,6 +16,8 @@ from pagesight.render.tiles import downscale
 from pagesight.serve.routes.common import ApiError, Server, given_boxes, lookup
 
 router = APIRouter(tags=["images"])
+Compression = Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")]
+Boxes = Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")]
 PNG = {200: {"content": {"image/png": {}}, "description": "PNG"}}
 
 
@@ -26,8 +28,8 @@ def tile_png(
     doc: str,
     page: Annotated[int, Query(ge=1)],
     tile: Annotated[int, Query(ge=0)] = 0,
-    c: Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")] = 1.0,
-    boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
+    c: Compression = 1.0,
+    boxes: Boxes = None,
 ) -> Response:
     """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
@@ -51,8 +53,8 @@ def page_png(
     request: Request,
     doc: str,
     page: Annotated[int, Query(ge=1)],
-    c: Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")] = 1.0,
-    boxes: Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")] = None,
+    c: Compression = 1.0,
+    boxes: Boxes = None,
 ) -> Response:
     """A whole page rendered again at the index DPI, evidence boxes drawn on request."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
