@@ -47,6 +47,10 @@ def serve(
             "--insecure", help="Allow binding beyond loopback without an API key (readable by all)."
         ),
     ] = False,
+    keys: Annotated[
+        Path | None,
+        typer.Option(help="A JSON file binding keys to tenants, each seeing and writing its own documents."),
+    ] = None,
     workers: Annotated[
         int, typer.Option(help="Server processes over the index, each on a core of its own (stateless /mcp).")
     ] = 1,
@@ -57,7 +61,7 @@ def serve(
     The API is documented at /docs (OpenAPI). Binds to 127.0.0.1; with --api-key every request needs
     the key, and uploads and deletes are allowed.
     """
-    if host not in LOOPBACK and not api_key and not insecure:
+    if host not in LOOPBACK and not (api_key or keys) and not insecure:
         _fail(
             f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)"
         )
@@ -66,14 +70,17 @@ def serve(
     from pagesight.serve.workers import ServeConfig, check, run
 
     config = ServeConfig(
-        index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers
-    )
+        index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
+        str(keys) if keys else None,
+    )  # fmt: skip
     try:
         check(config)
     except PagesightError as exc:
         _fail(str(exc))
     shown = f"[{host}]" if ":" in host else host
     writes = "uploads and deletes on: API key set" if api_key else "read-only: no API key"
+    if keys:
+        writes += f", tenants' keys from {keys}"
     processes = f", {workers} processes" if workers > 1 else ""
     tools = "" if index.startswith("qdrant:") else f", MCP at http://{shown}:{port}/mcp"
     err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{processes}{tools})", highlight=False)

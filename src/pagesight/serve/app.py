@@ -44,6 +44,7 @@ from pagesight.serve.jobs import Jobs, UploadError
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
+from pagesight.serve.tenants import OPERATOR, PUBLIC, Tenant, identify
 from pagesight.service import Readers
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def create_app(
     index: Index,
     *,
     api_key: str | None = None,
+    keys: dict[str, Tenant] | None = None,
     max_upload_mb: float = 100,
     readers: int = 4,
     uploads: Path | None = None,
@@ -63,7 +65,9 @@ def create_app(
 ) -> FastAPI:
     """The app serving ``index``.
 
-    ``api_key``: None leaves reads open and refuses writes. ``max_upload_mb`` bounds every request
+    ``api_key``: the operator's key, which sees and writes everything; with neither it nor
+    ``keys``, reads are open and writes refused. ``keys``: tenants' keys (``serve.tenants``), each
+    seeing and writing only its documents. ``max_upload_mb`` bounds every request
     body. ``readers``: indexes searching at once (each with its own retrievers in memory).
     ``uploads``: where uploaded files are kept (they are the documents' sources; default
     ``uploads/`` in the index directory). ``ingest_options`` (``IngestOptions``: ocr, jobs,
@@ -90,9 +94,9 @@ def create_app(
     )
     _install_errors(app)
 
-    app.add_middleware(Guard, api_key=api_key, max_upload_mb=max_upload_mb)
+    app.add_middleware(Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb)
 
-    app.state.served = Served(pool, jobs, Readers(), uploads, api_key)
+    app.state.served = Served(pool, jobs, Readers(), uploads)
     for router in ROUTERS:  # serve/routes/: each reads the state above through Depends
         app.include_router(router)
 
@@ -113,9 +117,10 @@ class Guard:
     HTTP middleware decorator wraps each request in a task and streams of its own (226 -> 238
     lexical searches/s, BENCHMARKS "Serving")."""
 
-    def __init__(self, app, *, api_key: str | None, max_upload_mb: float):
+    def __init__(self, app, *, api_key: str | None, keys: dict[str, Tenant], max_upload_mb: float):
         self.app = app
         self.api_key = api_key
+        self.keys = keys
         self.max_upload_mb = max_upload_mb
         self.max_bytes = int(max_upload_mb * (1 << 20))
 
@@ -129,16 +134,35 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), (b"x-pagesight-worker", WORKER)]
             await send(message)
 
-        refusal = self.refusal(Request(scope))
+        request = Request(scope)
+        tenant = self.caller(request)
+        refusal = self.refusal(request, tenant)
+        if refusal is None:
+            scope.setdefault("state", {})["tenant"] = tenant
         await (refusal or self.app)(scope, receive, send_with_worker)
 
-    def refusal(self, request: Request) -> JSONResponse | None:
+    def caller(self, request: Request) -> Tenant | None:
+        """The tenant of the request's key: the operator's (--api-key), one of --keys, the public
+        when no key is configured, None for a key that is none of them."""
+        if self.api_key is None and not self.keys:
+            return PUBLIC
+        given = _given_key(request)
+        operator = self.api_key is not None and hmac.compare_digest(given.encode(), self.api_key.encode())
+        tenant = identify(given, self.keys)
+        return OPERATOR if operator else tenant
+
+    def refusal(self, request: Request, tenant: Tenant | None) -> JSONResponse | None:
         path = request.url.path
         guarded = (path.startswith("/api/") and path != "/api/health") or path.startswith("/mcp")
-        if self.api_key and guarded and not _authorized(request, self.api_key):
-            return _error(
-                401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
-            )
+        if guarded:
+            if tenant is None:
+                return _error(
+                    401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
+                )
+            if path.startswith("/mcp") and tenant.where is not None:
+                return _error(
+                    403, "/mcp serves the operator's key (--api-key); use the JSON API with this key"
+                )
         if "transfer-encoding" in request.headers and "content-length" not in request.headers:
             return _error(411, "a request body needs a Content-Length")
         length = request.headers.get("content-length", "0")
@@ -154,12 +178,12 @@ class Guard:
 # Requests ------------------------------------------------------------------------------------
 
 
-def _authorized(request: Request, key: str) -> bool:
+def _given_key(request: Request) -> str:
     given = request.headers.get("x-api-key")
     if given is None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         given = token.strip() if scheme.lower() == "bearer" else ""
-    return hmac.compare_digest(given.encode(), key.encode())
+    return given
 
 
 # Responses -----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
 from pagesight.serve.pool import IndexPool, retry_locked
+from pagesight.serve.tenants import FIELD
 
 log = logging.getLogger(__name__)
 KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint
@@ -94,6 +95,7 @@ class Job:
     failed: list[dict] = field(default_factory=list)  # {"file", "reason"}
     notes: list[dict] = field(default_factory=list)  # {"file", "note"}
     error: str | None = None
+    tenant: str | None = None  # whose upload (serve.tenants); None: the operator's
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -112,13 +114,17 @@ class Jobs:
         self._lock = threading.Lock()
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
 
-    def submit(self, paths: list[Path]) -> Job:
-        job = Job(uuid.uuid4().hex, [path.name for path in paths])
+    def submit(self, paths: list[Path], tenant: str | None = None) -> Job:
+        """Ingest ``paths`` in the background; a ``tenant``'s documents carry ``tenant = NAME``."""
+        job = Job(uuid.uuid4().hex, [path.name for path in paths], tenant=tenant)
         self._save(job)
         finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
-        self._runner.submit(self._run, job, paths)
+        options = IngestOptions.given(self.options)
+        if tenant is not None:
+            options = IngestOptions.given(options, meta={**options.meta, FIELD: tenant})
+        self._runner.submit(self._run, job, paths, options)
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -145,7 +151,7 @@ class Jobs:
                 json.dump(job.to_dict(), handle)
             os.replace(handle.name, self.folder / f"{job.id}.json")
 
-    def _run(self, job: Job, paths: list[Path]) -> None:
+    def _run(self, job: Job, paths: list[Path], options: IngestOptions) -> None:
         job.state = "running"
         self._save(job)
 
@@ -161,7 +167,7 @@ class Jobs:
         try:
             with self.pool.writing() as index:
                 report = retry_locked(
-                    lambda: index.add(paths, self.options, progress=progress, on_planned=planned), JOB_WAIT
+                    lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
                 )
         except PagesightError as exc:
             job.error, job.state = str(exc), "failed"

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 
 from pagesight.errors import PagesightError
 from pagesight.index import Index
+from pagesight.serve.tenants import load_keys
 
 CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the key is not in it)
 KEY_ENV = "PAGESIGHT_API_KEY"
@@ -45,6 +46,7 @@ class ServeConfig:
     uploads: str | None = None
     device: str = "auto"
     workers: int = 1
+    keys: str | None = None  # a keys file binding keys to tenants (serve.tenants)
 
 
 def check(config: ServeConfig) -> None:
@@ -53,6 +55,8 @@ def check(config: ServeConfig) -> None:
         raise PagesightError(
             f"{config.index}: Qdrant's local mode lets one process open a folder; serve it with one worker"
         )
+    if config.keys is not None:
+        load_keys(Path(config.keys))  # a missing or malformed keys file stops the server with one line
     with Index.open(config.index, create=False, device=config.device) as index:
         if config.uploads is None and not index.root.is_dir():
             raise PagesightError(
@@ -77,6 +81,7 @@ def build(config: ServeConfig, api_key: str | None) -> FastAPI:
     return create_app(
         index,
         api_key=api_key,
+        keys=load_keys(Path(config.keys)) if config.keys else None,
         max_upload_mb=config.max_upload_mb,
         readers=config.readers,
         uploads=Path(config.uploads) if config.uploads else None,

@@ -1,5 +1,6 @@
-"""What every route shares: the server's state as a dependency (``Server``), the errors answered as
-JSON, the write guard, documents looked up, and boxes parsed."""
+"""What every route shares: the server's state and the caller's tenant as dependencies (``Server``,
+``Caller``), the errors answered as JSON, the write guard, documents looked up (another tenant's
+answer 404, as if absent), and boxes parsed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.serve.jobs import Jobs
 from pagesight.serve.pool import IndexPool
+from pagesight.serve.tenants import PUBLIC, Tenant
 from pagesight.service import MAX_BOXES, Readers, parse_boxes
 
 API_KEY_ENV = "PAGESIGHT_API_KEY"
@@ -30,40 +32,46 @@ class ApiError(HTTPException):
 
 @dataclass
 class Served:
-    """What the routes serve from: the index pool, the ingestion jobs, the readers built so far,
-    the uploads folder and the API key (None: reads open, writes refused)."""
+    """What the routes serve from: the index pool, the ingestion jobs, the readers built so far and
+    the uploads folder."""
 
     pool: IndexPool
     jobs: Jobs
     readers: Readers
     uploads: Path
-    api_key: str | None
 
 
 def served(request: Request) -> Served:
     return request.app.state.served
 
 
+def caller(request: Request) -> Tenant:
+    """The tenant the guard found for the request's key (``serve.tenants``)."""
+    return getattr(request.state, "tenant", PUBLIC)
+
+
 Server = Annotated[Served, Depends(served)]
+Caller = Annotated[Tenant, Depends(caller)]
 
 
-def writable(server: Server) -> None:
-    """A route that writes: refused unless the server has an API key."""
-    if not server.api_key:
-        raise ApiError(403, NO_WRITES)
+def writable(tenant: Caller) -> None:
+    """A route that writes: refused to a key that may not write (and to all without a key)."""
+    if not tenant.write:
+        raise ApiError(403, NO_WRITES if tenant is PUBLIC else f"the key of '{tenant.name}' may not write")
 
 
-def lookup(index: Index, doc_id: str):
-    """The catalog row of ``doc_id``: ids are looked up, never used as paths."""
+def lookup(index: Index, doc_id: str, tenant: Tenant):
+    """The catalog row of ``doc_id`` when ``tenant`` may see it: ids are looked up, never used as
+    paths, and another tenant's document is answered as absent."""
     found = index.catalog.document(doc_id)
-    if found is None:
+    if found is None or not tenant.sees(found):
         raise ApiError(404, f"no document '{doc_id}'")
     return found
 
 
-def check_documents(index: Index, doc_ids) -> None:
+def check_documents(index: Index, doc_ids, tenant: Tenant) -> None:
     for doc_id in doc_ids or ():
-        lookup(index, doc_id)
+        lookup(index, doc_id, tenant)
 
 
 def given_boxes(text: str, name: str, limit: int = MAX_BOXES) -> list[Box]:

@@ -13,7 +13,7 @@ from PIL import Image
 from pagesight.answer.show import draw_boxes
 from pagesight.records import Box
 from pagesight.render.tiles import downscale
-from pagesight.serve.routes.common import ApiError, Server, given_boxes, lookup
+from pagesight.serve.routes.common import ApiError, Caller, Server, given_boxes, lookup
 
 router = APIRouter(tags=["images"])
 Compression = Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")]
@@ -24,6 +24,7 @@ PNG = {200: {"content": {"image/png": {}}, "description": "PNG"}}
 @router.get("/api/tile", response_class=Response, responses=PNG)
 def tile_png(
     server: Server,
+    tenant: Caller,
     request: Request,
     doc: str,
     page: Annotated[int, Query(ge=1)],
@@ -34,7 +35,7 @@ def tile_png(
     """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
     with server.pool.reading() as idx:
-        document = lookup(idx, doc)
+        document = lookup(idx, doc, tenant)
         row = idx.catalog.tile_at(doc, page, tile)
         if row is None:
             raise ApiError(404, f"{doc}: no tile {tile} on page {page}")
@@ -50,6 +51,7 @@ def tile_png(
 @router.get("/api/page", response_class=Response, responses=PNG)
 def page_png(
     server: Server,
+    tenant: Caller,
     request: Request,
     doc: str,
     page: Annotated[int, Query(ge=1)],
@@ -59,7 +61,7 @@ def page_png(
     """A whole page rendered again at the index DPI, evidence boxes drawn on request."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
     with server.pool.reading() as idx:
-        document = lookup(idx, doc)
+        document = lookup(idx, doc, tenant)
         if page > document.n_pages:
             raise ApiError(404, f"{doc}: no page {page} (it has {document.n_pages})")
         tag = _etag(document.sha256, "page", page, c, drawn)

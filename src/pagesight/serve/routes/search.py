@@ -15,7 +15,7 @@ from pydantic import Field
 from pagesight.errors import PagesightError
 from pagesight.request import MAX_K, AskRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
-from pagesight.serve.routes.common import ApiError, Server, check_documents, given_boxes
+from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 from pagesight.service import hits_payload, open_image
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,12 @@ AskBody = request_model(
 
 
 @router.get("/api/search")
-def search(server: Server, query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
+def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
     """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
     request = make(SearchRequest, query)
+    request = request.replace(where=tenant.within(request.where))
     with server.pool.reading() as idx:
-        check_documents(idx, request.doc_ids)
+        check_documents(idx, request.doc_ids, tenant)
         hits = idx.search(request)
     return hits_payload(hits, query.c)
 
@@ -51,6 +52,7 @@ def search(server: Server, query: Annotated[SearchQuery, Query()]) -> dict:  # t
 @router.post("/api/search/image")
 def search_image(
     server: Server,
+    tenant: Caller,
     image: Annotated[UploadFile, File(description="The query image.")],
     k: Annotated[int, Form(ge=1, le=MAX_K)] = SearchRequest.k,
     region: Annotated[str | None, Form(description="x0,y0,x1,y1 in the image's pixels.")] = None,
@@ -63,27 +65,28 @@ def search_image(
         raise ApiError(415, str(exc)) from None
     box = given_boxes(region, "region", limit=1)[0] if region else None
     with server.pool.reading() as idx:
-        check_documents(idx, doc)
-        hits = idx.search_image(query, k=k, region=box, doc_ids=doc)
+        check_documents(idx, doc, tenant)
+        hits = idx.search_image(query, k=k, region=box, doc_ids=doc, where=tenant.within(None))
     return hits_payload(hits)
 
 
 @router.post("/api/ask")
-def ask(server: Server, body: AskBody):  # type: ignore[valid-type]
+def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-type]
     """An answer from the best tiles, with citations (boxes on pages) and its image-token cost.
 
     With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
     ``{"event": "error", ...}``)."""
     request = make(AskRequest, body)
+    request = request.replace(where=tenant.within(request.where))
     if request.model is not None and request.reader not in REMOTE_READERS:
         raise ApiError(400, f"reader '{request.reader}' runs here: its model is the server's to choose")
     reader = server.readers.get(request)
     if not body.stream:
         with server.pool.reading() as idx:
-            check_documents(idx, request.doc_ids)
+            check_documents(idx, request.doc_ids, tenant)
             return idx.ask(request, reader).to_dict()
     with server.pool.reading() as idx:
-        check_documents(idx, request.doc_ids)
+        check_documents(idx, request.doc_ids, tenant)
 
     def stages() -> Iterator[bytes]:
         with server.pool.reading() as idx:

@@ -7,7 +7,7 @@ import os
 from fastapi import APIRouter
 
 from pagesight import __version__
-from pagesight.serve.routes.common import Server
+from pagesight.serve.routes.common import Caller, Server
 
 router = APIRouter(tags=["status"])
 
@@ -19,14 +19,24 @@ def health() -> dict:
 
 
 @router.get("/api/status")
-def status(server: Server) -> dict:
-    """The index's counts, settings and size, whether writes are on, the jobs in progress."""
+def status(server: Server, tenant: Caller) -> dict:
+    """The index's counts, settings and size, whether writes are on, the jobs in progress; a
+    tenant's key is told of its own documents and jobs only."""
     with server.pool.reading() as idx:
-        info = idx.info()
-    pending = [job.to_dict() for job in server.jobs.all() if job.state in ("queued", "running")]
+        if tenant.where is None:
+            info = idx.info()
+        else:
+            own = idx.document_list(tenant.within(None))
+            info = {"documents": len(own), "pages": sum(row["pages"] for row in own)}
+    jobs = server.jobs.all()
+    pending = [
+        job.to_dict()
+        for job in jobs
+        if job.state in ("queued", "running") and (tenant.where is None or job.tenant == tenant.name)
+    ]
     return {
         "index": info,
-        "writable": bool(server.api_key),
+        "writable": tenant.write,
         "readers": server.pool.readers,
         "worker": os.getpid(),  # the server process that answered (serve --workers)
         "jobs": pending,

@@ -1,0 +1,93 @@
+"""Who a request is: the key it carries, and the documents that key may see and write.
+
+``pagesight serve --keys keys.json`` binds each key to a tenant::
+
+    {
+      "KEY-OF-RED": {"name": "red", "write": true},
+      "KEY-OF-AUDIT": {"name": "audit", "where": "tenant in (red, blue)"}
+    }
+
+A tenant sees the documents whose fields pass its ``where`` (default ``tenant = NAME``, the field
+its uploads carry), and nothing else: searches and answers rank only those documents, and a
+document, page, tile or job of another tenant is answered 404 as if it did not exist. Its uploads
+are saved under a name of its own (``NAME--file.pdf``, so never over another tenant's document)
+and carry ``tenant = NAME``. ``--api-key KEY`` is the operator's key, which sees and writes
+everything. Keys are compared in constant time, every key each time. /mcp serves the operator's
+key only: its tools are not bound to tenants yet.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pagesight.errors import PagesightError
+from pagesight.search.filters import document_fields, parse
+
+FIELD = "tenant"  # the field a tenant's uploads carry
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    where: str | None  # the documents it sees; None: all
+    write: bool
+
+    def sees(self, row) -> bool:
+        """Whether the document (a catalog row) is this tenant's to see."""
+        return self.where is None or parse(self.where).passes(document_fields(row))
+
+    def within(self, where: str | None) -> str | None:
+        """``where`` narrowed to this tenant's documents (clauses only join by ``and``, so nothing
+        a caller writes widens it)."""
+        if self.where is None:
+            return where
+        return self.where if where is None else f"{self.where} and {where}"
+
+
+OPERATOR = Tenant("operator", None, True)  # the --api-key: everything
+PUBLIC = Tenant("public", None, False)  # no key configured: reads open, writes refused
+
+
+def load_keys(path: Path) -> dict[str, Tenant]:
+    """The keys file at ``path``: keys to tenants; ``PagesightError`` naming the file and the
+    entry when it cannot be used."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PagesightError(f"{path}: cannot read the keys file ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise PagesightError(f"{path}: the keys file is not JSON ({exc})") from None
+    if not isinstance(data, dict) or not data:
+        raise PagesightError(f'{path}: the keys file must be an object of keys, {{"KEY": {{"name": ...}}}}')
+    keys = {}
+    for number, (key, entry) in enumerate(data.items(), 1):
+        where = f"{path}: key {number}"
+        if not isinstance(key, str) or len(key) < 16:
+            raise PagesightError(f"{where}: a key must be a string of 16 characters or more")
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            raise PagesightError(f'{where}: give the tenant a name: {{"name": "...", "write": false}}')
+        unknown = set(entry) - {"name", "where", "write"}
+        if unknown:
+            raise PagesightError(f"{where}: unknown {', '.join(sorted(unknown))} (name, where, write)")
+        name = entry["name"]
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise PagesightError(f"{where}: the name '{name}' must be letters, digits, - and _")
+        filtered = entry.get("where") or f"{FIELD} = {name}"
+        try:
+            parse(filtered)
+        except PagesightError as exc:
+            raise PagesightError(f"{where}: {exc}") from None
+        keys[key] = Tenant(name, filtered, bool(entry.get("write", False)))
+    return keys
+
+
+def identify(given: str, keys: dict[str, Tenant]) -> Tenant | None:
+    """The tenant of key ``given``: every key compared, each in constant time."""
+    found = None
+    for key, tenant in keys.items():
+        if hmac.compare_digest(given.encode(), key.encode()):
+            found = tenant
+    return found
