@@ -60,6 +60,20 @@ def spec(f: dataclasses.Field) -> Spec:
     return f.metadata["spec"]
 
 
+def value_type(f: dataclasses.Field) -> tuple[type, bool]:
+    """The type of a field's values as a front-end takes them (``list[str]`` for a tuple of
+    strings), and whether it may be None."""
+    text = str(f.type)  # the annotation as written: this module postpones annotations
+    if text.startswith("tuple["):
+        base: Any = list[str]
+    else:
+        base = next(kind for name, kind in _TYPES.items() if text.startswith(name))
+    return base, "None" in text
+
+
+_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+
+
 def label(f: dataclasses.Field) -> str:
     """The field's name outside Python: its ``Spec.label``, else its own."""
     return spec(f).label or f.name

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pagesight.errors import PagesightError, SettingsConflict
-from pagesight.request import MODES, SearchRequest, label, spec
+from pagesight.request import MODES, SearchRequest, label, spec, value_type
 
 if TYPE_CHECKING:
     from pagesight.index import Index
@@ -225,13 +225,9 @@ def _cli_type(f: dataclasses.Field):
     rules = spec(f)
     if f.name == "query":
         return Annotated[str, typer.Argument(help=rules.help, show_default=False)]
-    kinds = {"int": int, "float": float, "bool": bool, "str": str}
-    base = next((kinds[name] for name in kinds if str(f.type).startswith(name)), str)
+    base, optional = value_type(f)
     if rules.choices is not None:
         base = choices(f.name.title().replace("_", ""), rules.choices)
-    if "tuple[" in str(f.type):
-        base = list[str]
-    optional = "None" in str(f.type)
     declared = rules.flags or ((f"--{f.name.replace('_', '-')}",) if base is bool else ())
     return Annotated[base | None if optional else base, typer.Option(*declared, help=rules.help)]
 

@@ -14,9 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from pagesight.request import SearchRequest, label, spec
-
-_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+from pagesight.request import SearchRequest, label, spec, value_type
 
 
 def request_model(
@@ -74,14 +72,10 @@ def _served(kind: type[SearchRequest], exclude: tuple[str, ...]) -> list[datacla
 
 
 def _type(f: dataclasses.Field) -> Any:
-    rules, text = spec(f), str(f.type)
-    if rules.choices is not None:
-        base: Any = Literal[rules.choices]
-    elif text.startswith("tuple["):
-        base = list[str]
-    else:
-        base = next(_TYPES[name] for name in _TYPES if text.startswith(name))
-    return base | None if "None" in text else base
+    base, optional = value_type(f)
+    if spec(f).choices is not None:
+        base = Literal[spec(f).choices]
+    return base | None if optional else base
 
 
 def _default(f: dataclasses.Field) -> Any:
