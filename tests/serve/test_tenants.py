@@ -1,6 +1,6 @@
 """Tenants (``serve --keys``): a key sees and writes only its documents. Every way a client could
 reach another tenant's document is tried: its id, its pages and tiles, a search for its words, an
-ask, its jobs, an upload under its file name, MCP; each gets 404, 403 or nothing."""
+ask, its jobs, an upload under its file name, the MCP tools; each gets 404, 403 or nothing."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_an_upload_stays_its_tenants_and_never_replaces_anothers(served, tmp_pat
 
 
 @pytest.mark.timeout(60)
-def test_keys_may_read_write_or_neither_and_mcp_is_the_operators(served):
+def test_keys_may_read_write_or_neither(served):
     client, _ = served
     assert client.get("/api/documents", headers=as_("not-a-key-of-anyone-here")).status_code == 401
     assert client.get("/api/documents").status_code == 401
@@ -107,8 +107,56 @@ def test_keys_may_read_write_or_neither_and_mcp_is_the_operators(served):
         "/api/documents", files={"files": ("a.pdf", b"%PDF-1.4", "application/pdf")}, headers=as_(RED)
     )
     assert refused.status_code == 403 and "may not write" in refused.text
-    assert client.post("/mcp", json={}, headers=as_(BLUE)).status_code == 403
-    assert client.post("/mcp", json={}, headers=as_(OPERATOR)).status_code not in (401, 403)
+    assert client.post("/mcp", json={}, headers=as_("not-a-key-of-anyone-here")).status_code == 401
+
+
+@pytest.mark.timeout(120)
+def test_the_mcp_tools_see_what_the_key_sees(tmp_path: Path):
+    httpx2 = pytest.importorskip("httpx2")
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from pagesight.serve.mcp import http_app
+    from tests.serve.live import LiveServer
+
+    red = make_pdf(tmp_path / "red.pdf", [[SECRET]])
+    blue = make_pdf(tmp_path / "blue.pdf", [["glacier moraine survey of the blue team"]])
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    assert (
+        index.add([red], jobs=1, meta={"tenant": "red"}).ok
+        and index.add([blue], jobs=1, meta={"tenant": "blue"}).ok
+    )
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({BLUE: {"name": "blue"}}))
+    tools = http_app(Index.open(tmp_path / "ix", create=False))
+    live = LiveServer(create_app(index, api_key=OPERATOR, keys=load_keys(keys), readers=1, mcp_app=tools))
+
+    async def session(key: str):
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http,
+            Client(
+                streamable_http_client(f"{live.url}/mcp", http_client=http), read_timeout_seconds=60
+            ) as client,
+        ):
+            listed = await client.call_tool("list_documents", {})
+            found = await client.call_tool("search", {"query": SECRET, "k": 5})
+            asked = await client.call_tool("ask", {"question": "Where do zephyrine owls nest?"})
+            page = await client.call_tool("get_page", {"doc_id": "red", "page": 1})
+            return listed, found, asked, page
+
+    try:
+        listed, found, asked, page = anyio.run(session, BLUE)
+        operator = anyio.run(session, OPERATOR)
+    finally:
+        live.stop()
+        index.close()
+    assert [d["id"] for d in listed.structured_content["documents"]] == ["blue"]
+    assert all(hit["doc_id"] == "blue" for hit in found.structured_content["hits"])
+    assert "basalt" not in json.dumps(asked.structured_content)
+    assert page.is_error and "no document 'red'" in page.content[0].text
+    assert {d["id"] for d in operator[0].structured_content["documents"]} == {"blue", "red"}
+    assert not operator[3].is_error  # the operator's key sees red's page
 
 
 def test_a_keys_file_that_cannot_be_used_is_refused_with_one_line(tmp_path: Path):

@@ -154,15 +154,10 @@ class Guard:
     def refusal(self, request: Request, tenant: Tenant | None) -> JSONResponse | None:
         path = request.url.path
         guarded = (path.startswith("/api/") and path != "/api/health") or path.startswith("/mcp")
-        if guarded:
-            if tenant is None:
-                return _error(
-                    401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
-                )
-            if path.startswith("/mcp") and tenant.where is not None:
-                return _error(
-                    403, "/mcp serves the operator's key (--api-key); use the JSON API with this key"
-                )
+        if guarded and tenant is None:
+            return _error(
+                401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
+            )
         if "transfer-encoding" in request.headers and "content-length" not in request.headers:
             return _error(411, "a request body needs a Content-Length")
         length = request.headers.get("content-length", "0")

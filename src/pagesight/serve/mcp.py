@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from PIL import Image
@@ -47,6 +47,7 @@ from pagesight.index import Index
 from pagesight.render.tiles import downscale
 from pagesight.request import AskRequest, SearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
+from pagesight.serve.tenants import OPERATOR, Tenant
 from pagesight.service import hits_payload
 
 INSTRUCTIONS = (
@@ -84,9 +85,11 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
     def search(**arguments) -> CallToolResult:
         """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of
         the matching lines and the tile's box on its page; with images, each tile's image too."""
+        tenant = caller(arguments.pop("ctx"))
         images, compression = arguments.pop("images"), arguments.pop("compression")
         with using_index():
-            hits = index.search(tool_request(SearchRequest, arguments))
+            request = tool_request(SearchRequest, arguments)
+            hits = index.search(request.replace(where=tenant.within(request.where)))
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
             if images:
@@ -102,24 +105,33 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
                 "images", Annotated[bool, Field(description="Also return each tile as an image.")], False
             ),
             _parameter("compression", Compression, 4.0),
+            _parameter("ctx", Context, inspect.Parameter.empty),
         ],
         return_annotation=CallToolResult,
     )
+    search.__annotations__ = {"ctx": Context, "return": CallToolResult}  # the SDK finds the context by type
     server.tool(annotations=_READ_ONLY)(search)
 
     def ask(**arguments) -> CallToolResult:
         """Answer a question from the best tiles, with citations: page id, tile and the cited boxes."""
+        tenant = caller(arguments.pop("ctx"))
         with using_index():
             if isinstance(answering["reader"], str):
                 answering["reader"] = make_reader(answering["reader"])
-            answer = index.ask(tool_request(AskRequest, arguments), answering["reader"])
+            request = tool_request(AskRequest, arguments)
+            answer = index.ask(request.replace(where=tenant.within(request.where)), answering["reader"])
         data = answer.to_dict()
         result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
         return CallToolResult(content=[_text(result)], structured_content=result)
 
     ask.__signature__ = inspect.Signature(
-        tool_parameters(AskRequest, exclude=SERVER_CHOOSES), return_annotation=CallToolResult
+        [
+            *tool_parameters(AskRequest, exclude=SERVER_CHOOSES),
+            _parameter("ctx", Context, inspect.Parameter.empty),
+        ],
+        return_annotation=CallToolResult,
     )
+    ask.__annotations__ = {"ctx": Context, "return": CallToolResult}
     server.tool(annotations=_READ_ONLY)(ask)
 
     @server.tool(annotations=_READ_ONLY)
@@ -130,9 +142,13 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             int | None, Field(ge=0, description="A tile of the page (from 0) instead of it all.")
         ] = None,
         compression: Compression = 1.0,
+        ctx: Context = None,
     ) -> list[TextContent | ImageContent]:
         """The image of a page, or of one tile of it, rendered again from its source."""
         with using_index():
+            found = index.catalog.document(doc_id)
+            if found is None or not caller(ctx).sees(found):
+                raise PagesightError(f"no document '{doc_id}'")  # another tenant's: as if absent
             if tile is None:
                 picture = downscale(index.page_image(doc_id, page), compression)
                 what = f"{doc_id} page {page}"
@@ -148,11 +164,12 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             str | None,
             Field(description="Only documents whose fields pass, e.g. 'type = pdf and year >= 2020'."),
         ] = None,
+        ctx: Context = None,
     ) -> CallToolResult:
         """The documents: id, type, pages, source, size in bytes, notes made when they were read, and
         the fields a search's ``where`` reads."""
         with using_index():
-            documents = index.document_list(where)
+            documents = index.document_list(caller(ctx).within(where))
         return CallToolResult(
             content=[_text({"documents": documents})], structured_content={"documents": documents}
         )
@@ -194,6 +211,14 @@ def serve(
         server.run("streamable-http", host=host, port=port)
     else:
         server.run("stdio")
+
+
+def caller(ctx: Context | None) -> Tenant:
+    """The tenant of the HTTP request that called a tool, as ``pagesight serve``'s guard found it
+    (``serve.tenants``); the operator over stdio and where no guard stands (``pagesight mcp``)."""
+    request = getattr(ctx.request_context, "request", None) if ctx is not None else None
+    tenant = getattr(getattr(request, "state", None), "tenant", None)
+    return tenant if tenant is not None else OPERATOR
 
 
 def _parameter(name: str, annotation, default) -> inspect.Parameter:

@@ -12,8 +12,8 @@ its uploads carry), and nothing else: searches and answers rank only those docum
 document, page, tile or job of another tenant is answered 404 as if it did not exist. Its uploads
 are saved under a name of its own (``NAME--file.pdf``, so never over another tenant's document)
 and carry ``tenant = NAME``. ``--api-key KEY`` is the operator's key, which sees and writes
-everything. Keys are compared in constant time, every key each time. /mcp serves the operator's
-key only: its tools are not bound to tenants yet.
+everything. Keys are compared in constant time, every key each time. The MCP tools at /mcp take
+the caller's tenant from the request the guard saw (``serve.mcp.caller``), and see the same.
 """
 
 from __future__ import annotations
