@@ -262,9 +262,9 @@ class Index:
             options["reader"] = reader
         request = _request(AskRequest, question, **options)
         if reader is None or isinstance(reader, str):
-            from pagesight.answer.base import make_reader
+            from pagesight.service import build_reader
 
-            reader = make_reader(request.reader, **request.reader_options())
+            reader = build_reader(request)
         return ask(self, request, reader, image=image, hits=hits)
 
     # Reading -----------------------------------------------------------------------------------
@@ -315,19 +315,16 @@ class Index:
         from pagesight.search.filters import document_fields, parse
 
         kept = parse(where) if where is not None else None
-        return [
-            {
-                "id": d.id,
-                "type": d.type,
-                "pages": d.n_pages,
-                "source": str(d.source),
-                "bytes": d.size,
-                "notes": list(d.meta.get("notes", [])),
-                "fields": fields,
-            }
-            for d in self.catalog.documents()
-            if (fields := document_fields(d)) and (kept is None or kept.passes(fields))
-        ]
+        listed = []
+        for d in self.catalog.documents():
+            fields = document_fields(d)
+            if kept is None or kept.passes(fields):
+                notes = list(d.meta.get("notes", []))
+                listed.append(
+                    {"id": d.id, "type": d.type, "pages": d.n_pages, "source": str(d.source), "bytes": d.size,
+                     "notes": notes, "fields": fields}
+                )  # fmt: skip
+        return listed
 
     def close(self) -> None:
         if self._renderer is not None:

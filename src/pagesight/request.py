@@ -147,6 +147,8 @@ class SearchRequest:
 
     def search_request(self) -> SearchRequest:
         """The search part of this request (itself for a ``SearchRequest``)."""
+        if type(self) is SearchRequest:
+            return self
         names = {f.name for f in dataclasses.fields(SearchRequest)}
         return SearchRequest(**{name: getattr(self, name) for name in names})
 

@@ -29,16 +29,21 @@ MAX_BOXES = 200  # boxes one request may have drawn
 def build_reader(request: AskRequest, **local: Any) -> Reader:
     """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
     endpoint's base URL and key, a device: what the machine serving it decides)."""
+    options = _reader_options(request, local)
+    try:
+        return make_reader(request.reader, **options)
+    except TypeError:
+        raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
+
+
+def _reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
     options = {
         **request.reader_options(),
         **{key: value for key, value in local.items() if value is not None},
     }
     if request.reader == "openai" and request.strategy == "weighted":
         options["logprobs"] = True  # weighted selection weighs each answer by its probability
-    try:
-        return make_reader(request.reader, **options)
-    except TypeError:
-        raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
+    return options
 
 
 class Readers:
@@ -50,7 +55,7 @@ class Readers:
         self._lock = threading.Lock()
 
     def get(self, request: AskRequest) -> Reader:
-        key = json.dumps([request.reader, request.reader_options(), request.strategy], sort_keys=True)
+        key = json.dumps([request.reader, _reader_options(request, self.local)], sort_keys=True, default=str)
         with self._lock:
             if key not in self._built:
                 self._built[key] = build_reader(request, **self.local)

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -139,35 +137,13 @@ def passing(store: Store, doc_ids: Sequence[str] | None, where: str | None) -> l
     ``where`` (``search.filters``); None when neither restricts."""
     if where is None:
         return list(doc_ids) if doc_ids else None
-    found, every = _passing(store, where)
+    from pagesight.search.filters import passing_documents
+
+    found, every = passing_documents(store, where)
     if not doc_ids:
         return None if every else found  # all pass: no set of tiles to keep to
     asked = set(doc_ids)
     return [doc_id for doc_id in found if doc_id in asked]
-
-
-_PASSED: OrderedDict[tuple[str, int, str], tuple[list[str], bool]] = OrderedDict()
-_PASSED_LOCK = threading.Lock()
-
-
-def _passing(store: Store, where: str) -> tuple[list[str], bool]:
-    """The documents passing ``where`` and whether they are all of them, kept for the catalog's
-    generation (reading every document's fields costs more than the search on a small index)."""
-    from pagesight.search.filters import matching
-
-    key = (store.location, store.catalog.generation(), where)
-    with _PASSED_LOCK:
-        if key in _PASSED:
-            _PASSED.move_to_end(key)
-            return _PASSED[key]
-    rows = store.catalog.documents()
-    found = matching(rows, where)
-    passed = (found, len(found) == len(rows))
-    with _PASSED_LOCK:
-        _PASSED[key] = passed
-        while len(_PASSED) > 64:
-            _PASSED.popitem(last=False)
-    return passed
 
 
 def check_request(store: Store, k: int, doc_ids: Sequence[str] | None) -> None:

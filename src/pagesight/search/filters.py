@@ -21,6 +21,8 @@ so ``k`` hits come back however few documents pass.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -145,6 +147,29 @@ def matching(rows: Iterable, where: str) -> list[str]:
     """The ids of the documents among ``rows`` whose fields pass ``where``."""
     given = parse(where)
     return [row.id for row in rows if given.passes(document_fields(row))]
+
+
+_PASSED: OrderedDict[tuple[str, int, str], tuple[list[str], bool]] = OrderedDict()
+_PASSED_LOCK = threading.Lock()
+
+
+def passing_documents(store, where: str) -> tuple[list[str], bool]:
+    """The ids of the documents of ``store`` passing ``where``, and whether they are all of them;
+    kept per catalog generation and filter (reading every document's fields costs more than a
+    search on a small index)."""
+    key = (store.location, store.catalog.generation(), where)
+    with _PASSED_LOCK:
+        if key in _PASSED:
+            _PASSED.move_to_end(key)
+            return _PASSED[key]
+    rows = store.catalog.documents()
+    found = matching(rows, where)
+    passed = (found, len(found) == len(rows))
+    with _PASSED_LOCK:
+        _PASSED[key] = passed
+        while len(_PASSED) > 64:
+            _PASSED.popitem(last=False)
+    return passed
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

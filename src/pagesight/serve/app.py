@@ -24,7 +24,6 @@ being ingested.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 from contextlib import asynccontextmanager, nullcontext
@@ -119,8 +118,7 @@ class Guard:
 
     def __init__(self, app, *, api_key: str | None, keys: dict[str, Tenant], max_upload_mb: float):
         self.app = app
-        self.api_key = api_key
-        self.keys = keys
+        self.keys = {**keys, api_key: OPERATOR} if api_key else dict(keys)  # the operator's is one more
         self.max_upload_mb = max_upload_mb
         self.max_bytes = int(max_upload_mb * (1 << 20))
 
@@ -135,29 +133,26 @@ class Guard:
             await send(message)
 
         request = Request(scope)
-        tenant = self.caller(request)
-        refusal = self.refusal(request, tenant)
-        if refusal is None:
+        path = request.url.path
+        guarded = (path.startswith("/api/") and path != "/api/health") or path.startswith("/mcp")
+        tenant = self.caller(request) if guarded else None
+        if guarded and tenant is None:
+            refusal = _error(
+                401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
+            )
+        else:
+            refusal = self.refusal(request)
+        if refusal is None and tenant is not None:
             scope.setdefault("state", {})["tenant"] = tenant
         await (refusal or self.app)(scope, receive, send_with_worker)
 
     def caller(self, request: Request) -> Tenant | None:
-        """The tenant of the request's key: the operator's (--api-key), one of --keys, the public
-        when no key is configured, None for a key that is none of them."""
-        if self.api_key is None and not self.keys:
-            return PUBLIC
-        given = _given_key(request)
-        operator = self.api_key is not None and hmac.compare_digest(given.encode(), self.api_key.encode())
-        tenant = identify(given, self.keys)
-        return OPERATOR if operator else tenant
+        """The tenant of the request's key (the operator's, --api-key, or one of --keys), the
+        public when no key is configured, None for a key that is none of them."""
+        return identify(_given_key(request), self.keys) if self.keys else PUBLIC
 
-    def refusal(self, request: Request, tenant: Tenant | None) -> JSONResponse | None:
-        path = request.url.path
-        guarded = (path.startswith("/api/") and path != "/api/health") or path.startswith("/mcp")
-        if guarded and tenant is None:
-            return _error(
-                401, "an API key is needed: Authorization: Bearer KEY", {"WWW-Authenticate": "Bearer"}
-            )
+    def refusal(self, request: Request) -> JSONResponse | None:
+        """A body the server will not read."""
         if "transfer-encoding" in request.headers and "content-length" not in request.headers:
             return _error(411, "a request body needs a Content-Length")
         length = request.headers.get("content-length", "0")
