@@ -98,7 +98,7 @@ def stages(
         "ocr_pages_per_s": _rate(ocr_done, timings["ocr"]),
     }
     start = time.perf_counter()
-    LexicalRetriever.build(np.arange(len(texts)), texts)
+    LexicalRetriever.build(np.arange(len(texts)), texts, phrases=settings.phrases)
     result["bm25_pages_per_s"] = _rate(len(texts), time.perf_counter() - start)
     if settings.dense_model:
         chunks = [

@@ -108,6 +108,24 @@ class StoreContract:
         assert self.found(store, "owls voles tides") == ["tides"]
 
     @pytest.mark.timeout(120)
+    @pytest.mark.parametrize("phrases", [True, False])
+    def test_words_side_by_side_outrank_the_same_words_apart(self, location, phrases):
+        """With ``phrases`` (the default) a row "Total current liabilities" outranks prose holding
+        those words apart, more often; without, the prose wins, as plain BM25 has it."""
+        statements = [
+            document(f"statement{n}", [["Total current liabilities 4,521 3,980", "Total assets 9,100"]])
+            for n in (1, 2)
+        ]
+        prose = document("prose", [["In total, liabilities grew; current debt fell"]])
+        store = open_store(location, create=True, settings=Settings(dense_model=None, phrases=phrases))
+        try:
+            self.put(store, *statements, prose, OWLS, TIDES)
+            first = self.found(store, "What were the total current liabilities?")[0]
+        finally:
+            store.close()
+        assert (first != "prose") == phrases
+
+    @pytest.mark.timeout(120)
     def test_a_moved_file_is_touched_not_rewritten(self, store):
         self.put(store, OWLS)
         generation = store.catalog.generation()

@@ -134,6 +134,13 @@ def ingest(
         bool,
         typer.Option(help="BM25: read FY2018, 2023Q2 and the like as their years too (new index only)."),
     ] = Settings.period_years,
+    phrases: Annotated[
+        bool,
+        typer.Option(
+            help="BM25: pairs of neighbouring words are terms too, so phrases outrank scattered words "
+            "(new index only)."
+        ),
+    ] = Settings.phrases,
     thesaurus: Annotated[
         str,
         typer.Option(help="BM25: expand questions from this thesaurus (finance), or none (new index only)."),
@@ -177,6 +184,7 @@ def ingest(
         "ocr_engine": ("ocr_engine", ocr_engine.value),
         "heading_weight": ("heading_weight", heading_weight),
         "period_years": ("period_years", period_years),
+        "phrases": ("phrases", phrases),
         "thesaurus": ("thesaurus", None if thesaurus == "none" else thesaurus),
     }
     given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}

@@ -26,9 +26,32 @@ def stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """Lower-cased, stopword-free, stemmed terms: the same analysis for tiles and queries."""
-    return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False, show_progress=False)
+def tokenize(texts: list[str], phrases: bool = False) -> list[list[str]]:
+    """Lower-cased, stopword-free, stemmed terms: the same analysis for tiles and queries; with each
+    pair of neighbouring terms as one more term when ``phrases`` (``with_phrases``)."""
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False, show_progress=False)
+    return [with_phrases(terms) for terms in tokens] if phrases else tokens
+
+
+# A query's phrase terms weigh this much against its words (BENCHMARKS.md, "Phrases": 0.5 beat 1
+# and 0.25 on the three development sets' whole collections).
+PHRASE_WEIGHT = 0.5
+
+
+def with_phrases(terms: list[str]) -> list[str]:
+    """``terms`` followed by each pair of neighbours as one term ("total current", "current liabil"):
+    Lucene's shingles, the ordered-window part of a sequential dependence model. A page where
+    "total current liabilities" is a table's row outranks the prose that has the three words
+    apart, and the statement a question names ("balance sheet") its passing mentions' neighbours.
+    The pairs hold a space, which no word term can."""
+    return terms + [f"{a} {b}" for a, b in zip(terms, terms[1:])]
+
+
+def query_terms(query: str, phrases: bool) -> tuple[list[str], list[str]]:
+    """A query's words and, when ``phrases``, its phrase terms (``with_phrases``), each as often as
+    it occurs; the phrase terms weigh ``PHRASE_WEIGHT`` in a search."""
+    words = tokenize([query])[0]
+    return words, with_phrases(words)[len(words) :] if phrases else []
 
 
 def indexed_text(text: str, context: str, heading: str, settings: Settings) -> str:

@@ -105,7 +105,9 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         rows = list(catalog.tile_contexts())
         tile_ids = np.array([row[0] for row in rows], dtype=np.int64)
         lexical = LexicalRetriever.build(
-            tile_ids, [indexed_text(text, named, heading, settings) for _, text, named, heading in rows]
+            tile_ids,
+            [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
+            phrases=settings.phrases,
         )
         dense = None
         if dim is not None:

@@ -57,7 +57,7 @@ class Bm25Weights:
             )
             for r in batch
         ]
-        terms = tokenize(texts)
+        terms = tokenize(texts, self.settings.phrases)
         points = [
             models.PointVectors(id=r.id, vector={"bm25": bm25_document(t, average)})
             for r, t in zip(batch, terms)

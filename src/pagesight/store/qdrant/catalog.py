@@ -172,7 +172,7 @@ class QdrantCatalog(Lease, Bm25Weights):
             [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
         )
         texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
-        terms = tokenize(texts) if tiles else []
+        terms = tokenize(texts, self.settings.phrases) if tiles else []
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
         old_tiles = previous.get("tiles", 0) if previous else 0

@@ -44,13 +44,16 @@ class Bm25Vectors(_Vectors):
     using = "bm25"
 
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        from pagesight.encode.lexical import tokenize
+        from pagesight.encode.lexical import PHRASE_WEIGHT, query_terms
 
         models = qdrant_models()
-        counts = Counter(term_index(t) for t in tokenize([query])[0])
-        if not counts:
+        words, phrases = query_terms(query, self.catalog.settings.phrases)
+        weights: Counter[int] = Counter(term_index(t) for t in words)
+        for term in phrases:
+            weights[term_index(term)] += PHRASE_WEIGHT
+        if not weights:
             return []
-        vector = models.SparseVector(indices=list(counts), values=[float(c) for c in counts.values()])
+        vector = models.SparseVector(indices=list(weights), values=[float(w) for w in weights.values()])
         return [pair for pair in self._query(vector, n, allowed) if pair[1] > 0]
 
 
