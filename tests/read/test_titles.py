@@ -79,12 +79,16 @@ def test_a_page_heading_is_its_opening_short_lines_without_running_ones():
         f"{running}\nNOTE 7. Supplemental Balance Sheet Information\nAccounts payable include the amounts below.",
         f"{running}\nThe company reported a strong year, with sales up in every segment and region.\nOutlook",
         "Acme Corporation\nRisk Factors",  # the company's name opens it too: still running
+        "ACME CORP.\nConsolidated Balance Sheets\nAssets",  # a name's full stop ends no sentence
+        "of the agreement.\nNotes on the Accounts",  # a sentence's end from the page before
     ]
     assert page_headings(pages) == [
         "Consolidated Statements of Cash Flows\nYears ended December 31, 2018",  # not its rows
         "NOTE 7. Supplemental Balance Sheet Information",
         "",  # it opens with prose
         "Risk Factors",
+        "ACME CORP.\nConsolidated Balance Sheets\nAssets",
+        "",
     ]
     # Two pages cannot tell a running line from a heading: both keep theirs.
     assert page_headings(["Balance Sheet\nCash 10", "Balance Sheet\nDebt 4"]) == ["Balance Sheet"] * 2

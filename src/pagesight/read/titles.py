@@ -119,11 +119,26 @@ def page_headings(first_texts: Sequence[str]) -> list[str]:
             words = line.split()
             if seen[line.lower()] >= running or _NUMBER.fullmatch(line):
                 continue
-            if len(words) > HEADING_WORDS or line.endswith((".", ",", ";")) or _amount(words[-1]):
+            if len(words) > HEADING_WORDS or _sentence_end(words) or _amount(words[-1]):
                 break
             heading_lines.append(line)
         headings.append("\n".join(heading_lines))
     return headings
+
+
+def _sentence_end(words: list[str]) -> bool:
+    """Whether a line ends like a sentence, or a clause of one: in a comma or a semicolon, or in a
+    full stop after words that are not all capitalised, as a name's are ("NETFLIX, INC.", "Walmart
+    Inc." above a statement; "of the agreement." is a sentence's end)."""
+    last = words[-1]
+    if last.endswith((",", ";")):
+        return True
+    if not last.endswith("."):
+        return False
+    return not all(word[0].isupper() or not word[0].isalpha() for word in words if word.lower() not in _SMALL)
+
+
+_SMALL = frozenset({"a", "an", "and", "for", "in", "of", "on", "the", "to"})  # lower case in a title
 
 
 def _amount(word: str) -> bool:
