@@ -98,7 +98,9 @@ def stages(
         "ocr_pages_per_s": _rate(ocr_done, timings["ocr"]),
     }
     start = time.perf_counter()
-    LexicalRetriever.build(np.arange(len(texts)), texts, phrases=settings.phrases)
+    LexicalRetriever.build(
+        np.arange(len(texts)), texts, phrases=settings.phrases, term_weights=settings.term_weights
+    )
     result["bm25_pages_per_s"] = _rate(len(texts), time.perf_counter() - start)
     if settings.dense_model:
         chunks = [

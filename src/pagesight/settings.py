@@ -32,6 +32,7 @@ class Settings:
     heading_weight: int = 4  # BM25: ... and its page's heading (read.titles.page_headings) this many
     period_years: bool = True  # BM25: "FY2018" and "2023Q2" also read as their years (encode.lexical)
     phrases: bool = True  # BM25: pairs of neighbouring terms are terms too (encode.lexical.with_phrases)
+    term_weights: bool = True  # BM25: a question's words weigh by their burstiness (encode.lexical)
     thesaurus: str | None = "finance"  # BM25 queries expanded from it (search.expansion); None: as asked
     dense_context: bool = True  # dense chunks are encoded after the line naming their document
     visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
@@ -122,6 +123,7 @@ _BEFORE = {
     "heading_weight": 0,
     "period_years": False,
     "phrases": False,
+    "term_weights": False,
     "thesaurus": None,
     "ocr_engine": "rapidocr",
 }

@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pagesight.encode.lexical import query_terms, term_matcher, with_phrases
+from pagesight.encode.lexical import (
+    BURST_FLOOR,
+    burst_weights,
+    query_weights,
+    term_matcher,
+    tokenize,
+    with_phrases,
+)
 from pagesight.store.bm25 import LexicalRetriever
 
 
@@ -32,12 +39,39 @@ def test_phrase_terms_are_neighbouring_words_and_weigh_less_in_a_query():
         "total current",
         "current liabil",
     ]
-    words, phrases = query_terms("the total current liabilities, total", phrases=True)
-    assert (words, phrases) == (
-        ["total", "current", "liabil", "total"],
-        ["total current", "current liabil", "liabil total"],
-    )
-    assert query_terms("total current liabilities", phrases=False)[1] == []
+    weights = query_weights("the total current liabilities, total", phrases=True, bursts=None)
+    assert weights == {
+        "total": 2,
+        "current": 1,
+        "liabil": 1,
+        "total current": 0.5,
+        "current liabil": 0.5,
+        "liabil total": 0.5,
+    }
+    assert query_weights("total current liabilities", phrases=False, bursts=None) == {
+        "total": 1,
+        "current": 1,
+        "liabil": 1,
+    }
+    # with the collection's bursty words, the others weigh the floor, and a phrase its lighter word
+    weights = query_weights("total current liabilities", phrases=True, bursts={"liabil": 1.0, "current": 0.8})
+    assert weights == {
+        "total": BURST_FLOOR,
+        "current": 0.8,
+        "liabil": 1.0,
+        "total current": 0.25,
+        "current liabil": 0.4,
+    }
+
+
+def test_bursty_words_weigh_more_than_words_spread_over_every_tile():
+    tiles = [f"The information provided here concerns item {n}." for n in range(40)]
+    tiles[3] += " Liabilities: current liabilities, other liabilities and total liabilities."
+    tiles[9] += " Liabilities rose."
+    weights = burst_weights(tokenize(tiles, phrases=True))
+    assert weights.get("liabil") == 1.0  # five times on two tiles of forty: bursty
+    assert "inform" not in weights and "provid" not in weights  # once on every tile: the floor
+    assert all(" " not in term for term in weights)  # words only
 
 
 @pytest.mark.timeout(60)

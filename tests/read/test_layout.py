@@ -145,7 +145,12 @@ def test_a_qdrant_index_keeps_the_regions_and_gives_the_local_stores_hits(tmp_pa
     assert remote.catalog.n_tiles("survey", 1) == 1
     for query in ("zephyrine-5 salinity psu", "harbour seasons survey water"):
         ours, theirs = local.search(query, k=3), remote.search(query, k=3)
-        assert [h.to_dict() for h in theirs] == [h.to_dict() for h in ours], query
+        # the same hits; BM25 sums in float32 in another order in Qdrant, so its last digits differ
+        assert [{**h.to_dict(), "scores": None} for h in theirs] == [
+            {**h.to_dict(), "scores": None} for h in ours
+        ]
+        for mine, other in zip(ours, theirs):
+            assert other.scores == pytest.approx(mine.scores, rel=1e-5), query
     (hit,) = remote.search("zephyrine-5 salinity psu", k=3)
     assert hit.region.kind == "table" and hit.tile == 0
     assert remote.catalog.tile_at("survey", 1, 1).region.kind == "table"

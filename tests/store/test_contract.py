@@ -126,6 +126,28 @@ class StoreContract:
         assert (first != "prose") == phrases
 
     @pytest.mark.timeout(120)
+    @pytest.mark.parametrize("term_weights", [True, False])
+    def test_a_questions_subject_outweighs_its_instructions(self, location, term_weights):
+        """With ``term_weights`` (the default) "liabilities", which clusters on the pages about
+        it, outweighs "information provided" and "based", spread over every page: the statement
+        leads. Without, the prose holding all the question's words does."""
+        filler = [
+            document(f"item{n}", [[f"The information provided in this filing is based on item {n}"]])
+            for n in range(12)
+        ]
+        statement = document("statement", [["Liabilities: current liabilities 10, other liabilities 4"]])
+        prose = document("prose", [["The information provided on liabilities is based on notes"]])
+        store = open_store(
+            location, create=True, settings=Settings(dense_model=None, term_weights=term_weights)
+        )
+        try:
+            self.put(store, *filler, statement, prose)
+            first = self.found(store, "Based on the information provided, what were the liabilities?")[0]
+        finally:
+            store.close()
+        assert first == ("statement" if term_weights else "prose")
+
+    @pytest.mark.timeout(120)
     def test_a_moved_file_is_touched_not_rewritten(self, store):
         self.put(store, OWLS)
         generation = store.catalog.generation()

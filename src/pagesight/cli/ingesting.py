@@ -141,6 +141,13 @@ def ingest(
             "(new index only)."
         ),
     ] = Settings.phrases,
+    term_weights: Annotated[
+        bool,
+        typer.Option(
+            help="BM25: weigh a question's words by how they cluster on the collection's pages, so "
+            "its subject counts over its instructions (new index only)."
+        ),
+    ] = Settings.term_weights,
     thesaurus: Annotated[
         str,
         typer.Option(help="BM25: expand questions from this thesaurus (finance), or none (new index only)."),
@@ -185,6 +192,7 @@ def ingest(
         "heading_weight": ("heading_weight", heading_weight),
         "period_years": ("period_years", period_years),
         "phrases": ("phrases", phrases),
+        "term_weights": ("term_weights", term_weights),
         "thesaurus": ("thesaurus", None if thesaurus == "none" else thesaurus),
     }
     given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}

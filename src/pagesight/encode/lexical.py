@@ -4,9 +4,11 @@ the same for tiles, queries and the lines a hit quotes. The BM25 index itself is
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -47,11 +49,49 @@ def with_phrases(terms: list[str]) -> list[str]:
     return terms + [f"{a} {b}" for a, b in zip(terms, terms[1:])]
 
 
-def query_terms(query: str, phrases: bool) -> tuple[list[str], list[str]]:
-    """A query's words and, when ``phrases``, its phrase terms (``with_phrases``), each as often as
-    it occurs; the phrase terms weigh ``PHRASE_WEIGHT`` in a search."""
+def query_weights(query: str, phrases: bool, bursts: Mapping[str, float] | None) -> dict[str, float]:
+    """A query's terms with their weights, summed over repeats: each word 1, or its burstiness in the
+    collection when ``bursts`` is given (``burst_weights``; a word it does not hold weighs
+    ``BURST_FLOOR``); with ``phrases``, each pair of neighbours (``with_phrases``) ``PHRASE_WEIGHT``
+    times the lighter of its two words."""
     words = tokenize([query])[0]
-    return words, with_phrases(words)[len(words) :] if phrases else []
+    weight = (lambda term: 1.0) if bursts is None else (lambda term: bursts.get(term, BURST_FLOOR))
+    weights: dict[str, float] = {}
+    for term in words:
+        weights[term] = weights.get(term, 0.0) + weight(term)
+    if phrases:
+        for a, b in zip(words, words[1:]):
+            weights[f"{a} {b}"] = weights.get(f"{a} {b}", 0.0) + PHRASE_WEIGHT * min(weight(a), weight(b))
+    return weights
+
+
+# Burstiness: how much more a word clusters in few tiles than chance would spread it (Church and
+# Gale's residual IDF: its IDF less the IDF a Poisson spread of its occurrences would give). A
+# question's own subject ("liabilities", "inventories") clusters on the pages about it; the words
+# of its instructions ("information", "provided", "primarily", "based") are spread thin over every
+# page. BENCHMARKS.md, "Term weights", measured floor and scale.
+BURST_FLOOR = 0.5  # the weight of a word spread as chance would spread it, or unknown
+BURST_SCALE = 1.0  # residual IDF (in bits) at which a word weighs fully
+
+
+def burst_weights(tiles: Iterable[list[str]]) -> dict[str, float]:
+    """The weight (``BURST_FLOOR`` to 1) of each word of ``tiles`` (each tile's terms, as
+    ``tokenize`` gives them; phrase terms are left out) that weighs more than the floor."""
+    holding: Counter[str] = Counter()
+    occurrences: Counter[str] = Counter()
+    n = 0
+    for terms in tiles:
+        words = [term for term in terms if " " not in term]
+        n += 1
+        holding.update(set(words))
+        occurrences.update(words)
+    weights = {}
+    for term, df in holding.items():
+        residual = -math.log2(df / n) + math.log2(-math.expm1(-occurrences[term] / n))
+        weight = min(1.0, residual / BURST_SCALE)
+        if weight > BURST_FLOOR:
+            weights[term] = round(weight, 4)
+    return weights
 
 
 def indexed_text(text: str, context: str, heading: str, settings: Settings) -> str:

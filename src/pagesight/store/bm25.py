@@ -10,15 +10,23 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from pagesight.encode.lexical import PHRASE_WEIGHT, query_terms, tokenize
+from pagesight.encode.lexical import burst_weights, query_weights, tokenize
 
 
 class LexicalRetriever:
-    def __init__(self, model: bm25s.BM25 | None, tile_ids: np.ndarray, phrases: PhraseIds | None = None):
+    def __init__(
+        self,
+        model: bm25s.BM25 | None,
+        tile_ids: np.ndarray,
+        phrases: PhraseIds | None = None,
+        bursts: dict[str, float] | None = None,
+    ):
         self.model = model
         self.tile_ids = tile_ids
         # the index's phrase terms (encode.lexical.with_phrases); None when it has none
         self.phrases = phrases
+        # the collection's bursty words (encode.lexical.burst_weights); None: every word weighs 1
+        self.bursts = bursts
         self._removed = np.zeros(len(tile_ids), dtype=bool)  # deleted tiles the model still counts
 
     def remove(self, tile_ids: np.ndarray) -> None:
@@ -33,14 +41,16 @@ class LexicalRetriever:
         k1: float = 1.2,
         b: float = 0.75,
         phrases: bool = False,
+        term_weights: bool = False,
     ) -> LexicalRetriever:
         tokens = tokenize(texts, phrases)
+        bursts = burst_weights(tokens) if term_weights else None
         empty = PhraseIds.empty() if phrases else None
         if not any(tokens):  # no tile has a single term yet: nothing to index
-            return cls(None, tile_ids, empty)
+            return cls(None, tile_ids, empty, bursts)
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
         model.index(tokens, show_progress=False)
-        return cls(model, tile_ids, PhraseIds.take(model) if phrases else None)
+        return cls(model, tile_ids, PhraseIds.take(model) if phrases else None, bursts)
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -49,6 +59,8 @@ class LexicalRetriever:
             self.model.save(folder, show_progress=False)
         if self.phrases is not None:
             self.phrases.save(folder)
+        if self.bursts is not None:
+            (folder / "bursts.json").write_text(json.dumps(self.bursts))
         complete = {"tiles": len(self.tile_ids), "phrases": self.phrases is not None}
         (folder / "complete.json").write_text(json.dumps(complete))
 
@@ -59,22 +71,23 @@ class LexicalRetriever:
             bm25s.BM25.load(folder, show_progress=False) if (folder / "params.index.json").exists() else None
         )
         with_phrases = json.loads((folder / "complete.json").read_text()).get("phrases", False)
-        return cls(model, tile_ids, PhraseIds.load(folder) if with_phrases else None)
+        bursts = (
+            json.loads((folder / "bursts.json").read_text()) if (folder / "bursts.json").exists() else None
+        )
+        return cls(model, tile_ids, PhraseIds.load(folder) if with_phrases else None, bursts)
 
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, score) pairs with a positive score, best first."""
         if self.model is None:
             return []
         vocab = self.model.vocab_dict
-        words, phrases = query_terms(query, self.phrases is not None)
-        word_ids = [vocab[t] for t in words if t in vocab]
-        phrase_ids = self.phrases.ids(phrases) if phrases else []
-        if not word_ids and not phrase_ids:
+        weights = query_weights(query, self.phrases is not None, self.bursts)
+        held = {term: vocab[term] for term in weights if term in vocab}  # the words: phrases are apart
+        if self.phrases is not None:
+            held.update(self.phrases.found([term for term in weights if " " in term]))
+        if not held:
             return []
-        # a term given twice counts twice, as in the query
-        scores = self.model.get_scores_from_ids(word_ids)
-        if phrase_ids:
-            scores = scores + PHRASE_WEIGHT * self.model.get_scores_from_ids(phrase_ids)
+        scores = _weighted_scores(self.model, list(held.values()), [weights[term] for term in held])
         keep = ~self._removed if allowed is None else np.isin(self.tile_ids, allowed) & ~self._removed
         scores = np.where(keep, scores, 0.0)
         return _top(self.tile_ids, scores, n)
@@ -106,13 +119,15 @@ class PhraseIds:
         order = np.argsort(hashes, kind="stable")
         return cls(hashes[order], np.array([term_id for _, term_id in pairs], dtype=np.int64)[order])
 
-    def ids(self, terms: list[str]) -> list[int]:
-        """The term ids of those of ``terms`` the index holds, repeats kept."""
+    def found(self, terms: list[str]) -> dict[str, int]:
+        """The term id of each of ``terms`` the index holds."""
         if not len(self.hashes) or not terms:
-            return []
+            return {}
         wanted = _hashes(terms)
         at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
-        return [int(i) for i in self.term_ids[at[self.hashes[at] == wanted]]]
+        return {
+            term: int(self.term_ids[i]) for term, i, hit in zip(terms, at, self.hashes[at] == wanted) if hit
+        }
 
     def save(self, folder: Path) -> None:
         np.save(folder / "phrase_hashes.npy", self.hashes)
@@ -129,6 +144,17 @@ def _hashes(terms: list[str]) -> np.ndarray:
         [int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") for t in terms],
         dtype=np.uint64,
     )
+
+
+def _weighted_scores(model: bm25s.BM25, term_ids: list[int], weights: list[float]) -> np.ndarray:
+    """Each tile's sum of the terms' BM25 scores times their weights: bm25s' sum over its
+    precomputed matrix (``get_scores_from_ids``), with a weight for each term."""
+    data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
+    scores = np.zeros(model.scores["num_docs"], dtype=np.float32)
+    for term_id, weight in zip(term_ids, weights):
+        start, end = indptr[term_id], indptr[term_id + 1]
+        np.add.at(scores, indices[start:end], weight * data[start:end])
+    return scores
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:

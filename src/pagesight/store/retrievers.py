@@ -108,6 +108,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             tile_ids,
             [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
             phrases=settings.phrases,
+            term_weights=settings.term_weights,
         )
         dense = None
         if dim is not None:

@@ -23,8 +23,10 @@ Collections, for the collection name NAME:
                     "visual"  the visual encoder's vector, or for late interaction its token
                               vectors by MAX_SIM with "visual_mean" (their mean) as the prefetch,
                               as Qdrant's ColPali guidance does
-    NAME-catalog  one point per document (its record, page sizes and layout regions) and one for the index
+    NAME-catalog  one point per document (its record, page sizes and layout regions), one for the index
                   (settings, generation, visual encoder spec, BM25 statistics, the writer's lease)
+                  and one for the collection's bursty words that weigh a query's terms (counted
+                  again by ``refresh`` when the tiles grew or shrank by ``BURST_RECOUNT``)
 
 The tiles collection is created by the first ingestion, when the visual encoder's dimension is
 known. Payload indexes on document, liveness and version serve the document filters.

@@ -7,10 +7,12 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 
-from pagesight.store.qdrant.schema import PAGE, qdrant_models, scroll
+from pagesight.store.qdrant.schema import BURSTS_POINT, PAGE, qdrant_models, scroll
 
 BM25_K1, BM25_B = 1.2, 0.75  # as the local store's bm25s index
 BM25_DRIFT = 0.01  # tiles weighed with an average tile length off by more are weighed again
+BURST_SAMPLE = 50_000  # live tiles counted at most for the bursty words, evenly spaced by id
+BURST_RECOUNT = 0.1  # ... counted again when the live tiles grew or shrank by more than this share
 
 
 class Bm25Weights:
@@ -45,19 +47,10 @@ class Bm25Weights:
         return count + (self._reweigh(batch, average) if batch else 0)
 
     def _reweigh(self, batch: list, average: float) -> int:
-        from pagesight.encode.lexical import indexed_text, tokenize
+        from pagesight.encode.lexical import tokenize
 
         models = qdrant_models()
-        texts = [
-            indexed_text(
-                r.payload.get("text", ""),
-                r.payload.get("context", ""),
-                r.payload.get("heading", ""),
-                self.settings,
-            )
-            for r in batch
-        ]
-        terms = tokenize(texts, self.settings.phrases)
+        terms = tokenize([self._indexed_text(r.payload) for r in batch], self.settings.phrases)
         points = [
             models.PointVectors(id=r.id, vector={"bm25": bm25_document(t, average)})
             for r, t in zip(batch, terms)
@@ -67,6 +60,54 @@ class Bm25Weights:
         # the next refresh weighs those tiles again.
         self.client.set_payload(self.tiles_name, {"bm25_avg": average}, points=[r.id for r in batch])
         return len(batch)
+
+    def _indexed_text(self, payload: dict) -> str:
+        from pagesight.encode.lexical import indexed_text
+
+        return indexed_text(
+            payload.get("text", ""), payload.get("context", ""), payload.get("heading", ""), self.settings
+        )
+
+    def update_bursts(self) -> bool:
+        """Count the bursty words of the live tiles (``encode.lexical.burst_weights``) again when
+        their number moved by more than ``BURST_RECOUNT`` since the last count, over
+        ``BURST_SAMPLE`` of them at most; returns whether it counted. The local store counts every
+        tile at each rebuild; the counts change slowly as a collection grows, and a count reads
+        every tile it takes."""
+        from pagesight.encode.lexical import burst_weights, tokenize
+
+        if not self.settings.term_weights or not self._has_tiles():
+            return False
+        tiles = self.load()["bm25"]["tiles"]
+        counted = self._bursts_payload()
+        if counted is not None and abs(tiles - counted["tiles"]) <= BURST_RECOUNT * counted["tiles"]:
+            return False
+        ids = sorted(int(r.id) for r in scroll(self.client, self.tiles_name, self.live_filter(), False))
+        if len(ids) > BURST_SAMPLE:
+            ids = [ids[round(i * (len(ids) - 1) / (BURST_SAMPLE - 1))] for i in range(BURST_SAMPLE)]
+        texts = []
+        for start in range(0, len(ids), PAGE):
+            found = self.client.retrieve(
+                self.tiles_name, ids[start : start + PAGE], with_payload=["text", "context", "heading"]
+            )
+            texts += [self._indexed_text(r.payload) for r in found]
+        models = qdrant_models()
+        payload = {"kind": "bursts", "tiles": tiles, "weights": burst_weights(tokenize(texts))}
+        self.client.upsert(
+            self.catalog_name, [models.PointStruct(id=BURSTS_POINT, vector={}, payload=payload)]
+        )
+        return True
+
+    def bursts(self) -> dict[str, float] | None:
+        """The bursty words last counted (``update_bursts``); None when the index weighs no terms."""
+        if not self.settings.term_weights:
+            return None
+        counted = self._bursts_payload()
+        return counted["weights"] if counted is not None else {}
+
+    def _bursts_payload(self) -> dict | None:
+        found = self.client.retrieve(self.catalog_name, [BURSTS_POINT], with_payload=True)
+        return found[0].payload if found else None
 
 
 def term_index(term: str) -> int:

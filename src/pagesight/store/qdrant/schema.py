@@ -16,6 +16,7 @@ from pagesight.store.rows import TileRow, region_of
 FORMAT_VERSION = 1
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
+BURSTS_POINT = 1  # ... and the collection's bursty words (bm25.Bm25Weights.update_bursts)
 PAGE = 256  # points per scroll request
 HEAVY = ["spans", "links", "text", "context", "image"]  # payload left out when only boxes are wanted
 

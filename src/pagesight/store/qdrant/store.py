@@ -72,15 +72,17 @@ class QdrantStore:
         spec = record["visual_spec"]
         return Retrievers(
             generation=int(record["generation"]),
-            lexical=Bm25Vectors(catalog),
+            lexical=Bm25Vectors(catalog, catalog.bursts()),
             dense=DenseVectors(catalog) if catalog.settings.dense_model else None,
             visual=VisualVectors(catalog, bool(spec["multi_vector"])) if spec else None,
         )
 
     def refresh(self) -> None:
         """The vectors are written with their documents; only BM25 weights can lag: tiles written
-        while the average tile length was another are weighed again."""
+        while the average tile length was another are weighed again, and the bursty words are
+        counted again when the collection has grown or shrunk enough."""
         self.catalog.reweigh_bm25()
+        self.catalog.update_bursts()
 
     def retrievers_generation(self) -> int | None:
         return self.catalog.generation()

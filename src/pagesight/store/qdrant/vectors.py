@@ -43,14 +43,17 @@ class _Vectors:
 class Bm25Vectors(_Vectors):
     using = "bm25"
 
+    def __init__(self, catalog: QdrantCatalog, bursts: dict[str, float] | None):
+        super().__init__(catalog)
+        self.bursts = bursts  # the collection's bursty words (Bm25Weights.bursts); None: all weigh 1
+
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        from pagesight.encode.lexical import PHRASE_WEIGHT, query_terms
+        from pagesight.encode.lexical import query_weights
 
         models = qdrant_models()
-        words, phrases = query_terms(query, self.catalog.settings.phrases)
-        weights: Counter[int] = Counter(term_index(t) for t in words)
-        for term in phrases:
-            weights[term_index(term)] += PHRASE_WEIGHT
+        weights: Counter[int] = Counter()
+        for term, weight in query_weights(query, self.catalog.settings.phrases, self.bursts).items():
+            weights[term_index(term)] += weight
         if not weights:
             return []
         vector = models.SparseVector(indices=list(weights), values=[float(w) for w in weights.values()])
