@@ -54,6 +54,7 @@ class OnnxSentenceEncoder:
         # Threads done with their part sleep instead of spinning: beside other busy processes (a
         # server's other requests, an ingestion) spinning took 14-18 ms a query against 6-9 ms.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.intra_op_num_threads = THREADS[0]
         self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_tokens)
@@ -71,6 +72,18 @@ class OnnxSentenceEncoder:
             }
             out.append(self.session.run(None, inputs)[0])
         return np.concatenate(out).astype(np.float32, copy=False)
+
+
+# Threads each encoding uses: 0 is onnxruntime's default, every core, quickest for one process
+# asking alone; a server sets 1 (``use_threads``): its concurrent requests are its parallelism, and
+# four asks at once on two cores then take 89 ms at p50, against 95 ms on two threads each
+# (BENCHMARKS.md, "Serving").
+THREADS = [0]
+
+
+def use_threads(count: int) -> None:
+    """Encode with ``count`` threads in sessions made from now on (0: onnxruntime's default)."""
+    THREADS[0] = count
 
 
 def load(path: Path, model_dir: Path, max_tokens: int) -> OnnxSentenceEncoder | None:

@@ -67,10 +67,12 @@ def check(config: ServeConfig) -> None:
 def build(config: ServeConfig, api_key: str | None) -> FastAPI:
     """The app of one server process: the index opened, the MCP tools beside it where the store
     lets a second client open it (stateless with several processes), the JSON API and web page."""
+    from pagesight.encode import exported
     from pagesight.serve.app import create_app
     from pagesight.serve.mcp import http_app
     from pagesight.store.local import LocalStore
 
+    exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
     index = Index.open(config.index, create=False, device=config.device)
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.

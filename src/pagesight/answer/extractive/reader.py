@@ -48,8 +48,11 @@ class ExtractiveReader:
     inputs = "text"
     max_images = None
 
-    def __init__(self, dense: bool | None = None, dense_pool: int = 8, dense_model: str = "minilm-l6-v2"):
-        """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed)."""
+    def __init__(self, dense: bool | None = None, dense_pool: int = 3, dense_model: str = "minilm-l6-v2"):
+        """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
+        ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
+        did (benchmarks/reader.py 47/48, benchmarks/answers.py 90/90 and 13/13) at half the cost of
+        an ask (BENCHMARKS.md, "Serving")."""
         self.dense_pool = dense_pool
         self._model = None
         if dense is not False:
