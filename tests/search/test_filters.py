@@ -117,3 +117,27 @@ def test_eval_searches_every_configuration_within_the_filter(lexical_samples):
 
     whole, none = recall(None), recall("id = nothing-at-all")
     assert whole > 0 and none == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_folders_csv_gives_its_files_fields_under_their_own_sidecars(tmp_path: Path):
+    docs = tmp_path / "docs"
+    (docs / "2021").mkdir(parents=True)
+    for name in ("2021/atlas", "2021/basin", "cirque"):
+        make_pdf(docs / f"{name}.pdf", [[f"{name.split('/')[-1]} glacier moraine survey"]])
+    (docs / "pagesight.meta.csv").write_text(
+        "path,year,team,budget\n2021/atlas.pdf,2021,red,\n2021/basin.pdf,2021,blue,3.5\ncirque.pdf,2019,red,12\n"
+    )
+    (docs / "2021" / "basin.pdf.meta.json").write_text(json.dumps({"team": "green"}))  # its own wins
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add([docs], jobs=1).ok
+        fields = {row["id"]: row["fields"] for row in index.document_list()}
+        assert fields["atlas"]["year"] == 2021 and fields["atlas"]["team"] == "red"
+        assert "budget" not in fields["atlas"]  # an empty cell is no field
+        assert fields["basin"]["team"] == "green" and fields["basin"]["budget"] == 3.5
+        assert {row["id"] for row in index.document_list("year >= 2020")} == {"atlas", "basin"}
+        assert [h.doc_id for h in index.search("glacier", where="budget > 10")] == ["cirque"]
+    (docs / "pagesight.meta.csv").write_text("file,year\ncirque.pdf,2019\n")
+    with Index.open(tmp_path / "ix2", settings={"dense_model": None}) as index:
+        report = index.add([docs / "cirque.pdf"], jobs=1)
+        assert not report.ok and "pagesight.meta.csv: needs a 'path' column" in report.failed[0][1]

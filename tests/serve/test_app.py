@@ -265,7 +265,11 @@ def test_upload_is_ingested_while_searches_answer_then_deleted(keyed, index_dir,
     searching = threading.Thread(target=search_meanwhile)
     searching.start()
     try:
-        sent = keyed.post("/api/documents", files={"files": (pdf.name, pdf.read_bytes(), "application/pdf")})
+        sent = keyed.post(
+            "/api/documents",
+            files={"files": (pdf.name, pdf.read_bytes(), "application/pdf")},
+            data={"meta": ["site=Zanzibar", "year=2021"]},
+        )
         assert sent.status_code == 202, sent.text
         job = wait_for(keyed, sent.json()["job"])
     finally:
@@ -276,6 +280,11 @@ def test_upload_is_ingested_while_searches_answer_then_deleted(keyed, index_dir,
     assert statuses and set(statuses) == {200}
     assert (index_dir / "uploads" / "turbine-notes.pdf").exists()
     assert top_hit(keyed, "Zanzibar turbine")["doc_id"] == "turbine-notes"
+    # the upload's fields: the document carries them, and a filter on them finds it alone
+    (row,) = keyed.get("/api/documents", params={"where": "site = Zanzibar and year >= 2020"}).json()[
+        "documents"
+    ]
+    assert row["id"] == "turbine-notes" and row["fields"]["site"] == "Zanzibar"
 
     assert keyed.delete("/api/documents/turbine-notes").json() == {"deleted": "turbine-notes"}
     assert not (index_dir / "uploads" / "turbine-notes.pdf").exists()
@@ -297,6 +306,11 @@ def test_bad_uploads(keyed, index_dir):
     assert "not a PDF" in error_of(send("fake.pdf", b"MZ\x90\x00 not a pdf"), 415)
     assert "not an image" in error_of(send("fake.png", b"\x00" * 64), 415)
     assert "larger than the limit of 1 MB" in error_of(send("big.pdf", b"%PDF-1.4\n" + b"0" * (2 << 20)), 413)
+    refused = keyed.post(
+        "/api/documents", files={"files": ("a.png", png_bytes())}, data={"meta": "no-equals"}
+    )
+    assert "meta must be KEY=VALUE, got 'no-equals'" in error_of(refused, 422)
+    assert not (index_dir / "uploads" / "a.png").exists()
     assert not (index_dir / "uploads" / "notes.txt").exists()
 
     # a damaged PDF passes the checks and fails alone in ingestion, beside a good file

@@ -155,8 +155,13 @@ def test_upload_with_progress(server, page, tmp_path):
     page.click("#library summary")
     pdf = make_pdf(tmp_path / "lighthouse.pdf", [["The lighthouse keeper logs 12 ships a night."]])
     page.set_input_files("#files", str(pdf))
+    page.fill("#upload-meta", "coast=north, year=1899")
     page.click("#upload-form button")
     sync_api.expect(page.locator("#upload-status")).to_contain_text("1 added", timeout=90_000)
+    fields = page.evaluate(
+        f"fetch('/api/documents/lighthouse', {{headers: {{'x-api-key': '{KEY}'}}}}).then(r => r.json())"
+    )["fields"]
+    assert fields["coast"] == "north" and fields["year"] == "1899"
     sync_api.expect(page.locator("#documents")).to_contain_text("lighthouse")
     assert page.locator("#doc option[value=lighthouse]").count() == 1
     assert (root / "index" / "uploads" / "lighthouse.pdf").exists()

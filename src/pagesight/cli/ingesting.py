@@ -22,7 +22,7 @@ from pagesight.cli.common import (
     err,
 )
 from pagesight.errors import PagesightError, SettingsConflict
-from pagesight.ingest.options import IngestOptions, RayOptions
+from pagesight.ingest.options import IngestOptions, RayOptions, meta_fields
 from pagesight.render.web.jobs import RenderOptions
 from pagesight.settings import Settings
 
@@ -220,7 +220,7 @@ def ingest(
                 keep_images=keep_images,
                 concurrency=max(1, tabs),
             ),
-            meta=_fields(meta or []),
+            meta=meta_fields(meta or []),
             ray=RayOptions(
                 address=ray_address,
                 readers=jobs or None,
@@ -248,17 +248,6 @@ def ingest(
         )
     idx.close()
     raise typer.Exit(0 if report.ok else 1)
-
-
-def _fields(given: list[str]) -> dict[str, str]:
-    """``--meta KEY=VALUE`` options as fields."""
-    fields = {}
-    for item in given:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PagesightError(f"--meta must be KEY=VALUE, got '{item}'")
-        fields[key.strip()] = value.strip()
-    return fields
 
 
 def _add_with_progress(idx: Index, paths, options: IngestOptions, transient: bool):

@@ -6,9 +6,12 @@ a memory blow-up here costs only this file.
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from pagesight.errors import InputError
@@ -86,20 +89,72 @@ def extract(
 
 
 def sidecar_fields(file: Path) -> dict:
-    """The fields of ``<file>.meta.json`` beside ``file`` (a JSON object of names to numbers or
-    strings), for ``where`` filters; none when there is no such file."""
+    """The fields a file carries for ``where`` filters from beside it: its row in the nearest
+    ``pagesight.meta.csv`` of its folder or a folder above (``folder_fields``), under those of
+    ``<file>.meta.json`` (a JSON object of names to numbers or strings); none when neither is."""
+    fields = folder_fields(file)
     sidecar = file.with_name(file.name + ".meta.json")
     if not sidecar.is_file():
-        return {}
+        return fields
     try:
-        fields = json.loads(sidecar.read_text(encoding="utf-8"))
+        own = json.loads(sidecar.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{sidecar.name}: cannot read it as JSON ({exc})") from None
-    if not isinstance(fields, dict) or not all(
-        isinstance(value, (str, int, float)) and not isinstance(value, bool) for value in fields.values()
+    if not isinstance(own, dict) or not all(
+        isinstance(value, (str, int, float)) and not isinstance(value, bool) for value in own.values()
     ):
         raise InputError(f"{sidecar.name}: must be a JSON object of field names to numbers or strings")
-    return fields
+    return {**fields, **own}
+
+
+FOLDER_FIELDS = "pagesight.meta.csv"
+
+
+def folder_fields(file: Path) -> dict:
+    """``file``'s row in the nearest ``pagesight.meta.csv`` that lists it, in its folder or one
+    above: a CSV whose ``path`` column names files relative to the CSV's folder and whose other
+    columns are fields (numbers read as numbers; an empty cell is no field)."""
+    file = file.resolve()
+    for folder in file.parents:
+        table = folder / FOLDER_FIELDS
+        if table.is_file():
+            row = _folder_table(table, table.stat().st_mtime_ns).get(file.relative_to(folder).as_posix())
+            if row is not None:
+                return row
+    return {}
+
+
+@lru_cache(maxsize=64)
+def _folder_table(table: Path, mtime_ns: int) -> dict[str, dict]:
+    """A ``pagesight.meta.csv`` read once (again when it changes): relative path -> fields."""
+    try:
+        with table.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            if not reader.fieldnames or "path" not in reader.fieldnames:
+                raise InputError(
+                    f"{table}: needs a 'path' column naming the files (it has {reader.fieldnames})"
+                )
+            rows = {}
+            for row in reader:
+                name = Path((row.pop("path") or "").strip()).as_posix()
+                rows[name] = {
+                    key: _cell(value) for key, value in row.items() if key and (value or "").strip()
+                }
+            return rows
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{table}: cannot read it as CSV ({exc})") from None
+
+
+def _cell(value: str) -> str | float:
+    """A CSV cell as a field: a number when it reads as one ("2021", "3.5"), else its text."""
+    text = value.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):  # "nan", "inf": words here
+        return text
+    return int(number) if number.is_integer() and "." not in text else number
 
 
 def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page, bool]:

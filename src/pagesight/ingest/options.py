@@ -24,6 +24,17 @@ class RayOptions:
     device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
 
 
+def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
+    """``KEY=VALUE`` items (``ingest --meta``, an upload's ``meta`` form fields) as fields."""
+    fields = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PagesightError(f"{what} must be KEY=VALUE, got '{item}'")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
 @dataclass(frozen=True)
 class IngestOptions:
     """``ocr``: auto (pages without a text layer), always or never. ``jobs``: reader processes
@@ -32,8 +43,8 @@ class IngestOptions:
     height and the per-page timeout come from the index's settings and ``timeout``; a mapping of
     its fields is taken too). ``ray``: read and encode on a Ray cluster (True: a local Ray, a
     string: a cluster's address, or ``RayOptions``); web pages are then refused. ``meta``: fields
-    every document of the run carries, for ``where`` filters (``search.filters``; a file's own
-    ``<file>.meta.json`` takes precedence)."""
+    every document of the run carries, for ``where`` filters (``search.filters``; a file's own, from
+    ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence)."""
 
     ocr: str = "auto"
     jobs: int | None = None

@@ -114,16 +114,18 @@ class Jobs:
         self._lock = threading.Lock()
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
 
-    def submit(self, paths: list[Path], tenant: str | None = None) -> Job:
-        """Ingest ``paths`` in the background; a ``tenant``'s documents carry ``tenant = NAME``."""
+    def submit(self, paths: list[Path], tenant: str | None = None, fields: dict | None = None) -> Job:
+        """Ingest ``paths`` in the background, each document with ``fields``; a ``tenant``'s
+        documents carry ``tenant = NAME`` over any ``fields`` of that name."""
         job = Job(uuid.uuid4().hex, [path.name for path in paths], tenant=tenant)
         self._save(job)
         finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
         options = IngestOptions.given(self.options)
-        if tenant is not None:
-            options = IngestOptions.given(options, meta={**options.meta, FIELD: tenant})
+        owned = {FIELD: tenant} if tenant is not None else {}
+        if fields or owned:
+            options = IngestOptions.given(options, meta={**options.meta, **(fields or {}), **owned})
         self._runner.submit(self._run, job, paths, options)
         return job
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Query, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 
+from pagesight.errors import PagesightError
+from pagesight.ingest.options import meta_fields
 from pagesight.serve.jobs import check_content, safe_name, save
 from pagesight.serve.pool import retry_locked
 from pagesight.serve.routes.common import ApiError, Caller, Server, lookup, writable
@@ -48,15 +50,26 @@ def delete(server: Server, tenant: Caller, doc_id: str) -> dict:
 
 @router.post("/api/documents", status_code=202, dependencies=[Depends(writable)])
 def upload(
-    server: Server, tenant: Caller, files: Annotated[list[UploadFile], File(description="PDFs and images.")]
+    server: Server,
+    tenant: Caller,
+    files: Annotated[list[UploadFile], File(description="PDFs and images.")],
+    meta: Annotated[
+        list[str] | None,
+        Form(description="KEY=VALUE fields every file carries, for where filters (repeatable)."),
+    ] = None,
 ) -> dict:
     """Save the files and ingest them in the background; poll ``/api/jobs/{id}`` for progress.
 
     A file of a type not ingested is refused (415) before anything is saved; a file that
-    cannot be read fails alone in the job's ``failed``. A tenant's files are saved as
-    ``NAME--file`` and carry ``tenant = NAME`` (``serve.tenants``)."""
+    cannot be read fails alone in the job's ``failed``. ``meta`` fields go with every file, as
+    ``ingest --meta`` does. A tenant's files are saved as ``NAME--file`` and carry ``tenant =
+    NAME`` (``serve.tenants``), whatever ``meta`` says."""
     if len(files) > MAX_FILES:
         raise ApiError(413, f"at most {MAX_FILES} files in one upload")
+    try:
+        fields = meta_fields([item for item in meta or [] if item.strip()], "meta")
+    except PagesightError as exc:
+        raise ApiError(422, str(exc)) from None
     received = []
     for upload in files:
         name = safe_name(upload.filename or "")
@@ -69,7 +82,7 @@ def upload(
         raise ApiError(422, "two uploaded files have the same name")
     paths = [save(server.uploads, name, data) for name, data in received]
     owner = tenant.name if tenant.where is not None else None
-    return {"job": server.jobs.submit(paths, owner).to_dict()}
+    return {"job": server.jobs.submit(paths, owner, fields).to_dict()}
 
 
 @router.get("/api/jobs")

@@ -253,6 +253,9 @@ function draw() {
 function upload(files) {
   const form = new FormData();
   for (const file of files) form.append("files", file);
+  for (const field of $("upload-meta").value.split(",")) {
+    if (field.trim()) form.append("meta", field.trim());
+  }
   const bar = $("upload-progress");
   bar.hidden = false;
   return new Promise((resolve, reject) => {
