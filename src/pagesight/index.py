@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pagesight.ingest.options import IngestOptions
     from pagesight.ingest.pipeline import IngestReport
     from pagesight.render.pages import PageRenderer
+    from pagesight.search.explain import SimilarityMap
     from pagesight.search.rerank import Reranker
 
 
@@ -282,6 +283,21 @@ class Index:
         source (always, with ``rerender``), pixel-identical to the first render.
         """
         return self.renderer.tile_image(doc_id, page, tile, compression, rerender=rerender)
+
+    def explain(self, query: str, doc_id: str, page: int, tile: int = 0) -> SimilarityMap:
+        """Which patches of a tile match ``query``: its similarity map (``search.explain``) by the
+        index's visual encoder, a late-interaction one (ColPali, ColQwen)."""
+        from pagesight.search.explain import SimilarityMap
+
+        encoder = self.visual_encoder()
+        if encoder is None or not hasattr(encoder, "patch_similarity"):
+            named = f"visual encoder '{encoder.name}'" if encoder else "no visual encoder"
+            raise PagesightError(
+                f"{self.store.location}: {named}; similarity maps need a late-interaction one "
+                "(ingest --encoder colqwen2 or colpali)"
+            )
+        image = self.tile_image(doc_id, page, tile)
+        return SimilarityMap(encoder.patch_similarity(image, query), image)
 
     @property
     def renderer(self) -> PageRenderer:

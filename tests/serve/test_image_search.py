@@ -86,3 +86,6 @@ def test_image_search_refusals(client, clip_index):
     )
     error_of(outside, 400)
     error_of(client.post("/api/search/image", data={"k": "3"}), 422)
+    # CLIP gives a page one vector: no patch to draw a similarity map from
+    mapped = client.get("/api/tile", params={"doc": "memo", "page": 1, "explain": "supplier"})
+    assert "visual encoder 'clip'; similarity maps need a late-interaction one" in error_of(mapped, 400)

@@ -41,6 +41,13 @@ def search(
     region: Annotated[
         str | None, typer.Option(help="With --image: x0,y0,x1,y1 in the image's pixels.")
     ] = None,
+    explain: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write each hit's similarity map (which patches matched) to this folder as "
+            "PAGE_TILE.png: indexes with a late-interaction visual encoder."
+        ),
+    ] = None,
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
@@ -60,6 +67,10 @@ def search(
                 raise PagesightError("--region needs --image")
             hits = idx.search(request)
             _report_rerank(idx, request)
+        if explain is not None:
+            if image is not None:
+                raise PagesightError("--explain draws the maps of a text query, not of --image")
+            _explain(idx, request.query, hits, explain)
     except PagesightError as exc:
         _fail(str(exc))
     if as_json:
@@ -72,6 +83,15 @@ def search(
         tile = f"{hit.tile} ({hit.region.kind})" if hit.region is not None else str(hit.tile)
         table.add_row(str(rank), hit.page_id, tile, f"{hit.score:.4f}", hit.snippet)
     out.print(table)
+
+
+def _explain(idx: Index, query: str, hits: list, folder: Path) -> None:
+    """Each hit's similarity map drawn over its tile, saved in ``folder``; one line on stderr each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for hit in hits:
+        path = folder / f"{hit.page_id}_{hit.tile}.png"
+        idx.explain(query, hit.doc_id, hit.page, hit.tile).draw().save(path)
+        err.print(f"similarity map: {path}", highlight=False)
 
 
 def _report_rerank(idx: Index, request: SearchRequest) -> None:

@@ -142,6 +142,14 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             int | None, Field(ge=0, description="A tile of the page (from 0) instead of it all.")
         ] = None,
         compression: Compression = 1.0,
+        explain: Annotated[
+            str | None,
+            Field(
+                max_length=1000,
+                description="With tile: a query whose similarity map is drawn over the tile (which "
+                "patches matched; an index with a late-interaction visual encoder).",
+            ),
+        ] = None,
         ctx: Context = None,
     ) -> list[TextContent | ImageContent]:
         """The image of a page, or of one tile of it, rendered again from its source."""
@@ -149,7 +157,12 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             found = index.catalog.document(doc_id)
             if found is None or not caller(ctx).sees(found):
                 raise PagesightError(f"no document '{doc_id}'")  # another tenant's: as if absent
-            if tile is None:
+            if explain is not None:
+                if tile is None:
+                    raise PagesightError("explain needs a tile")
+                picture = downscale(index.explain(explain, doc_id, page, tile).draw(), compression)
+                what = f"{doc_id} page {page} tile {tile}, its similarity map to {explain!r}"
+            elif tile is None:
                 picture = downscale(index.page_image(doc_id, page), compression)
                 what = f"{doc_id} page {page}"
             else:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from PIL import Image
+
 from pagesight.encode.visual.late_interaction import LateInteractionEncoder
 from pagesight.errors import PagesightError
 
@@ -47,6 +49,10 @@ class ColPaliEncoder(LateInteractionEncoder):
                 f"pixels ({pixels}); max_pixels={max_pixels} cannot change that"
             )
         return pixels
+
+    def _patch_grid(self, image: Image.Image) -> tuple[int, int]:
+        # the config's: ColPali.patch_size reads a vision tower transformers 5 has moved
+        return self.processor.get_n_patches(image.size, patch_size=self.model.config.vision_config.patch_size)
 
     def _finish_loading(self, model: Any) -> Any:
         model.model.tie_weights()  # the LM head (tied to the embeddings) is left on the meta device

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from PIL import Image
+
 from pagesight.encode.visual.late_interaction import LateInteractionEncoder
 from pagesight.encode.visual.processors import set_pixel_budget
 
@@ -21,6 +23,9 @@ class ColQwen2Encoder(LateInteractionEncoder):
 
     def _configure_images(self, max_pixels: int | None) -> int:
         return set_pixel_budget(self.processor.image_processor, None, max_pixels)
+
+    def _patch_grid(self, image: Image.Image) -> tuple[int, int]:
+        return self.processor.get_n_patches(image.size, spatial_merge_size=self.model.spatial_merge_size)
 
 
 class ColQwen25Encoder(ColQwen2Encoder):

@@ -23,10 +23,12 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from PIL import Image
 
-from pagesight.encode.visual.base import TorchEncoder, require
+from pagesight.encode.visual.base import TorchEncoder, normalize, require
 from pagesight.encode.visual.processors import image_only
+from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
     import torch
@@ -97,3 +99,31 @@ class LateInteractionEncoder(TorchEncoder):
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         return self._embed(self.processor.process_queries(texts))
+
+    def patch_similarity(self, image: Image.Image, query: str) -> np.ndarray:
+        """Each of ``image``'s patches' best similarity to ``query``'s tokens, as the (rows,
+        columns) grid the model cut the image into (``search.explain``), from the same unit
+        vectors MaxSim ranks with."""
+        from pagesight.search.explain import best_similarity
+
+        image = image if image.mode == "RGB" else image.convert("RGB")
+        columns, rows = self._patch_grid(image)
+        batch = self.processor.process_images([image])
+        where = self.processor.get_image_mask(batch)[0].cpu().numpy().astype(bool)
+        with self.torch.inference_mode():
+            (tokens,) = self._embed(batch)  # one image: every token real, in the input's order
+        patches = normalize(tokens.float().cpu().numpy())[where]
+        if len(patches) != rows * columns:
+            raise PagesightError(
+                f"visual encoder '{self.name}': {len(patches)} image tokens for a grid of "
+                f"{columns}x{rows} patches"
+            )
+        (query_vectors,) = self.encode_queries([query])
+        return best_similarity(patches.reshape(rows, columns, -1), query_vectors)
+
+    def _patch_grid(self, image: Image.Image) -> tuple[int, int]:
+        """(columns, rows) of the patches the model cuts ``image`` into (colpali-engine's
+        ``get_n_patches``)."""
+        raise PagesightError(
+            f"visual encoder '{self.name}' draws no similarity maps (colpali and colqwen do)"
+        )

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from PIL import Image
 
 from pagesight.answer.show import draw_boxes
+from pagesight.errors import PagesightError
 from pagesight.records import Box
 from pagesight.render.tiles import downscale
 from pagesight.serve.routes.common import ApiError, Caller, Server, given_boxes, lookup
@@ -31,18 +32,34 @@ def tile_png(
     tile: Annotated[int, Query(ge=0)] = 0,
     c: Compression = 1.0,
     boxes: Boxes = None,
+    explain: Annotated[
+        str | None,
+        Query(
+            max_length=1000,
+            description="A query: the tile with its similarity map drawn (which patches matched), "
+            "for an index with a late-interaction visual encoder.",
+        ),
+    ] = None,
 ) -> Response:
-    """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request."""
+    """A tile as the reader sees it at compression ``c``, evidence boxes drawn on request, or its
+    similarity map to the query ``explain``."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
     with server.pool.reading() as idx:
         document = lookup(idx, doc, tenant)
         row = idx.catalog.tile_at(doc, page, tile)
         if row is None:
             raise ApiError(404, f"{doc}: no tile {tile} on page {page}")
-        tag = _etag(document.sha256, "tile", page, tile, c, drawn)
+        tag = _etag(document.sha256, "tile", page, tile, c, drawn, explain)
         if _fresh(request, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        image = idx.tile_image(doc, page, tile, c)
+        if explain is not None:
+            try:
+                similarity = idx.explain(explain, doc, page, tile)
+            except PagesightError as exc:
+                raise ApiError(400, str(exc)) from None
+            image = downscale(similarity.draw(), c)
+        else:
+            image = idx.tile_image(doc, page, tile, c)
     x0, y0 = row.box[0], row.box[1]
     scale = image.width / max(1.0, row.box[2] - row.box[0])
     return _png(image, [_moved(box, x0, y0, scale) for box in drawn], tag)

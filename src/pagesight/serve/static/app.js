@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const KEY = "pagesight-api-key";
 const MARGIN = 120; // page pixels shown around the cited boxes
 let writable = false;
+let explainable = false; // a late-interaction visual encoder: visual hits can show their similarity map
 
 // The API ------------------------------------------------------------------------------------
 
@@ -53,6 +54,7 @@ async function loadStatus() {
   const status = await (await api("/api/status")).json();
   const info = status.index;
   writable = status.writable;
+  explainable = Boolean(info.visual_encoder && info.visual_encoder.multi_vector);
   $("summary").textContent =
     `${info.documents} documents, ${info.pages} pages, ${info.tiles} tiles` +
     (writable ? "" : " · read-only (start with --api-key to upload)");
@@ -170,6 +172,28 @@ function hitCard(hit, rank, compression) {
   snippet.className = "snippet";
   snippet.textContent = hit.snippet;
   card.append(image, label, snippet);
+  if (explainable && hit.scores && "visual" in hit.scores) {
+    // Which patches matched: the tile with its similarity map to the question, and back.
+    const map = document.createElement("button");
+    map.type = "button";
+    map.className = "explain";
+    map.textContent = "similarity map";
+    const asked = $("question").value;
+    let plain = null;
+    map.onclick = async (event) => {
+      event.stopPropagation();
+      if (plain === null) {
+        plain = image.src;
+        image.src = await imageUrl(`/api/tile?${query({ ...params, boxes: undefined, explain: asked })}`);
+        map.textContent = "evidence";
+      } else {
+        image.src = plain;
+        plain = null;
+        map.textContent = "similarity map";
+      }
+    };
+    card.append(map);
+  }
   const open = () => showRegion(hit.doc_id, hit.page, shown.length ? shown : [hit.tile_box], hit.page_id);
   card.onclick = open;
   card.onkeydown = (event) => event.key === "Enter" && open();

@@ -1,0 +1,65 @@
+"""Similarity maps: which patches of a tile matched a query, for visual hits.
+
+A late-interaction encoder (ColPali, ColQwen) gives a page one vector per image patch and a query
+one per token; MaxSim adds, for each query token, its best patch. Seen from the page's side, each
+patch's best similarity to any of the query's tokens shows where the page answered: the map
+colpali-engine's interpretability module draws per token, taken at its maximum over the tokens.
+``Index.explain`` computes it for a tile (``search --explain DIR``, ``GET /api/tile?explain=``,
+the web page's hit view), drawn over the tile as a heat map with its strongest patch outlined.
+Text hits keep their evidence boxes instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from pagesight.records import Box
+
+HEAT = (220, 30, 30)  # the colour of a strong match
+OPACITY = 0.6  # of the strongest patch's colour over the tile
+
+
+def best_similarity(patches: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each patch's best similarity to the query's tokens: ``patches`` (rows, columns, dim) and
+    ``query`` (tokens, dim), unit vectors, give a (rows, columns) grid."""
+    return (patches @ query.T).max(axis=-1)
+
+
+@dataclass
+class SimilarityMap:
+    """A tile's patch grid of similarities to a query (``best_similarity``), and the tile."""
+
+    grid: np.ndarray  # (rows, columns): row 0 is the top of the tile
+    image: Image.Image  # the tile, as the encoder read it
+
+    @property
+    def strongest(self) -> tuple[int, int]:
+        """(row, column) of the best-matching patch."""
+        row, column = np.unravel_index(int(np.argmax(self.grid)), self.grid.shape)
+        return int(row), int(column)
+
+    def cell_box(self, row: int, column: int) -> Box:
+        """A patch's box in the tile image's pixels."""
+        rows, columns = self.grid.shape
+        width, height = self.image.size
+        return (
+            column * width / columns,
+            row * height / rows,
+            (column + 1) * width / columns,
+            (row + 1) * height / rows,
+        )
+
+    def draw(self) -> Image.Image:
+        """The tile with the map over it: each patch tinted by its similarity (the weakest not at
+        all, the strongest at ``OPACITY``), the strongest outlined."""
+        low, high = float(self.grid.min()), float(self.grid.max())
+        scaled = (self.grid - low) / (high - low) if high > low else np.zeros_like(self.grid)
+        alpha = Image.fromarray(np.uint8(255 * OPACITY * scaled)).resize(self.image.size, Image.NEAREST)
+        tile = self.image.convert("RGB")
+        drawn = Image.composite(Image.new("RGB", tile.size, HEAT), tile, alpha)
+        outline = ImageDraw.Draw(drawn)
+        outline.rectangle(self.cell_box(*self.strongest), outline=HEAT, width=max(2, round(tile.width / 300)))
+        return drawn
