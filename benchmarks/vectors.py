@@ -1,6 +1,6 @@
 """The vector layer of issue 5 on synthetic vectors: MaxSim, MUVERA, token pooling, single-vector ANN.
 
-    python benchmarks/vectors.py [--sections maxsim,muvera,pooling,ann] [--ann-sizes 100000,1000000] ...
+    python benchmarks/vectors.py [--sections maxsim,muvera,compact,pooling,ann] [--ann-sizes 100000,1000000] ...
 
 Prints one JSON object (also written to ``--out`` when given), with the machine's load averages at
 the start and end of each section, since timings on a shared machine depend on them.
@@ -430,6 +430,50 @@ def bench_muvera(args: argparse.Namespace) -> dict:
     return result
 
 
+def bench_compact(args: argparse.Namespace) -> dict:
+    """Multi-vectors kept as float16, int8 or binary codes (``vectors.quantize``): memory a page,
+    recall@10 against the float16 retriever and exact MaxSim, search latency."""
+    started = load()
+    gen = TopicPages(topics=args.topics, seed=2)
+    store = gen.pages(args.compact_pages, args.muvera_page_vectors)
+    queries, targets = gen.queries(store, args.muvera_queries)
+    truth = np.argsort(-maxsim(queries, store), axis=1, kind="stable")[:, :10]
+    result: dict = {"pages": args.compact_pages, "vectors_per_page": args.muvera_page_vectors, "dim": 128}
+    reference = None
+    for storage in ("float16", "int8", "binary"):
+        retriever = MuveraRetriever(Muvera(128, k_sim=4, d_proj=16, reps=20, seed=0), storage=storage)
+        t = time.perf_counter()
+        for first in range(0, len(store), 500):
+            chunk = np.arange(first, min(len(store), first + 500))
+            retriever.add(chunk, store.take(chunk))
+        build_s = time.perf_counter() - t
+        for rescore in (10, args.compact_rescore) if storage != "float16" else (0,):
+            found, times = [], []
+            for query in queries:
+                t = time.perf_counter()
+                _, ids = retriever.search([query], 10, ef=args.compact_ef, rescore=rescore)
+                times.append(time.perf_counter() - t)
+                found.append(ids[0])
+            found = np.array(found)
+            reference = found if storage == "float16" else reference
+            sizes = retriever.bytes_per_page()
+            result[storage if storage == "float16" else f"{storage}_rescore{rescore}"] = {
+                "bytes_per_page_in_memory": round(sizes["multivectors"], 1),
+                "bytes_per_page_on_disk": round(sizes.get("on_disk", sizes["multivectors"]), 1),
+                "fde_index_bytes_per_page": round(sizes["fde_index"], 1),
+                "recall@10_vs_float16": round(recall_at(found, reference), 4),
+                "recall@10_vs_exact_maxsim": round(recall_at(found, truth), 4),
+                "planted_page_at_1": float(np.mean(found[:, 0] == targets)),
+                "build_s": round(build_s, 1),
+                **latency_stats(times),
+            }
+        print(json.dumps({"progress": f"compact {storage}", "load": load()}), file=sys.stderr, flush=True)
+        del retriever
+        gc.collect()
+    result["ef"], result["load_start"], result["load_end"] = args.compact_ef, started, load()
+    return result
+
+
 # ---- (c) token pooling --------------------------------------------------------------------------
 
 
@@ -480,7 +524,7 @@ def bench_pooling(args: argparse.Namespace) -> dict:
 
 # ---- main ---------------------------------------------------------------------------------------
 
-SECTIONS = ("maxsim", "muvera", "pooling", "ann")
+SECTIONS = ("maxsim", "muvera", "compact", "pooling", "ann")
 
 
 def main() -> None:
@@ -497,6 +541,10 @@ def main() -> None:
     parser.add_argument("--muvera-queries", type=int, default=50)
     parser.add_argument("--muvera-ef", default="256,512,1024")
     parser.add_argument("--topics", type=int, default=2000)
+    # (b') compact multi-vectors
+    parser.add_argument("--compact-pages", type=int, default=2000)
+    parser.add_argument("--compact-ef", type=int, default=512)
+    parser.add_argument("--compact-rescore", type=int, default=64)
     # (c) pooling
     parser.add_argument("--pooling-pages", type=int, default=1000)
     parser.add_argument("--pooling-page-vectors", type=int, default=1030)
@@ -526,7 +574,13 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_start": load()},
     }
-    runners = {"maxsim": bench_maxsim, "muvera": bench_muvera, "pooling": bench_pooling, "ann": bench_ann}
+    runners = {
+        "maxsim": bench_maxsim,
+        "muvera": bench_muvera,
+        "compact": bench_compact,
+        "pooling": bench_pooling,
+        "ann": bench_ann,
+    }
     for name in args.sections.split(","):
         if name not in runners:
             parser.error(f"unknown section {name!r}; known: {', '.join(SECTIONS)}")

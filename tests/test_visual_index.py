@@ -140,8 +140,13 @@ def test_lexical_index_has_no_visual_search(tmp_path):
         index.search_image(index.tile_image("a", 1, 0))
 
 
-@pytest.mark.parametrize("store", ["local", "qdrant"])
-def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
+@pytest.mark.parametrize(
+    ("store", "storage"),
+    [("local", "float16"), ("qdrant", "float16"), ("local", "binary"), ("qdrant", "int8")],
+)
+def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store, storage):
+    """Compact storage (int8 or binary codes) rescores its candidates with the float16 vectors: on a
+    corpus smaller than the rescored pool, the same exact ranking."""
     from pagesight.encode.visual.late_interaction import import_colpali
 
     if store == "qdrant":
@@ -149,7 +154,9 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
     models = import_colpali()
     folder = tmp_path / "tiny-colqwen2"
     build_qwen(folder, "qwen2-vl", models.ColQwen2, models.ColQwen2Processor)
-    settings = Settings(dense_model=None, visual_encoder="colqwen2", visual_model=str(folder))
+    settings = Settings(
+        dense_model=None, visual_encoder="colqwen2", visual_model=str(folder), multi_vector_storage=storage
+    )
     # Qdrant: token vectors compared by its MAX_SIM, after a prefetch on their mean
     index = Index.open(tmp_path / "ix" if store == "local" else f"qdrant:{tmp_path / 'q'}", settings=settings)
     index.device = "cpu"
@@ -163,6 +170,12 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store):
     assert [(h.doc_id, h.page, h.tile) for h in hits] == [tiles[i] for i in np.argsort(-expected)]
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True
+    if store == "local":
+        assert index.store.retrievers().visual.engine.storage == storage
+    else:  # Qdrant keeps the codes it is told to (a server searches them; local mode exactly)
+        params = index.store.client.get_collection(index.store.catalog.tiles_name).config.params
+        quantization = params.vectors["visual"].quantization_config
+        assert (quantization is None) == (storage == "float16")
     # Reranking any first stage by the same encoder scores the stored token vectors: no image is
     # encoded again, and the scores are the exact MaxSim of the stored (float16) vectors.
     reranker = make_reranker("colqwen2", model=str(folder), device="cpu")

@@ -13,6 +13,7 @@ from pagesight.errors import PagesightError, SettingsConflict
 OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
 OCR_ENGINES = ("rapidocr", "tesseract")  # read.ocr
+MULTI_VECTOR_STORAGES = ("float16", "int8", "binary")  # vectors.quantize.STORAGES, without numpy
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Settings:
         "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
     )
     layout: bool = False  # detect tables and figures (read/layout.py), index them as their own units
+    # late-interaction token vectors searched as float16, or as int8 or 1-bit codes rescored with the
+    # float16 kept on disk (vectors.quantize)
+    multi_vector_storage: str = "float16"
 
     def __post_init__(self):
         if self.dpi <= 0 or self.ocr_dpi <= 0:
@@ -70,6 +74,11 @@ class Settings:
         if self.ocr_engine not in OCR_ENGINES:
             raise PagesightError(
                 f"settings: ocr_engine must be one of {', '.join(OCR_ENGINES)}, got '{self.ocr_engine}'"
+            )
+        if self.multi_vector_storage not in MULTI_VECTOR_STORAGES:
+            raise PagesightError(
+                f"settings: multi_vector_storage must be one of {', '.join(MULTI_VECTOR_STORAGES)}, "
+                f"got '{self.multi_vector_storage}'"
             )
         if self.visual_index not in VISUAL_INDEXES:
             raise PagesightError(

@@ -179,3 +179,34 @@ def test_fde_of_unit_vectors_has_bounded_norm(corpus):
     fde = Muvera(DIM, d_proj=DIM, reps=4, seed=0).encode_documents(pages)
     # With no projection each bucket holds a mean (or member) of unit vectors: norm at most 1.
     assert (np.linalg.norm(fde.reshape(50, 4 * 16, DIM), axis=2) <= 1 + 1e-5).all()
+
+
+@pytest.mark.parametrize("storage", ["int8", "binary"])
+def test_compact_codes_rescored_keep_the_ranking_in_less_memory(corpus, tmp_path, storage):
+    """Codes find the candidates, the float16 originals rescore the best: the same top 10 as float16
+    storage, scores exact MaxSim, in a half (int8) or a sixteenth (binary) of the memory."""
+    pages, queries, targets, exact = corpus
+    ids = np.arange(len(pages)) + 1000
+    plain = MuveraRetriever(Muvera(DIM, reps=10, seed=0))
+    compact = MuveraRetriever(Muvera(DIM, reps=10, seed=0), storage=storage)
+    plain.add(ids, pages)
+    compact.add(ids, pages)
+    want_scores, want = plain.search(queries, 10, ef=200)
+    scores, found = compact.search(queries, 10, ef=200, rescore=40)
+    assert recall(found, want) >= 0.95 and (found[:, 0] == targets + 1000).mean() >= 0.9
+    for row in range(len(queries)):  # rescored: the float16 MaxSim of what was found
+        np.testing.assert_allclose(scores[row], exact[row, found[row] - 1000], atol=2e-2)
+    sizes = compact.bytes_per_page()
+    assert sizes["multivectors"] == pytest.approx(sizes["on_disk"] / (2 if storage == "int8" else 16))
+    # codes alone rank worse than codes rescored (rescore = k: no float rescoring of a wider pool)
+    _, rough = compact.search(queries, 10, ef=200, rescore=10)
+    assert recall(rough, want) <= recall(found, want)
+
+    compact.remove(np.arange(1000, 1400))  # two thirds gone: the codes compact with the vectors
+    compact.save(tmp_path / "compact")
+    loaded = MuveraRetriever.load(tmp_path / "compact")
+    assert loaded.storage == storage and isinstance(loaded._vectors, np.memmap)  # originals on disk
+    np.testing.assert_array_equal(
+        loaded.search(queries, 10, ef=200, rescore=40)[1], compact.search(queries, 10, ef=200, rescore=40)[1]
+    )
+    assert (loaded.search(queries, 10, ef=200)[1] >= 1400).all()

@@ -56,6 +56,12 @@ class VisualKind(str, Enum):
     ivfpq = "ivfpq"
 
 
+class MultiVectorStorage(str, Enum):
+    float16 = "float16"
+    int8 = "int8"
+    binary = "binary"
+
+
 def _fail(message: str, code: int = 2) -> None:
     err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

@@ -11,6 +11,7 @@ from pagesight.cli.common import (
     DeviceOption,
     IndexOption,
     JsonOption,
+    MultiVectorStorage,
     Ocr,
     OcrEngine,
     VisualKind,
@@ -112,6 +113,13 @@ def ingest(
     encoder_adapter: Annotated[
         str | None, typer.Option(help="A LoRA adapter on the visual encoder (new index only).")
     ] = None,
+    multi_vector_storage: Annotated[
+        MultiVectorStorage,
+        typer.Option(
+            help="Late-interaction token vectors searched as float16, or as int8 or 1-bit codes "
+            "rescored with the float16 kept on disk (new index only)."
+        ),
+    ] = MultiVectorStorage.float16,
     visual_index: Annotated[
         VisualKind,
         typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
@@ -187,6 +195,7 @@ def ingest(
         "visual_model": ("encoder_model", model_reference(encoder_model) if encoder_model else None),
         "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
         "visual_index": ("visual_index", visual_index.value),
+        "multi_vector_storage": ("multi_vector_storage", multi_vector_storage.value),
         "layout": ("layout", layout),
         "ocr_engine": ("ocr_engine", ocr_engine.value),
         "heading_weight": ("heading_weight", heading_weight),

@@ -118,7 +118,10 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         spec = catalog.visual_spec()
         if spec is not None:
             visual = (previous.visual if previous is not None else None) or VisualRetriever.empty(
-                spec["dim"], spec["multi_vector"], catalog.settings.visual_index
+                spec["dim"],
+                spec["multi_vector"],
+                catalog.settings.visual_index,
+                settings.multi_vector_storage,
             )
             _sync(visual, tile_ids, catalog.visual_vectors)
     return Retrievers(generation, lexical, dense, visual)

@@ -32,13 +32,16 @@ class VisualRetriever:
         self.multi_vector = isinstance(engine, MuveraRetriever)
 
     @classmethod
-    def empty(cls, dim: int, multi_vector: bool, kind: str = "hnsw") -> VisualRetriever:
-        """An empty retriever for ``dim``-dimensional vectors, the ANN structure of ``kind``."""
+    def empty(
+        cls, dim: int, multi_vector: bool, kind: str = "hnsw", multi_vector_storage: str = "float16"
+    ) -> VisualRetriever:
+        """An empty retriever for ``dim``-dimensional vectors, the ANN structure of ``kind``; token
+        vectors searched as ``multi_vector_storage`` (``vectors.quantize``)."""
         storage = "pq" if kind == "ivfpq" else "fp16"
         if multi_vector:
             encoder = Muvera(dim)
             index = VectorIndex(encoder.output_dim, kind=kind, storage=storage, normalize=False)
-            return cls(MuveraRetriever(encoder, index=index))
+            return cls(MuveraRetriever(encoder, index=index, storage=multi_vector_storage))
         return cls(VectorIndex(dim, kind=kind, storage=storage))
 
     def __len__(self) -> int:

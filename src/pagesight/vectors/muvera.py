@@ -41,6 +41,7 @@ import numpy as np
 from pagesight.errors import IndexFormatError, PagesightError
 from pagesight.vectors.ann import VectorIndex
 from pagesight.vectors.maxsim import MultiVectors, PackedMultiVectors, gather, maxsim, pack
+from pagesight.vectors.quantize import check_storage, code_maxsim, encode
 
 _FORMAT = 1
 # Vectors encoded per batch: bounds the (vectors, reps, d_proj) intermediate at ~80 MB with defaults.
@@ -174,13 +175,24 @@ class MuveraRetriever:
     packed end to end as ``dtype`` (float16 by default: half the bytes, MaxSim within ~1e-3 for unit
     vectors); a removed page's rows are reclaimed once they are half of the store.
 
+    With ``storage`` int8 or binary (``vectors.quantize``) the multi-vectors are also kept as codes,
+    which MaxSim scores the ``ef`` candidates with; the best ``rescore`` of them are scored again
+    with the originals, which a loaded retriever reads memory-mapped from disk: memory holds the
+    codes, a half or a sixteenth of float16.
+
     On disk (``save``) it is a directory: ``muvera.json`` (format, encoder settings, generation) and,
-    per generation, the packed vectors, offsets and ids as ``.npy`` files and the FDE index. A save
-    writes a new generation, then atomically replaces ``muvera.json``, then deletes the old files, so a
-    crash at any moment leaves a directory that loads (the old or the new state).
+    per generation, the packed vectors (and codes), offsets and ids as ``.npy`` files and the FDE
+    index. A save writes a new generation, then atomically replaces ``muvera.json``, then deletes the
+    old files, so a crash at any moment leaves a directory that loads (the old or the new state).
     """
 
-    def __init__(self, encoder: Muvera, index: VectorIndex | None = None, dtype: type = np.float16):
+    def __init__(
+        self,
+        encoder: Muvera,
+        index: VectorIndex | None = None,
+        dtype: type = np.float16,
+        storage: str = "float16",
+    ):
         if index is not None and index.dim != encoder.output_dim:
             raise ValueError(
                 f"index dimension {index.dim} is not the encoder's FDE dimension {encoder.output_dim}"
@@ -194,7 +206,10 @@ class MuveraRetriever:
             else VectorIndex(encoder.output_dim, kind="hnsw", storage="fp16", normalize=False)
         )
         self.dtype = np.dtype(dtype)
+        self.storage = check_storage(storage)
         self._vectors = np.zeros((0, encoder.dim), dtype=self.dtype)  # capacity rows; _rows are used
+        # the codes of the same rows (vectors.quantize), or None when the vectors are searched as such
+        self._codes = None if storage == "float16" else encode(np.zeros((0, encoder.dim)), storage)
         self._rows = 0
         self._starts = np.zeros(0, dtype=np.int64)  # per slot
         self._lengths = np.zeros(0, dtype=np.int64)
@@ -217,18 +232,21 @@ class MuveraRetriever:
         slots = np.array([self._slot[int(page)] for page in np.asarray(ids).tolist()], dtype=np.int64)
         return gather(self._vectors, self._starts[slots], self._lengths[slots])
 
+    def codes(self, ids: np.ndarray) -> PackedMultiVectors:
+        """The codes of live pages ``ids``, packed in that order (a retriever with codes)."""
+        slots = np.array([self._slot[int(page)] for page in np.asarray(ids).tolist()], dtype=np.int64)
+        return gather(self._codes, self._starts[slots], self._lengths[slots])
+
     def bytes_per_page(self) -> dict[str, float]:
-        """Memory per live page: the FDE index and the raw multi-vectors."""
+        """Bytes per live page: the FDE index, the multi-vectors searched in memory (the codes, with
+        compact storage) and the float multi-vectors (on disk, with compact storage)."""
         count = max(1, len(self))
-        return {
-            "fde_index": self.index.bytes_per_vector(),
-            "multivectors": float(
-                self._lengths[list(self._slot.values())].sum()
-                * self._vectors.itemsize
-                * self.encoder.dim
-                / count
-            ),
-        }
+        rows = float(self._lengths[list(self._slot.values())].sum()) / count
+        floats = rows * self._vectors.itemsize * self.encoder.dim
+        found = {"fde_index": self.index.bytes_per_vector(), "multivectors": floats}
+        if self._codes is not None:
+            found.update(multivectors=rows * self._codes.itemsize * self._codes.shape[1], on_disk=floats)
+        return found
 
     def add(self, ids: np.ndarray, multivectors: MultiVectors) -> None:
         """Add (or replace) the pages ``ids`` with their multi-vectors."""
@@ -243,14 +261,18 @@ class MuveraRetriever:
         if len(np.unique(ids)) != len(ids):
             raise ValueError("ids contain duplicates")
         fdes = self.encoder.encode_documents(packed)  # before any change, so a bad input changes nothing
+        codes = encode(packed.vectors, self.storage) if self._codes is not None else None
         self.remove(ids)
         self.index.add(ids, fdes)
         total = len(packed.vectors)
         if self._rows + total > len(self._vectors):
-            grown = np.zeros((max(self._rows + total, 2 * len(self._vectors)), self.encoder.dim), self.dtype)
-            grown[: self._rows] = self._vectors[: self._rows]
-            self._vectors = grown
+            capacity = max(self._rows + total, 2 * len(self._vectors))
+            self._vectors = _grown(self._vectors, self._rows, capacity)
+            if codes is not None:
+                self._codes = _grown(self._codes, self._rows, capacity)
         self._vectors[self._rows : self._rows + total] = packed.vectors
+        if codes is not None:
+            self._codes[self._rows : self._rows + total] = codes
         first = len(self._ids)
         self._starts = np.concatenate([self._starts, self._rows + packed.offsets[:-1]])
         self._lengths = np.concatenate([self._lengths, packed.lengths])
@@ -275,12 +297,18 @@ class MuveraRetriever:
     def _compact(self) -> None:
         live = self.ids()
         packed = self.multivectors(live)
+        if self._codes is not None:
+            self._codes = self.codes(live).vectors.copy()
         self._vectors, self._rows, self._dead_rows = packed.vectors.copy(), len(packed.vectors), 0
         self._starts, self._lengths, self._ids = packed.offsets[:-1].copy(), packed.lengths, live
         self._slot = dict(zip(live.tolist(), range(len(live))))
 
-    def search(self, queries: MultiVectors, k: int = 10, ef: int = 256) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best pages per query by MaxSim among the ``ef`` best by FDE inner product.
+    def search(
+        self, queries: MultiVectors, k: int = 10, ef: int = 256, rescore: int = 64
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best pages per query by MaxSim among the ``ef`` best by FDE inner product; with
+        codes, the best ``rescore`` (``k`` at least) by the codes' MaxSim are scored again with the
+        float vectors.
 
         Returns ``(scores, ids)``, each ``(len(queries), k)``, best first; missing places have id -1
         and score -inf.
@@ -297,7 +325,11 @@ class MuveraRetriever:
             found = found[found >= 0]
             if not len(found):
                 continue
-            exact = maxsim(packed.take(np.array([row])), self.multivectors(found))[0]
+            query = packed.take(np.array([row]))
+            if self._codes is not None:
+                rough = code_maxsim(query, self.codes(found), self.storage, self.encoder.dim)[0]
+                found = found[np.argsort(-rough, kind="stable")[: max(k, rescore)]]
+            exact = maxsim(query, self.multivectors(found))[0]
             best = np.argsort(-exact, kind="stable")[:k]
             scores[row, : len(best)], ids[row, : len(best)] = exact[best], found[best]
         return scores, ids
@@ -315,7 +347,10 @@ class MuveraRetriever:
         live = self.ids()
         packed = self.multivectors(live)
         prefix = f"g{generation}-"
-        for name, array in (("vectors", packed.vectors), ("offsets", packed.offsets), ("ids", live)):
+        arrays = [("vectors", packed.vectors), ("offsets", packed.offsets), ("ids", live)]
+        if self._codes is not None:
+            arrays.append(("codes", self.codes(live).vectors))
+        for name, array in arrays:
             with open(path / f"{prefix}{name}.npy", "wb") as f:
                 np.save(f, array)
                 f.flush()
@@ -330,6 +365,7 @@ class MuveraRetriever:
             "generation": generation,
             "encoder": settings,
             "dtype": self.dtype.name,
+            "storage": self.storage,
         }
         temporary = path / f".muvera.json.{os.getpid()}.tmp"
         with open(temporary, "w") as f:
@@ -343,8 +379,8 @@ class MuveraRetriever:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], mmap: bool = False) -> MuveraRetriever:
-        """Read a retriever written by ``save``; with ``mmap`` the multi-vectors stay on disk until
-        the first add or removal compaction copies them."""
+        """Read a retriever written by ``save``; with ``mmap``, or codes to search, the float
+        multi-vectors stay on disk until the first add or removal compaction copies them."""
         path = Path(path)
         manifest = path / "muvera.json"
         if not manifest.exists():
@@ -362,10 +398,21 @@ class MuveraRetriever:
             Muvera(**document["encoder"]),
             index=VectorIndex.load(f"{prefix}fde.index"),
             dtype=np.dtype(document["dtype"]).type,
+            storage=document.get("storage", "float16"),
         )
-        vectors = np.load(f"{prefix}vectors.npy", mmap_mode="r" if mmap else None)
+        compact = self._codes is not None
+        vectors = np.load(f"{prefix}vectors.npy", mmap_mode="r" if mmap or compact else None)
+        if compact:
+            self._codes = np.load(f"{prefix}codes.npy")
         offsets, ids = np.load(f"{prefix}offsets.npy"), np.load(f"{prefix}ids.npy")
         self._vectors, self._rows = vectors, len(vectors)
         self._starts, self._lengths, self._ids = offsets[:-1].copy(), np.diff(offsets), ids
         self._slot = dict(zip(ids.tolist(), range(len(ids))))
         return self
+
+
+def _grown(rows: np.ndarray, used: int, capacity: int) -> np.ndarray:
+    """``rows``' first ``used`` rows in a new array of ``capacity`` rows."""
+    grown = np.zeros((capacity, rows.shape[1]), rows.dtype)
+    grown[:used] = rows[:used]
+    return grown

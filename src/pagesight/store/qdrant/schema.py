@@ -80,6 +80,7 @@ def ensure_tiles_collection(client, name: str, settings: Settings, spec: dict | 
                 distance=models.Distance.COSINE,
                 multivector_config=max_sim,
                 hnsw_config=models.HnswConfigDiff(m=0),  # reranking only; the mean is searched
+                quantization_config=quantization(settings.multi_vector_storage),
             )
             vectors["visual_mean"] = models.VectorParams(size=spec["dim"], distance=models.Distance.COSINE)
         else:
@@ -93,6 +94,19 @@ def ensure_tiles_collection(client, name: str, settings: Settings, spec: dict | 
         indexed = (("doc_id", "KEYWORD"), ("version", "KEYWORD"), ("live", "BOOL"), ("bm25_avg", "FLOAT"))
         for field, schema in indexed:
             client.create_payload_index(name, field, getattr(models.PayloadSchemaType, schema))
+
+
+def quantization(storage: str):
+    """Qdrant's quantization of the token vectors for ``Settings.multi_vector_storage``: int8
+    scalar or binary codes kept in memory, the originals on disk for rescoring (None: float)."""
+    models = qdrant_models()
+    if storage == "int8":
+        return models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=True)
+        )
+    if storage == "binary":
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    return None
 
 
 def tile_row(tile_id: int, payload: dict, spans: bool) -> TileRow:

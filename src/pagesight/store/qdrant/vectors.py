@@ -87,4 +87,10 @@ class VisualVectors(_Vectors):
             limit=max(self.prefetch, n),
             filter=self.catalog.live_filter(allowed),
         )
-        return self._query(matrix.tolist(), n, allowed, prefetch=prefetch)
+        options = {"prefetch": prefetch}
+        # A server scores the codes first and rescores with the originals; local mode searches
+        # exactly and warns of search parameters.
+        if self.catalog.settings.multi_vector_storage != "float16" and self.catalog.path is None:
+            quantized = models.QuantizationSearchParams(rescore=True, oversampling=4.0)
+            options["search_params"] = models.SearchParams(quantization=quantized)
+        return self._query(matrix.tolist(), n, allowed, **options)
