@@ -186,3 +186,27 @@ def test_bm25_scores_equal_the_local_stores_as_the_index_grows_and_shrinks(tmp_p
     same_scores(left)
     left.close()
     remote.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_search_within_documents_filters_their_tiles_by_payload_listing_none(tmp_path: Path):
+    """Qdrant keeps to some documents by a condition on the tiles' ``doc_id`` payload: the ids of
+    their tiles are never listed (the local store lists them, its vector stores filter by id)."""
+    from pagesight.store.base import Allowed
+
+    for name, words in (("owls", "barn owls hunt voles"), ("tides", "owls watch spring tides")):
+        make_pdf(tmp_path / f"{name}.pdf", [[words]])
+    for location in (f"qdrant:{tmp_path / 'q'}", str(tmp_path / "local")):
+        with Index.open(location, settings={"dense_model": None}) as index:
+            assert index.add([tmp_path / "owls.pdf", tmp_path / "tides.pdf"]).ok
+            listed = []
+
+            def tile_ids(index=index, listed=listed):
+                listed.append(True)
+                return index.catalog.tile_ids_of(["tides"])
+
+            run = index.store.retrievers().lexical.search("owls", 10, Allowed(["tides"], tile_ids))
+            rows = index.catalog.tiles([tile_id for tile_id, _ in run], spans=False)
+            assert [row.doc_id for row in rows.values()] == ["tides"]
+            assert bool(listed) == (not location.startswith("qdrant:"))
+            assert index.search("owls", where="id = owls")[0].doc_id == "owls"

@@ -23,7 +23,7 @@ from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
 from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
 from pagesight.settings import Settings
-from pagesight.store.base import Catalog, Retrievers, Store
+from pagesight.store.base import Allowed, Catalog, Retrievers, Store
 
 
 def search_text(
@@ -47,8 +47,8 @@ def search_text(
     check_request(store, k, doc_ids)
     doc_ids = passing(store, doc_ids, request.where)
     current = store.retrievers()
-    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids is not None else None
-    if allowed is not None and len(allowed) == 0:
+    allowed = _allowed(store, doc_ids)
+    if allowed is not None and not allowed.doc_ids:
         return []
     pool = max(request.candidates, k)
     runs: dict[str, Run] = {}
@@ -102,8 +102,8 @@ def search_image(
         image = image.crop((round(x0), round(y0), round(x1), round(y1)))
     check_request(store, k, doc_ids)
     doc_ids = passing(store, doc_ids, where)
-    allowed = store.catalog.tile_ids_of(doc_ids) if doc_ids is not None else None
-    if allowed is not None and len(allowed) == 0:
+    allowed = _allowed(store, doc_ids)
+    if allowed is not None and not allowed.doc_ids:
         return []
     vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
     runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
@@ -125,6 +125,13 @@ def dense_query(settings: Settings, query: str) -> np.ndarray:
     from pagesight.encode.dense import dense_model
 
     return dense_model(settings.dense_model).encode_queries([query])[0]
+
+
+def _allowed(store: Store, doc_ids: Sequence[str] | None) -> Allowed | None:
+    """The tiles of ``doc_ids`` (None: every tile), listed only by a store that needs their ids."""
+    if doc_ids is None:
+        return None
+    return Allowed(doc_ids, lambda: store.catalog.tile_ids_of(doc_ids))
 
 
 def visual_run(current: Retrievers, vector, pool: int, allowed) -> Run:

@@ -17,18 +17,18 @@ directory). ``register_store`` adds one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from pagesight.registry import Registry
 from pagesight.settings import Settings
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from pagesight.records import Document, Region
     from pagesight.store.rows import DocumentRow, TileRow
 
@@ -67,13 +67,33 @@ class Catalog(Protocol):
     def close(self) -> None: ...
 
 
+class Allowed:
+    """The tiles a search may return: those of the documents ``doc_ids``. A store that filters by
+    document reads ``doc_ids`` (Qdrant: a condition on the tiles' indexed ``doc_id`` payload, so no
+    tile is listed); the local vector stores read it as an array of tile ids (``np.asarray``),
+    listed by ``tile_ids`` when first asked."""
+
+    def __init__(self, doc_ids: Iterable[str], tile_ids: Callable[[], np.ndarray]):
+        self.doc_ids = tuple(doc_ids)
+        self._list = tile_ids
+        self._tile_ids: np.ndarray | None = None
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if self._tile_ids is None:
+            self._tile_ids = np.asarray(self._list(), dtype=np.int64)
+        return self._tile_ids if dtype is None else self._tile_ids.astype(dtype)
+
+
 class VectorStore(Protocol):
     """The vectors of one retriever, identified by tile id (a tile may hold several vectors), as a
     search reads them. How they are written is the store's: the local store derives them from the
-    catalog into files (``MutableVectorStore``), Qdrant writes them with their documents."""
+    catalog into files (``MutableVectorStore``), Qdrant writes them with their documents. ``allowed``
+    is an array of tile ids or an ``Allowed``."""
 
     def tile_ids(self) -> np.ndarray: ...
-    def search(self, query: Any, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
+    def search(
+        self, query: Any, n: int, allowed: np.ndarray | Allowed | None = None
+    ) -> list[tuple[int, float]]: ...
 
 
 class MutableVectorStore(VectorStore, Protocol):

@@ -78,7 +78,7 @@ class DenseRetriever:
         allowed_chunks = None
         if allowed is not None:
             chunks = self._chunks()
-            allowed_chunks = chunks[np.isin(chunks // CHUNKS, allowed)]
+            allowed_chunks = chunks[np.isin(chunks // CHUNKS, np.asarray(allowed))]
             if not len(allowed_chunks):
                 return []
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.

@@ -67,6 +67,7 @@ class VisualRetriever:
         """The ``k`` best tiles for one encoded query, as (tile id, score), best first."""
         if not len(self):
             return []
+        allowed = None if allowed is None else np.asarray(allowed)  # an Allowed lists its tiles
         if not self.multi_vector:
             scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed)
             return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]

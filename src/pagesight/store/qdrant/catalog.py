@@ -16,6 +16,7 @@ import numpy as np
 from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
+from pagesight.store.base import Allowed
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
@@ -314,10 +315,14 @@ class QdrantCatalog(Lease, Bm25Weights):
 
     # Tiles and vectors -------------------------------------------------------------------------
 
-    def live_filter(self, allowed: np.ndarray | None = None):
+    def live_filter(self, allowed: np.ndarray | Allowed | None = None):
+        """Live tiles, of them the ``allowed``: an ``Allowed``'s documents by the tiles' (indexed)
+        ``doc_id`` payload, or tile ids."""
         models = qdrant_models()
         must = [models.FieldCondition(key="live", match=models.MatchValue(value=True))]
-        if allowed is not None:
+        if isinstance(allowed, Allowed):
+            must.append(models.FieldCondition(key="doc_id", match=models.MatchAny(any=list(allowed.doc_ids))))
+        elif allowed is not None:
             must.append(models.HasIdCondition(has_id=[int(i) for i in allowed]))
         return models.Filter(must=must)
 

@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 
+from pagesight.store.base import Allowed
 from pagesight.store.qdrant.bm25 import term_index
 from pagesight.store.qdrant.catalog import QdrantCatalog
 from pagesight.store.qdrant.schema import qdrant_models
@@ -26,7 +27,10 @@ class _Vectors:
         return np.array(sorted(tid for tid, _ in self.catalog.tile_texts()), dtype=np.int64)
 
     def _query(self, query, n: int, allowed, **options) -> list[tuple[int, float]]:
-        if (allowed is not None and not len(allowed)) or not self.catalog._has_tiles():
+        none = isinstance(allowed, Allowed) and not allowed.doc_ids
+        if none or (allowed is not None and not isinstance(allowed, Allowed) and not len(allowed)):
+            return []
+        if not self.catalog._has_tiles():
             return []
         found = self.client.query_points(
             self.catalog.tiles_name,
