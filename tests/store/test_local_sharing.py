@@ -69,5 +69,12 @@ def test_a_server_searches_the_last_build_while_the_next_is_made_beside(tmp_path
         while not server.search("tides moon", k=1) and time.monotonic() < deadline:
             time.sleep(0.05)  # the next build, made beside the searches, is taken when ready
         assert [h.doc_id for h in server.search("tides moon", k=1)] == ["tides"]
+        # the next builds wait twice as long as that one took, when that is longer than the lag
+        shared = server.store._shared
+        assert shared.took > 0 and shared.lag(server.store.max_lag) == max(0.05, 2 * shared.took)
+        shared.took = 30.0  # a build as slow as a big index's: a commit now waits a minute
+        writer.catalog.put_document(_document("glaciers", "glaciers carve valleys"), {})
+        time.sleep(0.1)
+        assert server.search("glaciers valleys", k=1) == [] and not shared.building
     for index in (server, writer):
         index.close()

@@ -88,7 +88,11 @@ class LexicalRetriever:
         if not held:
             return []
         scores = _weighted_scores(self.model, list(held.values()), [weights[term] for term in held])
-        keep = ~self._removed if allowed is None else np.isin(self.tile_ids, np.asarray(allowed)) & ~self._removed
+        keep = (
+            ~self._removed
+            if allowed is None
+            else np.isin(self.tile_ids, np.asarray(allowed)) & ~self._removed
+        )
         scores = np.where(keep, scores, 0.0)
         return _top(self.tile_ids, scores, n)
 

@@ -11,8 +11,9 @@ writer holds the lock.
 
 The stores of one index in one process (a server's pool of connections) share what they built in
 memory, so a commit costs one rebuild per process, not one per connection; and a store with
-``max_lag`` > 0 serves retrievers up to that many seconds behind a writer at work, so a stream of
-commits costs a rebuild every ``max_lag`` seconds at most (``pagesight serve`` uses this). There
+``max_lag`` > 0 serves retrievers up to that many seconds behind a writer at work, or twice as
+long as the last rebuild took when that is longer, so a stream of commits costs a rebuild every
+``max_lag`` seconds at most and never more than half a core (``pagesight serve`` uses this). There
 the rebuild is made beside the searches, in a thread with a catalog connection of its own, and
 the searches go on with the last build until it is ready: a commit never makes a search wait.
 """
@@ -47,7 +48,13 @@ class _Shared:
         self.lock = threading.Lock()  # one thread builds; the others wait for its result
         self.retrievers: Retrievers | None = None
         self.built = 0.0  # time.monotonic() of the build
+        self.took = 0.0  # seconds the last build beside the searches took
         self.building = False  # a build beside the searches is under way
+
+    def lag(self, max_lag: float) -> float:
+        """How far behind a writer the searches may be: ``max_lag``, or twice the last build's time
+        when longer (a slow rebuild repeated every ``max_lag`` would take a core from the searches)."""
+        return max(max_lag, 2 * self.took)
 
 
 # Held by the stores open on each directory; gone with the last of them.
@@ -127,7 +134,7 @@ class LocalStore:
         with shared.lock:
             current = shared.retrievers
             if current is not None and (
-                current.generation == generation or time.monotonic() - shared.built < self.max_lag
+                current.generation == generation or time.monotonic() - shared.built < shared.lag(self.max_lag)
             ):
                 return current
             if current is not None and self.max_lag > 0:  # a server: the next build made beside
@@ -148,6 +155,7 @@ class LocalStore:
         (a store's connection is one transaction at a time) and shared when done."""
         shared = self._shared
         try:
+            started = time.monotonic()
             catalog = Catalog(self.root)
             try:
                 built = files.build(catalog, files.load(self.root), self._dense_dim())
@@ -155,6 +163,7 @@ class LocalStore:
                 catalog.close()
             with shared.lock:
                 shared.retrievers, shared.built = built, time.monotonic()
+                shared.took = shared.built - started
         except Exception:  # the searches go on with the last build; the next search tries again
             log.exception("%s: building the retrievers beside the searches failed", self.root)
         finally:
