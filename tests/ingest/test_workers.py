@@ -36,6 +36,10 @@ def ocr_threads(path: str, doc_id: str, known_sha256, settings, ocr, on_page) ->
     return threads()
 
 
+def niceness(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> int:
+    return os.nice(0)
+
+
 def jobs(*names: str) -> list[Job]:
     return [Job(Path(f"/nowhere/{name}.pdf"), name, None) for name in names]
 
@@ -78,6 +82,19 @@ def test_workers_share_the_cores_for_ocr(workers: int):
         reader=ocr_threads,
     )
     assert {outcome for _, outcome in results} == {max(1, (os.cpu_count() or 1) // workers)}
+
+
+@pytest.mark.timeout(120)
+def test_a_background_ingestion_reads_at_a_lower_priority():
+    """A server's ingestion (``IngestOptions.nice``) runs its reader processes niced, so searches
+    keep the cores; a plain one at the caller's priority."""
+    mine = os.nice(0)
+    for nice in (0, 10):
+        results = read_files(
+            jobs("a"), Settings(), "auto", workers=1, limit=TimeLimit(30), max_memory=None,
+            reader=niceness, nice=nice,
+        )  # fmt: skip
+        assert [outcome for _, outcome in results] == [min(19, mine + nice)]
 
 
 @pytest.mark.timeout(120)

@@ -54,8 +54,11 @@ class IngestOptions:
     web: RenderOptions = field(default_factory=RenderOptions)
     ray: RayOptions | None = None
     meta: Mapping[str, str | float] = field(default_factory=dict)
+    nice: int = 0  # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
 
     def __post_init__(self) -> None:
+        if not 0 <= self.nice <= 19:
+            raise PagesightError(f"nice must be between 0 and 19, got {self.nice}")
         if self.ocr not in OCR_MODES:
             raise PagesightError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{self.ocr}'")
         if self.jobs is not None and self.jobs < 1:

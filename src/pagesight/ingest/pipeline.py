@@ -174,7 +174,7 @@ def run(
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
     reads = itertools.chain(
-        _read_files(todo, settings, ocr, options.jobs, limit, max_memory),
+        _read_files(todo, settings, ocr, options.jobs, limit, max_memory, options.nice),
         web_pages.render(catalog, web_todo, web_options, text=text, keep_images=keep_images),
     )
     for read in reads:
@@ -182,12 +182,14 @@ def run(
     return report
 
 
-def _read_files(todo: list[Job], settings, ocr, jobs, limit: TimeLimit, max_memory) -> Iterator[Read]:
-    """PDFs, images and office files, read by worker processes."""
+def _read_files(
+    todo: list[Job], settings, ocr, jobs, limit: TimeLimit, max_memory, nice: int = 0
+) -> Iterator[Read]:
+    """PDFs, images and office files, read by worker processes (at niceness ``nice``)."""
     if not todo:
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
-    outcomes = read_files(todo, settings, ocr, workers=workers, limit=limit, max_memory=max_memory)
+    outcomes = read_files(todo, settings, ocr, workers=workers, limit=limit, max_memory=max_memory, nice=nice)
     for job, outcome in outcomes:
         yield _job_read(job, outcome)
 

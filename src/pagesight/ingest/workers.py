@@ -41,6 +41,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.extract import extract, limit_memory
+from pagesight.priority import lower_this_process
 from pagesight.read.ocr import set_threads
 from pagesight.settings import Settings
 
@@ -134,9 +135,11 @@ class Crashed(Exception):
 _BOARD = None  # in a worker: the shared array of (start time, pages read), two doubles a slot
 
 
-def _start_worker(max_memory: int | None, threads: int, board) -> None:
-    """Each worker: its address-space cap, its share of the cores for OCR, the progress board."""
+def _start_worker(max_memory: int | None, threads: int, board, nice: int = 0) -> None:
+    """Each worker: its address-space cap, its share of the cores for OCR, the progress board, its
+    niceness (a server's ingestion: ``IngestOptions.nice``)."""
     global _BOARD
+    lower_this_process(nice)
     limit_memory(max_memory)
     set_threads(threads)
     _BOARD = board
@@ -156,7 +159,7 @@ def _tracked(reader: Callable, slot: int, args: tuple):
 
 @contextmanager
 def worker_pool(
-    workers: int, max_memory: int | None, start_timeout: float, board=None
+    workers: int, max_memory: int | None, start_timeout: float, board=None, nice: int = 0
 ) -> Iterator[ProcessPool]:
     """A started pool of ``workers`` processes, each under ``max_memory`` bytes of address space,
     running OCR on its share of the cores and writing its files' progress into ``board``.
@@ -167,7 +170,7 @@ def worker_pool(
     pool = ProcessPool(
         max_workers=workers,
         initializer=_start_worker,
-        initargs=(max_memory, threads, board),
+        initargs=(max_memory, threads, board, nice),
         context=_Context(),
     )
     try:
@@ -218,6 +221,7 @@ def read_files(
     limit: TimeLimit,
     max_memory: int | None,
     reader: Callable = extract,
+    nice: int = 0,
 ) -> Iterator[tuple[Job, object]]:
     """(job, Document | UNCHANGED | exception) for every job, in order, a few in flight at a time.
 
@@ -231,7 +235,7 @@ def read_files(
     window = workers * 4
     board = _Context().RawArray("d", 2 * window)
     while queue:
-        with worker_pool(workers, max_memory, max(limit.base, 60.0), board) as pool:
+        with worker_pool(workers, max_memory, max(limit.base, 60.0), board, nice) as pool:
             in_flight: deque[_Flight] = deque()
             free = list(range(window))
             try:

@@ -24,6 +24,7 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions
+from pagesight.priority import BACKGROUND, lower_this_thread
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
 from pagesight.serve.pool import IndexPool, retry_locked
 from pagesight.serve.tenants import FIELD
@@ -122,7 +123,8 @@ class Jobs:
         finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
-        options = IngestOptions.given(self.options)
+        # searches first: the job's thread and its reader processes run in the background
+        options = IngestOptions.given(self.options, nice=BACKGROUND)
         owned = {FIELD: tenant} if tenant is not None else {}
         if fields or owned:
             options = IngestOptions.given(options, meta={**options.meta, **(fields or {}), **owned})
@@ -154,6 +156,7 @@ class Jobs:
             os.replace(handle.name, self.folder / f"{job.id}.json")
 
     def _run(self, job: Job, paths: list[Path], options: IngestOptions) -> None:
+        lower_this_thread()
         job.state = "running"
         self._save(job)
 

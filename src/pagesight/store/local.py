@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pagesight.errors import IndexFormatError
+from pagesight.priority import lower_this_thread
 from pagesight.settings import Settings, check_settings
 from pagesight.store import retrievers as files
 from pagesight.store.base import Retrievers
@@ -154,6 +155,7 @@ class LocalStore:
         """The committed catalog's retrievers, built through a connection of this thread's own
         (a store's connection is one transaction at a time) and shared when done."""
         shared = self._shared
+        lower_this_thread()  # the searches go on meanwhile, and first
         try:
             started = time.monotonic()
             catalog = Catalog(self.root)
