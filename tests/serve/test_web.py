@@ -144,6 +144,17 @@ def test_ask_see_hits_open_a_citation_see_the_box(server, page):
     sync_api.expect(labels.filter(has_not_text=re.compile("^retrieval-primer_"))).to_have_count(0)
     sync_api.expect(labels.first).to_contain_text("retrieval-primer_")
 
+    # the document filter: the list shows what passes, searches keep to it
+    page.select_option("#doc", "")
+    page.fill("#where", "id ^= quarterly")
+    page.press("#where", "Enter")
+    sync_api.expect(page.locator("#documents li")).to_have_count(1)
+    sync_api.expect(labels.filter(has_not_text=re.compile("^quarterly-report_"))).to_have_count(0)
+    sync_api.expect(labels.first).to_contain_text("quarterly-report_")
+    page.fill("#where", "id ~ x")
+    page.locator("#where").dispatch_event("change")
+    sync_api.expect(page.locator("#status")).to_contain_text("expected an operator after 'id'")
+
 
 @pytest.mark.timeout(120)
 def test_upload_with_progress(server, page, tmp_path):

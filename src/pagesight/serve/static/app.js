@@ -62,7 +62,9 @@ async function loadStatus() {
 }
 
 async function loadDocuments() {
-  const { documents } = await (await api("/api/documents")).json();
+  // the documents the filter lets through: those searches and asks keep to
+  const where = $("where").value.trim();
+  const { documents } = await (await api(`/api/documents?${query({ where })}`)).json();
   const chosen = $("doc").value;
   $("doc").replaceChildren(new Option("all documents", ""), ...documents.map((d) => new Option(d.id, d.id)));
   $("doc").value = documents.some((d) => d.id === chosen) ? chosen : "";
@@ -102,13 +104,14 @@ function options() {
     question: $("question").value.trim(),
     mode: $("mode").value || null,
     doc_ids: doc ? [doc] : null,
+    where: $("where").value.trim() || null,
     compression: Number($("compression").value) || 1,
   };
 }
 
 async function search() {
   const o = options();
-  const params = query({ q: o.question, mode: o.mode, doc: o.doc_ids?.[0], c: o.compression });
+  const params = query({ q: o.question, mode: o.mode, doc: o.doc_ids?.[0], where: o.where, c: o.compression });
   const data = await (await api(`/api/search?${params}`)).json();
   showHits(data);
   say(`${data.hits.length} tiles`);
@@ -333,6 +336,8 @@ $("query-form").addEventListener("submit", async (event) => {
     say(error.message, true);
   }
 });
+
+$("where").addEventListener("change", () => loadDocuments().then(() => say(""), (error) => say(error.message, true)));
 
 $("upload-form").addEventListener("submit", async (event) => {
   event.preventDefault();
