@@ -78,3 +78,18 @@ def test_a_server_searches_the_last_build_while_the_next_is_made_beside(tmp_path
         assert server.search("glaciers valleys", k=1) == [] and not shared.building
     for index in (server, writer):
         index.close()
+
+
+def test_the_stores_of_an_index_share_the_tile_rows_their_searches_read(tmp_path: Path):
+    root = tmp_path / "index"
+    with Index.open(root, settings=Settings(dense_model=None)) as first:
+        assert first.add([make_pdf(tmp_path / "owls.pdf", [["barn owls hunt voles", "at night"]])]).ok
+    one, two = (Index.open(root, create=False) for _ in range(2))
+    (hit,) = one.search("owls voles", k=1)
+    (tile_id,) = one.catalog.tile_ids_of(["owls"])
+    cached = two.catalog.rows.get([tile_id])  # the other store's cache: the same one
+    assert list(cached) == [tile_id] and cached[tile_id] == two.catalog._tiles([tile_id], True)[tile_id]
+    assert cached[tile_id].spans[0][0] == "barn owls hunt voles" and hit.snippet.startswith("barn owls")
+    assert two.search("owls voles", k=1)[0].to_dict() == hit.to_dict()
+    for index in (one, two):
+        index.close()

@@ -12,6 +12,8 @@ import itertools
 import json
 import os
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -37,6 +39,9 @@ class Catalog:
         self.db = connect(path)
         self._check_version()
         self.settings = Settings.from_dict(json.loads(self._get("settings")))
+        # Tile rows with their spans kept by the stores of this index in this process (a
+        # ``RowCache``; ``LocalStore`` shares one): a tile id's row never changes (ids are not reused)
+        self.rows: RowCache | None = None
 
     def _check_version(self) -> None:
         try:
@@ -297,6 +302,17 @@ class Catalog:
 
     def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]:
         """Tile rows by id; with ``spans=False`` their text spans are left out (empty)."""
+        if spans and self.rows is not None:
+            found = self.rows.get(tile_ids)
+            missing = [int(i) for i in tile_ids if int(i) not in found]
+            if missing:
+                read = self._tiles(missing, spans)
+                self.rows.put(read)
+                found.update(read)
+            return found
+        return self._tiles(tile_ids, spans)
+
+    def _tiles(self, tile_ids: list[int], spans: bool) -> dict[int, TileRow]:
         found = {}
         spans_column = "t.spans" if spans else "'[]'"
         links_column = "t.links" if spans else "'[]'"
@@ -407,3 +423,29 @@ class _Transaction:
     def __exit__(self, exc_type, exc, tb):
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
+
+
+class RowCache:
+    """The last ``size`` tile rows read with their spans, by tile id: a search's hits read their
+    lines (snippets, evidence boxes) from here rather than decoding them again from the catalog."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._rows: OrderedDict[int, TileRow] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tile_ids) -> dict[int, TileRow]:
+        with self._lock:
+            found = {}
+            for tile_id in tile_ids:
+                row = self._rows.get(int(tile_id))
+                if row is not None:
+                    self._rows.move_to_end(int(tile_id))
+                    found[int(tile_id)] = row
+            return found
+
+    def put(self, rows: dict[int, TileRow]) -> None:
+        with self._lock:
+            self._rows.update(rows)
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)

@@ -35,7 +35,7 @@ from pagesight.priority import lower_this_thread
 from pagesight.settings import Settings, check_settings
 from pagesight.store import retrievers as files
 from pagesight.store.base import Retrievers
-from pagesight.store.catalog import Catalog
+from pagesight.store.catalog import Catalog, RowCache
 from pagesight.store.lock import WriteLock
 
 CATALOG = "catalog.sqlite"
@@ -50,6 +50,7 @@ class _Shared:
         self.retrievers: Retrievers | None = None
         self.built = 0.0  # time.monotonic() of the build
         self.took = 0.0  # seconds the last build beside the searches took
+        self.rows = RowCache()  # the tile rows the stores' searches read, with their lines
         self.building = False  # a build beside the searches is under way
 
     def lag(self, max_lag: float) -> float:
@@ -88,8 +89,10 @@ class LocalStore:
                 raise IndexFormatError(f"{root}: exists and is not a pagesight index")
             self.created = root if not root.exists() else root / CATALOG
             self.catalog = Catalog(root, Settings.given(settings))
+            self.catalog.rows = self._shared.rows
             return
         self.catalog = Catalog(root)
+        self.catalog.rows = self._shared.rows
         check_settings(str(root), self.catalog.settings, settings)
 
     @staticmethod
