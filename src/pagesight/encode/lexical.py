@@ -35,8 +35,9 @@ def tokenize(texts: list[str], phrases: bool = False) -> list[list[str]]:
     return [with_phrases(terms) for terms in tokens] if phrases else tokens
 
 
-# A query's phrase terms weigh this much against its words (BENCHMARKS.md, "Phrases": 0.5 beat 1
-# and 0.25 on the three development sets' whole collections).
+# A query's phrase terms weigh this much against its words (0.5 beat 1 and 0.25 on the three
+# development sets: BENCHMARKS.md, "Filings and reports: phrase terms, headings read whole, term
+# weights").
 PHRASE_WEIGHT = 0.5
 
 
@@ -69,7 +70,8 @@ def query_weights(query: str, phrases: bool, bursts: Mapping[str, float] | None)
 # Gale's residual IDF: its IDF less the IDF a Poisson spread of its occurrences would give). A
 # question's own subject ("liabilities", "inventories") clusters on the pages about it; the words
 # of its instructions ("information", "provided", "primarily", "based") are spread thin over every
-# page. BENCHMARKS.md, "Term weights", measured floor and scale.
+# page. The floor and scale were measured (BENCHMARKS.md, "Filings and reports: phrase terms,
+# headings read whole, term weights").
 BURST_FLOOR = 0.5  # the weight of a word spread as chance would spread it, or unknown
 BURST_SCALE = 1.0  # residual IDF (in bits) at which a word weighs fully
 
