@@ -310,9 +310,14 @@ class Index:
         return self._renderer
 
     def info(self) -> dict:
+        languages: dict[str, int] = {}
+        for document in self.catalog.documents():  # pages by language (read.language)
+            for code, pages in (document.meta.get("languages") or {"en": document.n_pages}).items():
+                languages[code] = languages.get(code, 0) + pages
         return {
             "path": self.store.location,
             **self.catalog.counts(),
+            "languages": languages,
             "generation": self.catalog.generation(),
             "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
@@ -327,7 +332,8 @@ class Index:
     def document_list(self, where: str | None = None) -> list[dict]:
         """Each document as {"id", "type", "pages", "source", "bytes", "notes", "fields"}, sorted
         by id; notes are caveats found when it was read (blank pages, a web page cut short), fields
-        what a ``where`` filter reads (``search.filters``), which ``where`` keeps them to."""
+        what a ``where`` filter reads (``search.filters``: ``language`` is its pages' most frequent),
+        which ``where`` keeps them to."""
         from pagesight.search.filters import document_fields, parse
 
         kept = parse(where) if where is not None else None

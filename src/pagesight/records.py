@@ -70,6 +70,7 @@ class Page:
     text_source: str  # "pdf", "ocr" or "none"
     tiles: list[Tile] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)  # layout detection's blocks (index setting)
+    language: str = "en"  # its text's (read.language), which BM25 analyses it in
 
 
 @dataclass

@@ -182,13 +182,17 @@ def test_a_version_2_catalog_is_upgraded_and_still_searched(tmp_path: Path):
     for statement in (  # the catalog as version 2 wrote it
         "DROP TABLE regions",
         "ALTER TABLE tiles DROP COLUMN region",
+        "ALTER TABLE pages DROP COLUMN language",
         "UPDATE meta SET value = '2' WHERE key = 'format_version'",
     ):
         db.execute(statement)
     db.commit()
     db.close()
     with Index.open(tmp_path / "ix") as index:
-        assert index.catalog._get("format_version") == "3"
+        assert index.catalog._get("format_version") == "4"  # upgraded through 3: regions, then languages
+        assert index.catalog.tile_languages() == {
+            tile_id: "en" for tile_id in index.catalog.tile_ids().tolist()
+        }
         (hit,) = index.search("zephyrine-5 salinity psu", k=3)
         assert hit.page_id == "survey_1" and hit.region is None
         assert index.catalog.page_regions("survey", 1) == []

@@ -51,6 +51,13 @@ def ingest(
             "text unless always (then OCR reads their tiles)."
         ),
     ] = Ocr.auto,
+    language: Annotated[
+        str | None,
+        typer.Option(
+            help="Every page's language, for BM25's stemming and stop words: en, fr, de, es, it or pt "
+            "(default: detected a page)."
+        ),
+    ] = None,
     ocr_engine: Annotated[
         OcrEngine,
         typer.Option(
@@ -230,6 +237,7 @@ def ingest(
                 concurrency=max(1, tabs),
             ),
             meta=meta_fields(meta or []),
+            language=language,
             ray=RayOptions(
                 address=ray_address,
                 readers=jobs or None,

@@ -13,8 +13,11 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 import bm25s
+import bm25s.stopwords
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+
+from pagesight.read.language import LANGUAGES
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
@@ -24,14 +27,41 @@ _STOPWORDS = frozenset(STOPWORDS_EN)
 
 
 @cache
-def stemmer() -> Stemmer.Stemmer:
-    return Stemmer.Stemmer("english")
+def stemmer(language: str = "en") -> Stemmer.Stemmer:
+    """The Snowball stemmer of ``language`` (a code of ``read.language.LANGUAGES``)."""
+    return Stemmer.Stemmer(LANGUAGES[language])
 
 
-def tokenize(texts: list[str], phrases: bool = False) -> list[list[str]]:
-    """Lower-cased, stopword-free, stemmed terms: the same analysis for tiles and queries; with each
-    pair of neighbouring terms as one more term when ``phrases`` (``with_phrases``)."""
-    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer(), return_ids=False, show_progress=False)
+@cache
+def _stopwords(language: str) -> str | tuple[str, ...]:
+    if language == "en":
+        return "en"
+    return tuple(getattr(bm25s.stopwords, f"STOPWORDS_{LANGUAGES[language].upper()}"))
+
+
+def tokenize(
+    texts: list[str], phrases: bool = False, languages: Sequence[str] | None = None
+) -> list[list[str]]:
+    """Lower-cased, stopword-free, stemmed terms: the same analysis for tiles and queries, in each
+    text's language (``languages``, one a text; None: English); with each pair of neighbouring terms
+    as one more term when ``phrases`` (``with_phrases``)."""
+    if languages is None or all(code == "en" for code in languages):
+        groups = {"en": list(range(len(texts)))}
+    else:
+        groups: dict[str, list[int]] = {}
+        for position, code in enumerate(languages):
+            groups.setdefault(code, []).append(position)
+    tokens: list[list[str]] = [[] for _ in texts]
+    for code, positions in groups.items():
+        analysed = bm25s.tokenize(
+            [texts[i] for i in positions],
+            stopwords=list(_stopwords(code)) if code != "en" else "en",
+            stemmer=stemmer(code),
+            return_ids=False,
+            show_progress=False,
+        )
+        for position, terms in zip(positions, analysed):
+            tokens[position] = terms
     return [with_phrases(terms) for terms in tokens] if phrases else tokens
 
 
@@ -50,12 +80,14 @@ def with_phrases(terms: list[str]) -> list[str]:
     return terms + [f"{a} {b}" for a, b in zip(terms, terms[1:])]
 
 
-def query_weights(query: str, phrases: bool, bursts: Mapping[str, float] | None) -> dict[str, float]:
-    """A query's terms with their weights, summed over repeats: each word 1, or its burstiness in the
-    collection when ``bursts`` is given (``burst_weights``; a word it does not hold weighs
-    ``BURST_FLOOR``); with ``phrases``, each pair of neighbours (``with_phrases``) ``PHRASE_WEIGHT``
-    times the lighter of its two words."""
-    words = tokenize([query])[0]
+def query_weights(
+    query: str, phrases: bool, bursts: Mapping[str, float] | None, language: str = "en"
+) -> dict[str, float]:
+    """A query's terms, analysed in ``language``, with their weights, summed over repeats: each word
+    1, or its burstiness in the collection when ``bursts`` is given (``burst_weights``; a word it
+    does not hold weighs ``BURST_FLOOR``); with ``phrases``, each pair of neighbours
+    (``with_phrases``) ``PHRASE_WEIGHT`` times the lighter of its two words."""
+    words = tokenize([query], languages=[language])[0]
     weight = (lambda term: 1.0) if bursts is None else (lambda term: bursts.get(term, BURST_FLOOR))
     weights: dict[str, float] = {}
     for term in words:

@@ -55,8 +55,13 @@ class IngestOptions:
     ray: RayOptions | None = None
     meta: Mapping[str, str | float] = field(default_factory=dict)
     nice: int = 0  # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
+    language: str | None = None  # every page's language (read.language); None: detected a page
 
     def __post_init__(self) -> None:
+        if self.language is not None:
+            from pagesight.read.language import check_language
+
+            check_language(self.language)
         if not 0 <= self.nice <= 19:
             raise PagesightError(f"nice must be between 0 and 19, got {self.nice}")
         if self.ocr not in OCR_MODES:

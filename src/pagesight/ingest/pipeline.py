@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from pagesight.ingest.options import IngestOptions, RayOptions
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
+from pagesight.read.language import label_pages
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.store.base import Catalog
@@ -157,7 +159,7 @@ def run(
     web_todo, web_settled = web_pages.plan(
         catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
     )
-    store = _Storing(catalog, report, progress, max_memory, options.meta)
+    store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for read in settled + web_settled:
         store(read)
     if on_planned:
@@ -219,10 +221,13 @@ class _Storing:
     """The one place every input ends: a document encoded and committed in its own transaction,
     an unchanged input noted, a failure reported with its reason."""
 
-    def __init__(self, catalog: Catalog, report: IngestReport, progress, max_memory, fields=None):
+    def __init__(
+        self, catalog: Catalog, report: IngestReport, progress, max_memory, fields=None, language=None
+    ):
         self.catalog, self.report, self.progress = catalog, report, progress
         self.max_memory = max_memory
         self.fields = dict(fields or {})  # the run's own fields (IngestOptions.meta) for every document
+        self.language = language  # the run's language for every page (None: detected a page)
         self.text = None  # the dense text model, when the index has one
         self.visual: VisualEncoder | None = None
 
@@ -244,6 +249,8 @@ class _Storing:
         settings = self.catalog.settings
         if self.fields:  # a file's own fields (its .meta.json) over the run's
             document.meta["fields"] = {**self.fields, **document.meta.get("fields", {})}
+        label_pages(document.pages, self.language)
+        document.meta["languages"] = dict(Counter(page.language for page in document.pages))
         if read.spec is not None:
             _record_spec(self.catalog, read.spec)
         images = read.images if read.images is not None else encode_tiles(document, self.visual, settings)

@@ -11,6 +11,7 @@ import bm25s
 import numpy as np
 
 from pagesight.encode.lexical import burst_weights, query_weights, tokenize
+from pagesight.read.language import query_language
 
 
 class LexicalRetriever:
@@ -20,6 +21,7 @@ class LexicalRetriever:
         tile_ids: np.ndarray,
         phrases: PhraseIds | None = None,
         bursts: dict[str, float] | None = None,
+        languages: tuple[str, ...] = ("en",),
     ):
         self.model = model
         self.tile_ids = tile_ids
@@ -27,6 +29,7 @@ class LexicalRetriever:
         self.phrases = phrases
         # the collection's bursty words (encode.lexical.burst_weights); None: every word weighs 1
         self.bursts = bursts
+        self.languages = languages  # of its tiles' pages (read.language): a query is read in one of them
         self._removed = np.zeros(len(tile_ids), dtype=bool)  # deleted tiles the model still counts
 
     def remove(self, tile_ids: np.ndarray) -> None:
@@ -42,15 +45,18 @@ class LexicalRetriever:
         b: float = 0.75,
         phrases: bool = False,
         term_weights: bool = False,
+        languages: list[str] | None = None,
     ) -> LexicalRetriever:
-        tokens = tokenize(texts, phrases)
+        """``languages``: each text's (None: all English)."""
+        tokens = tokenize(texts, phrases, languages)
         bursts = burst_weights(tokens) if term_weights else None
+        held = tuple(sorted(set(languages or ()) | {"en"}))
         empty = PhraseIds.empty() if phrases else None
         if not any(tokens):  # no tile has a single term yet: nothing to index
-            return cls(None, tile_ids, empty, bursts)
+            return cls(None, tile_ids, empty, bursts, held)
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
         model.index(tokens, show_progress=False)
-        return cls(model, tile_ids, PhraseIds.take(model) if phrases else None, bursts)
+        return cls(model, tile_ids, PhraseIds.take(model) if phrases else None, bursts, held)
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -61,7 +67,11 @@ class LexicalRetriever:
             self.phrases.save(folder)
         if self.bursts is not None:
             (folder / "bursts.json").write_text(json.dumps(self.bursts))
-        complete = {"tiles": len(self.tile_ids), "phrases": self.phrases is not None}
+        complete = {
+            "tiles": len(self.tile_ids),
+            "phrases": self.phrases is not None,
+            "languages": self.languages,
+        }
         (folder / "complete.json").write_text(json.dumps(complete))
 
     @classmethod
@@ -70,18 +80,20 @@ class LexicalRetriever:
         model = (
             bm25s.BM25.load(folder, show_progress=False) if (folder / "params.index.json").exists() else None
         )
-        with_phrases = json.loads((folder / "complete.json").read_text()).get("phrases", False)
+        complete = json.loads((folder / "complete.json").read_text())
         bursts = (
             json.loads((folder / "bursts.json").read_text()) if (folder / "bursts.json").exists() else None
         )
-        return cls(model, tile_ids, PhraseIds.load(folder) if with_phrases else None, bursts)
+        phrases = PhraseIds.load(folder) if complete.get("phrases") else None
+        return cls(model, tile_ids, phrases, bursts, tuple(complete.get("languages", ("en",))))
 
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, score) pairs with a positive score, best first."""
         if self.model is None:
             return []
         vocab = self.model.vocab_dict
-        weights = query_weights(query, self.phrases is not None, self.bursts)
+        language = query_language(query, self.languages)
+        weights = query_weights(query, self.phrases is not None, self.bursts, language)
         held = {term: vocab[term] for term in weights if term in vocab}  # the words: phrases are apart
         if self.phrases is not None:
             held.update(self.phrases.found([term for term in weights if " " in term]))

@@ -157,8 +157,9 @@ class Catalog:
             )
             for page in document.pages:
                 self.db.execute(
-                    "INSERT INTO pages (doc_id, number, width, height, text_source) VALUES (?, ?, ?, ?, ?)",
-                    (document.id, page.number, page.width, page.height, page.text_source),
+                    "INSERT INTO pages (doc_id, number, width, height, text_source, language) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (document.id, page.number, page.width, page.height, page.text_source, page.language),
                 )
                 self.db.executemany(
                     "INSERT INTO regions (doc_id, page, kind, x0, y0, x1, y1, score) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -243,6 +244,13 @@ class Catalog:
             )
             rows += [(row[0], row[5], *field) for row, field in zip(group, fields)]
         yield from sorted(rows)
+
+    def tile_languages(self) -> dict[int, str]:
+        """Each tile's language: its page's (``read.language``)."""
+        rows = self.db.execute(
+            "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page"
+        )
+        return dict(rows.fetchall())
 
     def tile_ids(self) -> np.ndarray:
         rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()

@@ -104,11 +104,13 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         settings = catalog.settings
         rows = list(catalog.tile_contexts())
         tile_ids = np.array([row[0] for row in rows], dtype=np.int64)
+        languages = catalog.tile_languages()
         lexical = LexicalRetriever.build(
             tile_ids,
             [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
             phrases=settings.phrases,
             term_weights=settings.term_weights,
+            languages=[languages.get(tile_id, "en") for tile_id in tile_ids.tolist()],
         )
         dense = None
         if dim is not None:

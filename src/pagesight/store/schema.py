@@ -14,8 +14,9 @@ from pagesight.settings import Settings
 # vectors of a visual encoder. Version 3 adds layout regions (``read/layout.py``, indexes made with
 # ``Settings.layout``): every region a page's detection found, and tables and figures stored as
 # tiles of their own whose ``region`` names them. Older catalogs are upgraded in place when opened:
-# the additions are columns with defaults and new tables, so every older row stays valid.
-FORMAT_VERSION = 3
+# the additions are columns with defaults and new tables, so every older row stays valid. Version 4
+# adds each page's language (``read/language.py``); older pages are English.
+FORMAT_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,6 +37,7 @@ CREATE TABLE IF NOT EXISTS pages (
     width INTEGER NOT NULL,
     height INTEGER NOT NULL,
     text_source TEXT NOT NULL,
+    language TEXT NOT NULL DEFAULT 'en',  -- read.language: its text's, for BM25's analysis
     PRIMARY KEY (doc_id, number)
 );
 CREATE TABLE IF NOT EXISTS tiles (
@@ -100,7 +102,12 @@ UPGRADE_2 = (
     "CREATE INDEX IF NOT EXISTS regions_by_page ON regions (doc_id, page)",
     "UPDATE meta SET value = '3' WHERE key = 'format_version'",
 )
-UPGRADES = {1: UPGRADE_1, 2: UPGRADE_2}
+# Version 3 -> 4, run in one write transaction.
+UPGRADE_3 = (
+    "ALTER TABLE pages ADD COLUMN language TEXT NOT NULL DEFAULT 'en'",
+    "UPDATE meta SET value = '4' WHERE key = 'format_version'",
+)
+UPGRADES = {1: UPGRADE_1, 2: UPGRADE_2, 3: UPGRADE_3}
 
 
 def connect(path: Path) -> sqlite3.Connection:

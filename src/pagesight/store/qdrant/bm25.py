@@ -38,7 +38,7 @@ class Bm25Weights:
         stale = models.Filter(must=self.live_filter().must, must_not=[close])
         count, batch = 0, []
         for record in scroll(
-            self.client, self.tiles_name, stale, with_payload=["text", "context", "heading"]
+            self.client, self.tiles_name, stale, with_payload=["text", "context", "heading", "language"]
         ):
             batch.append(record)
             if len(batch) == PAGE:
@@ -50,7 +50,8 @@ class Bm25Weights:
         from pagesight.encode.lexical import tokenize
 
         models = qdrant_models()
-        terms = tokenize([self._indexed_text(r.payload) for r in batch], self.settings.phrases)
+        languages = [r.payload.get("language", "en") for r in batch]
+        terms = tokenize([self._indexed_text(r.payload) for r in batch], self.settings.phrases, languages)
         points = [
             models.PointVectors(id=r.id, vector={"bm25": bm25_document(t, average)})
             for r, t in zip(batch, terms)
@@ -85,14 +86,18 @@ class Bm25Weights:
         ids = sorted(int(r.id) for r in scroll(self.client, self.tiles_name, self.live_filter(), False))
         if len(ids) > BURST_SAMPLE:
             ids = [ids[round(i * (len(ids) - 1) / (BURST_SAMPLE - 1))] for i in range(BURST_SAMPLE)]
-        texts = []
+        texts, languages = [], []
         for start in range(0, len(ids), PAGE):
             found = self.client.retrieve(
-                self.tiles_name, ids[start : start + PAGE], with_payload=["text", "context", "heading"]
+                self.tiles_name,
+                ids[start : start + PAGE],
+                with_payload=["text", "context", "heading", "language"],
             )
             texts += [self._indexed_text(r.payload) for r in found]
+            languages += [r.payload.get("language", "en") for r in found]
         models = qdrant_models()
-        payload = {"kind": "bursts", "tiles": tiles, "weights": burst_weights(tokenize(texts))}
+        weights = burst_weights(tokenize(texts, languages=languages))
+        payload = {"kind": "bursts", "tiles": tiles, "weights": weights}
         self.client.upsert(
             self.catalog_name, [models.PointStruct(id=BURSTS_POINT, vector={}, payload=payload)]
         )

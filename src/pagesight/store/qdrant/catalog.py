@@ -173,7 +173,8 @@ class QdrantCatalog(Lease, Bm25Weights):
             [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
         )
         texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
-        terms = tokenize(texts, self.settings.phrases) if tiles else []
+        languages = [page.language for page, _ in tiles]
+        terms = tokenize(texts, self.settings.phrases, languages) if tiles else []
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
         old_tiles = previous.get("tiles", 0) if previous else 0
@@ -205,6 +206,7 @@ class QdrantCatalog(Lease, Bm25Weights):
                 "spans": span_rows(tile.spans),
                 "links": link_rows(tile.links),
                 "kind": tile.kind,
+                "language": page.language,
                 "chunks": 0 if matrix is None else len(matrix),
                 "bm25_avg": average,
                 "version": version,
@@ -228,7 +230,7 @@ class QdrantCatalog(Lease, Bm25Weights):
             "mtime_ns": document.mtime_ns,
             "n_pages": len(document.pages),
             "meta": document.meta,
-            "pages": [[p.number, p.width, p.height, p.text_source] for p in document.pages],
+            "pages": [[p.number, p.width, p.height, p.text_source, p.language] for p in document.pages],
             "regions": {
                 str(p.number): [[r.kind, [float(v) for v in r.box], r.score] for r in p.regions]
                 for p in document.pages
@@ -249,6 +251,9 @@ class QdrantCatalog(Lease, Bm25Weights):
         self._finish(document.id, version)
         self.load()
         self._index["bm25"] = stats
+        # the languages of its pages, ever: a query is read in one of them (read.language)
+        held = set(self._index.get("languages", ["en"])) | {page.language for page in document.pages}
+        self._index["languages"] = sorted(held)
         self._index["generation"] += 1
         self._index["pending"].pop(document.id, None)
         if self._index.get("lease"):

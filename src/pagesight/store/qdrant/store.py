@@ -72,7 +72,7 @@ class QdrantStore:
         spec = record["visual_spec"]
         return Retrievers(
             generation=int(record["generation"]),
-            lexical=Bm25Vectors(catalog, catalog.bursts()),
+            lexical=Bm25Vectors(catalog, catalog.bursts(), tuple(record.get("languages", ["en"]))),
             dense=DenseVectors(catalog) if catalog.settings.dense_model else None,
             visual=VisualVectors(catalog, bool(spec["multi_vector"])) if spec else None,
         )

@@ -47,16 +47,23 @@ class _Vectors:
 class Bm25Vectors(_Vectors):
     using = "bm25"
 
-    def __init__(self, catalog: QdrantCatalog, bursts: dict[str, float] | None):
+    def __init__(
+        self, catalog: QdrantCatalog, bursts: dict[str, float] | None, languages: tuple[str, ...] = ("en",)
+    ):
         super().__init__(catalog)
         self.bursts = bursts  # the collection's bursty words (Bm25Weights.bursts); None: all weigh 1
+        self.languages = languages  # of its pages (read.language): a query is read in one of them
 
     def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         from pagesight.encode.lexical import query_weights
+        from pagesight.read.language import query_language
 
         models = qdrant_models()
         weights: Counter[int] = Counter()
-        for term, weight in query_weights(query, self.catalog.settings.phrases, self.bursts).items():
+        language = query_language(query, self.languages)
+        for term, weight in query_weights(
+            query, self.catalog.settings.phrases, self.bursts, language
+        ).items():
             weights[term_index(term)] += weight
         if not weights:
             return []
