@@ -268,7 +268,7 @@ def test_upload_is_ingested_while_searches_answer_then_deleted(keyed, index_dir,
         sent = keyed.post(
             "/api/documents",
             files={"files": (pdf.name, pdf.read_bytes(), "application/pdf")},
-            data={"meta": ["site=Zanzibar", "year=2021"]},
+            data={"meta": ["site=Zanzibar", "year=2021"], "language": "fr"},
         )
         assert sent.status_code == 202, sent.text
         job = wait_for(keyed, sent.json()["job"])
@@ -285,6 +285,7 @@ def test_upload_is_ingested_while_searches_answer_then_deleted(keyed, index_dir,
         "documents"
     ]
     assert row["id"] == "turbine-notes" and row["fields"]["site"] == "Zanzibar"
+    assert row["fields"]["language"] == "fr"  # as the upload said, though its text is English
 
     assert keyed.delete("/api/documents/turbine-notes").json() == {"deleted": "turbine-notes"}
     assert not (index_dir / "uploads" / "turbine-notes.pdf").exists()
@@ -310,6 +311,8 @@ def test_bad_uploads(keyed, index_dir):
         "/api/documents", files={"files": ("a.png", png_bytes())}, data={"meta": "no-equals"}
     )
     assert "meta must be KEY=VALUE, got 'no-equals'" in error_of(refused, 422)
+    refused = keyed.post("/api/documents", files={"files": ("a.png", png_bytes())}, data={"language": "xx"})
+    assert "unknown language 'xx'" in error_of(refused, 422)
     assert not (index_dir / "uploads" / "a.png").exists()
     assert not (index_dir / "uploads" / "notes.txt").exists()
 

@@ -115,16 +115,23 @@ class Jobs:
         self._lock = threading.Lock()
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
 
-    def submit(self, paths: list[Path], tenant: str | None = None, fields: dict | None = None) -> Job:
-        """Ingest ``paths`` in the background, each document with ``fields``; a ``tenant``'s
-        documents carry ``tenant = NAME`` over any ``fields`` of that name."""
+    def submit(
+        self,
+        paths: list[Path],
+        tenant: str | None = None,
+        fields: dict | None = None,
+        language: str | None = None,
+    ) -> Job:
+        """Ingest ``paths`` in the background, each document with ``fields`` and its pages in
+        ``language`` (None: detected); a ``tenant``'s documents carry ``tenant = NAME`` over any
+        ``fields`` of that name."""
         job = Job(uuid.uuid4().hex, [path.name for path in paths], tenant=tenant)
         self._save(job)
         finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
         # searches first: the job's thread and its reader processes run in the background
-        options = IngestOptions.given(self.options, nice=BACKGROUND)
+        options = IngestOptions.given(self.options, nice=BACKGROUND, language=language)
         owned = {FIELD: tenant} if tenant is not None else {}
         if fields or owned:
             options = IngestOptions.given(options, meta={**options.meta, **(fields or {}), **owned})

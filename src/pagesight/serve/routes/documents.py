@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import meta_fields
+from pagesight.read.language import check_language
 from pagesight.serve.jobs import check_content, safe_name, save
 from pagesight.serve.pool import retry_locked
 from pagesight.serve.routes.common import ApiError, Caller, Server, lookup, writable
@@ -57,6 +58,10 @@ def upload(
         list[str] | None,
         Form(description="KEY=VALUE fields every file carries, for where filters (repeatable)."),
     ] = None,
+    language: Annotated[
+        str | None,
+        Form(description="Every page's language (en, fr, de, es, it, pt); default: detected a page."),
+    ] = None,
 ) -> dict:
     """Save the files and ingest them in the background; poll ``/api/jobs/{id}`` for progress.
 
@@ -68,6 +73,8 @@ def upload(
         raise ApiError(413, f"at most {MAX_FILES} files in one upload")
     try:
         fields = meta_fields([item for item in meta or [] if item.strip()], "meta")
+        if language:
+            check_language(language)
     except PagesightError as exc:
         raise ApiError(422, str(exc)) from None
     received = []
@@ -82,7 +89,7 @@ def upload(
         raise ApiError(422, "two uploaded files have the same name")
     paths = [save(server.uploads, name, data) for name, data in received]
     owner = tenant.name if tenant.where is not None else None
-    return {"job": server.jobs.submit(paths, owner, fields).to_dict()}
+    return {"job": server.jobs.submit(paths, owner, fields, language or None).to_dict()}
 
 
 @router.get("/api/jobs")
