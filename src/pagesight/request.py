@@ -22,6 +22,7 @@ from pagesight.answer.base import INPUTS
 from pagesight.answer.context import TOKEN_MODELS
 from pagesight.answer.strategies import STRATEGIES
 from pagesight.errors import PagesightError
+from pagesight.read.language import LANGUAGES
 from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
 
@@ -112,6 +113,12 @@ class SearchRequest:
         None,
         "Only documents whose fields pass, e.g. 'type = pdf and year >= 2020 and path ^= reports/'.",
         max_length=MAX_QUERY,
+    )
+    language: str | None = _field(
+        None,
+        "The question's language for BM25: en, fr, de, es, it or pt (default: told from the question, "
+        "among the languages of the index's pages).",
+        choices=tuple(LANGUAGES),
     )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
     rerank: str | None = _field(

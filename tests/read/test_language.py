@@ -77,3 +77,19 @@ def test_a_run_may_say_its_pages_language(tmp_path: Path):
         "ingest", str(tmp_path / "hof.pdf"), "--index", str(tmp_path / "iy"), "--language", "xx", check=False
     )
     assert refused.returncode != 0 and "unknown language 'xx'" in refused.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_request_may_say_its_questions_language(tmp_path: Path):
+    make_pdf(tmp_path / "ferme.pdf", [FRENCH])
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add([tmp_path / "ferme.pdf"]).ok
+        # told from the question: French, so "chevaux" meets the page's French "cheval"
+        assert [h.doc_id for h in index.search("chevaux", mode="lexical")] == ["ferme"]
+        # said to be English: "chevaux" stays as it is and misses it
+        assert index.search("chevaux", mode="lexical", language="en") == []
+        with pytest.raises(PagesightError, match="language"):
+            index.search("chevaux", language="xx")
+    args = ["search", "chevaux", "--index", str(tmp_path / "ix"), "--mode", "lexical", "--json"]
+    assert '"doc_id": "ferme"' in cli(*args).stdout
+    assert cli(*args, "--language", "en").stdout.strip() == "[]"

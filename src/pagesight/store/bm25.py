@@ -87,12 +87,15 @@ class LexicalRetriever:
         phrases = PhraseIds.load(folder) if complete.get("phrases") else None
         return cls(model, tile_ids, phrases, bursts, tuple(complete.get("languages", ("en",))))
 
-    def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The ``n`` best (tile id, score) pairs with a positive score, best first."""
+    def search(
+        self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``n`` best (tile id, score) pairs with a positive score, best first; the query read in
+        ``language`` (None: told from it, among the index's languages)."""
         if self.model is None:
             return []
         vocab = self.model.vocab_dict
-        language = query_language(query, self.languages)
+        language = language or query_language(query, self.languages)
         weights = query_weights(query, self.phrases is not None, self.bursts, language)
         held = {term: vocab[term] for term in weights if term in vocab}  # the words: phrases are apart
         if self.phrases is not None:

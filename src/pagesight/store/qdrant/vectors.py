@@ -54,13 +54,15 @@ class Bm25Vectors(_Vectors):
         self.bursts = bursts  # the collection's bursty words (Bm25Weights.bursts); None: all weigh 1
         self.languages = languages  # of its pages (read.language): a query is read in one of them
 
-    def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
+    ) -> list[tuple[int, float]]:
         from pagesight.encode.lexical import query_weights
         from pagesight.read.language import query_language
 
         models = qdrant_models()
         weights: Counter[int] = Counter()
-        language = query_language(query, self.languages)
+        language = language or query_language(query, self.languages)
         for term, weight in query_weights(
             query, self.catalog.settings.phrases, self.bursts, language
         ).items():
