@@ -230,3 +230,39 @@ def test_a_hit_on_a_table_shows_the_whole_table(tmp_path, page):
         shown = canvas.evaluate("c => c.width / c.height")
         assert abs(shown - width / height) < 0.05, (shown, width / height)
         assert canvas.evaluate(PIXELS_OF, list(BOX_COLOUR)) > 200
+
+
+@pytest.mark.timeout(240)
+def test_a_visual_hit_shows_its_similarity_map(tmp_path: Path):
+    """On an index with a (tiny, random-weight) ColQwen2, a visual hit's "similarity map" button
+    loads its tile with the map of the question drawn, and puts the evidence back."""
+    pytest.importorskip("torch")
+    from pagesight.encode.visual.late_interaction import import_colpali
+    from tests.encode.visual.conftest import build_qwen
+
+    models = import_colpali()
+    build_qwen(tmp_path / "colqwen2", "qwen2-vl", models.ColQwen2, models.ColQwen2Processor)
+    make_pdf(tmp_path / "report.pdf", [["Quarterly revenue rose in the West region"]])
+    settings = Settings(dense_model=None, visual_encoder="colqwen2", visual_model=str(tmp_path / "colqwen2"))
+    with Index.open(tmp_path / "index", settings=settings, device="cpu") as index:
+        assert index.add([tmp_path / "report.pdf"], ocr="never", jobs=1).ok
+    with serving(tmp_path / "index") as url, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        page = browser.new_page()
+        page.set_default_timeout(60_000)
+        asked = []
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto(url)
+        page.evaluate(f"sessionStorage.setItem('pagesight-api-key', '{KEY}')")
+        page.reload()
+        sync_api.expect(page.locator("#summary")).to_contain_text("documents")
+        page.fill("#question", "quarterly revenue")
+        page.select_option("#mode", "visual")
+        page.click("#search")
+        button = page.locator(".hit button.explain").first
+        button.click()
+        sync_api.expect(button).to_have_text("evidence")
+        assert any("/api/tile?" in u and "explain=quarterly+revenue" in u for u in asked)
+        button.click()
+        sync_api.expect(button).to_have_text("similarity map")
+        browser.close()
