@@ -53,13 +53,8 @@ def search_text(
     pool = max(request.candidates, k)
     runs: dict[str, Run] = {}
     if mode in ("lexical", "hybrid"):
-        text = lexical_query(settings, query)
-        # the question's language when the request names it (a plugin's store may take none)
-        runs["bm25"] = (
-            current.lexical.search(text, pool, allowed, language=request.language)
-            if request.language
-            else current.lexical.search(text, pool, allowed)
-        )
+        query_text = lexical_query(settings, query)
+        runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=request.language)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
         runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
     if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):

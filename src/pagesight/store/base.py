@@ -88,7 +88,8 @@ class VectorStore(Protocol):
     """The vectors of one retriever, identified by tile id (a tile may hold several vectors), as a
     search reads them. How they are written is the store's: the local store derives them from the
     catalog into files (``MutableVectorStore``), Qdrant writes them with their documents. ``allowed``
-    is an array of tile ids or an ``Allowed``."""
+    is an array of tile ids or an ``Allowed``. A lexical store's ``search`` also takes the query's
+    ``language`` (``read.language``; None: told from the query)."""
 
     def tile_ids(self) -> np.ndarray: ...
     def search(

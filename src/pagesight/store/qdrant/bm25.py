@@ -101,14 +101,22 @@ class Bm25Weights:
         self.client.upsert(
             self.catalog_name, [models.PointStruct(id=BURSTS_POINT, vector={}, payload=payload)]
         )
+        self.load()
+        self._index["bursts_counted"] = self._index.get("bursts_counted", 0) + 1  # readers read again
+        self._save_index()
         return True
 
     def bursts(self) -> dict[str, float] | None:
-        """The bursty words last counted (``update_bursts``); None when the index weighs no terms."""
+        """The bursty words last counted (``update_bursts``), read again only when counted again
+        since (the index record, loaded by the caller, says how often); None when the index
+        weighs no terms."""
         if not self.settings.term_weights:
             return None
-        counted = self._bursts_payload()
-        return counted["weights"] if counted is not None else {}
+        counted = self._index.get("bursts_counted", 0)
+        if self._bursts is None or self._bursts[0] != counted:
+            payload = self._bursts_payload()
+            self._bursts = (counted, payload["weights"] if payload is not None else {})
+        return self._bursts[1]
 
     def _bursts_payload(self) -> dict | None:
         found = self.client.retrieve(self.catalog_name, [BURSTS_POINT], with_payload=True)

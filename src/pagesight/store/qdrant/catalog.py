@@ -41,6 +41,7 @@ class QdrantCatalog(Lease, Bm25Weights):
         self.path = path
         self.settings = Settings()
         self._index: dict = {}
+        self._bursts: tuple[int, dict[str, float]] | None = None  # (count, weights) read last (bm25.py)
 
     # The index point ---------------------------------------------------------------------------
 
