@@ -1,0 +1,154 @@
+"""Documents and questions in six languages (issue 30): the Debian Reference in its English original
+and its French, German, Spanish, Italian and Portuguese translations, with the same questions
+written in each of the six languages.
+
+    sudo apt-get install debian-reference-en debian-reference-fr debian-reference-de \\
+        debian-reference-es debian-reference-it debian-reference-pt
+    python benchmarks/multilingual.py --out DIR [--mode lexical --mode hybrid] [--json out.json]
+
+The PDFs are Debian's own (``/usr/share/debian-reference/debian-reference.LANG.pdf``, 261 to 276
+pages each). Each question in ``multilingual_questions.json`` is about one section, named by its
+English title; a translation's section is the one at the same place in its PDF's outline (all six
+outlines have the same 451 entries in the same order), and the page where it starts is the
+question's relevant page. Every question is asked in every language of every translation, within
+that translation (the within-document protocol), so a cell of the table is a document language
+against a question language. The translations are partial: a section whose opening text is not in
+its translation's language (py3langid's verdict among the six) is left out of that translation's
+cells, and the table says how many questions each row kept.
+
+Two indexes of the same six PDFs are compared: each page analysed in its detected language (the
+default), and every page read as English (``ingest --language en``, what pagesight did before).
+Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell) and a JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pypdfium2
+
+from pagesight import Index
+from pagesight.eval import harness
+from pagesight.eval.dataset import Dataset
+from pagesight.read.language import classify
+
+LANGUAGES = ("en", "fr", "de", "es", "it", "pt")
+SOURCE = Path("/usr/share/debian-reference")
+QUESTIONS = Path(__file__).with_name("multilingual_questions.json")
+METRICS = ("recall@1", "recall@5", "ndcg@10")
+
+
+def outline(pdf: Path) -> list[tuple[str, int, str]]:
+    """(title, first page from 1, the section's opening text) of each entry of a PDF's outline, in
+    order. The opening text is what follows the title on its page and the next one, 1,000
+    characters (its whole first page where the title is not found as extracted)."""
+    document = pypdfium2.PdfDocument(pdf)
+    try:
+        texts = [page.get_textpage().get_text_range() for page in document]
+        entries = []
+        for entry in document.get_toc():
+            title, page = entry.get_title(), entry.get_dest().get_index() + 1
+            text = " ".join((texts[page - 1] + " " + (texts[page] if page < len(texts) else "")).split())
+            found = text.find(title)
+            entries.append((title, page, text[found + len(title) :][:1000] if found >= 0 else text[:1000]))
+        return entries
+    finally:
+        document.close()
+
+
+def generate(out: Path) -> Path:
+    """The evaluation folder: the six PDFs, a query per question, question language and document
+    language (asked within that document), each judged by the page its section starts on."""
+    missing = [lang for lang in LANGUAGES if not (SOURCE / f"debian-reference.{lang}.pdf").is_file()]
+    if missing:
+        packages = " ".join(f"debian-reference-{lang}" for lang in missing)
+        raise SystemExit(f"the Debian Reference PDFs are missing: sudo apt-get install {packages}")
+    documents = out / "documents"
+    documents.mkdir(parents=True)
+    outlines = {}
+    for lang in LANGUAGES:
+        (documents / f"debian-reference-{lang}.pdf").symlink_to(SOURCE / f"debian-reference.{lang}.pdf")
+        outlines[lang] = outline(SOURCE / f"debian-reference.{lang}.pdf")
+    if len({len(entries) for entries in outlines.values()}) != 1:
+        raise SystemExit("the translations' outlines differ in length: their sections cannot be matched")
+    english = [title for title, _, _ in outlines["en"]]
+    queries, qrels = [], []
+    for number, question in enumerate(json.loads(QUESTIONS.read_text())):
+        if english.count(question["section"]) != 1:
+            raise SystemExit(f"section {question['section']!r} is not one entry of the English outline")
+        place = english.index(question["section"])
+        for doc_lang in LANGUAGES:
+            doc_id = f"debian-reference-{doc_lang}"
+            _, page, opening = outlines[doc_lang][place]
+            if classify(opening)[0] != doc_lang:  # left untranslated
+                continue
+            for query_lang in LANGUAGES:
+                query_id = f"q{number:02d}-{query_lang}-{doc_lang}"
+                queries.append({"_id": query_id, "text": question[query_lang], "doc_ids": [doc_id]})
+                qrels.append(f"{query_id}\t{doc_id}_{page}\t1")
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
+    (out / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    return out
+
+
+def cells(result: harness.Result) -> dict[str, dict[str, dict[str, float]]]:
+    """Mean metrics per document language, then question language."""
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for doc_lang in LANGUAGES:
+        for query_lang in LANGUAGES:
+            rows = [
+                scores
+                for qid, scores in result.per_query.items()
+                if qid.endswith(f"-{query_lang}-{doc_lang}")
+            ]
+            table.setdefault(doc_lang, {})[query_lang] = {
+                **{name: round(sum(row[name] for row in rows) / len(rows), 3) for name in METRICS},
+                "questions": len(rows),
+            }
+    return table
+
+
+def print_table(title: str, table: dict) -> None:
+    print(f"\n{title}: R@1 / R@5 / nDCG@10, document language (rows) x question language (columns)")
+    print("| document (questions) | " + " | ".join(LANGUAGES) + " |")
+    print("|---" * (len(LANGUAGES) + 1) + "|")
+    for doc_lang, row in table.items():
+        values = [" / ".join(f"{row[q][m]:.2f}" for m in METRICS) for q in LANGUAGES]
+        print(f"| {doc_lang} ({row['en']['questions']}) | " + " | ".join(values) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset and indexes")
+    parser.add_argument("--mode", action="append", choices=["lexical", "hybrid"], help="default: both")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    shutil.rmtree(args.out, ignore_errors=True)
+    data = Dataset.load(generate(args.out))
+    configs = [harness.Config.parse(mode).within() for mode in args.mode or ["lexical", "hybrid"]]
+    report = {"queries": len(data.queries), "indexes": {}}
+    for name, language in (("per-language", None), ("english", "en")):
+        with Index.open(args.out / f"index-{name}") as index:
+            start = time.perf_counter()
+            outcome = index.add([data.documents], language=language)
+            seconds = time.perf_counter() - start
+            if not outcome.ok:
+                raise SystemExit(f"ingestion failed: {outcome.failed}")
+            entry = {"ingest_s": round(seconds, 1), "languages": index.info().get("languages"), "runs": {}}
+            for result in harness.evaluate(index, data, configs):
+                table = cells(result)
+                entry["runs"][result.config.name] = table
+                print_table(f"{name} index, {result.config.name}", table)
+            report["indexes"][name] = entry
+            print(f"{name}: ingested in {seconds:.1f} s; pages per language {entry['languages']}")
+    print(json.dumps(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
