@@ -12,7 +12,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.encode import exported
-from pagesight.encode.dense import MiniLM
+from pagesight.encode.dense import SentenceEncoder
 from tests.conftest import SAMPLES, make_pdf
 
 TEXTS = [
@@ -31,14 +31,14 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_loading_the_model_caches_an_export_whose_vectors_equal_torch(cache):
-    model = MiniLM()
+    model = SentenceEncoder()
     assert not list(cache.rglob("*.onnx"))
     reference = model.model.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
     (path,) = cache.rglob("*.onnx")
     assert path == exported.export_path(model.name, model.model_dir)
 
-    queries = MiniLM().encode_queries(TEXTS)
-    assert queries.dtype == np.float32 and queries.shape == (len(TEXTS), MiniLM.dim)
+    queries = SentenceEncoder().encode_queries(TEXTS)
+    assert queries.dtype == np.float32 and queries.shape == (len(TEXTS), SentenceEncoder().dim)
     session = exported.load(path, model.model_dir, 128).session  # threads sleep, never spin, when idle
     assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert np.abs(queries - reference).max() <= 1e-5
@@ -46,17 +46,17 @@ def test_loading_the_model_caches_an_export_whose_vectors_equal_torch(cache):
 
 
 def test_without_an_export_queries_fall_back_to_torch_and_cache_one(cache):
-    model = MiniLM()
+    model = SentenceEncoder()
     vector = model.encode_queries(["reciprocal rank fusion"])
     assert model._model is not None  # torch did the work
     assert len(list(cache.rglob("*.onnx"))) == 1  # and the next process will not need it
-    again = MiniLM().encode_queries(["reciprocal rank fusion"])
+    again = SentenceEncoder().encode_queries(["reciprocal rank fusion"])
     # The same vector: torch runs in bfloat16 on CPUs that have it, the export in float32.
     assert float((again * vector).sum()) >= 0.9999
 
 
 def test_a_damaged_export_is_ignored(cache):
-    model = MiniLM()
+    model = SentenceEncoder()
     path = exported.export_path(model.name, model.model_dir)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a model")

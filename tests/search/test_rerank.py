@@ -108,7 +108,7 @@ def test_a_cross_encoder_from_a_folder_reranks_through_the_index(index, tmp_path
     from sentence_transformers.cross_encoder import CrossEncoder
     from transformers import BertConfig, BertForSequenceClassification
 
-    from pagesight.encode.dense import MiniLM
+    from pagesight.encode.dense import SentenceEncoder
 
     torch.manual_seed(0)
     config = BertConfig(
@@ -121,7 +121,7 @@ def test_a_cross_encoder_from_a_folder_reranks_through_the_index(index, tmp_path
     )
     BertForSequenceClassification(config).save_pretrained(tmp_path / "ce")
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        (tmp_path / "ce" / name).write_bytes((MiniLM().model_dir / name).read_bytes())
+        (tmp_path / "ce" / name).write_bytes((SentenceEncoder().model_dir / name).read_bytes())
     hits = index.search(
         "metres water",
         k=2,

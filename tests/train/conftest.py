@@ -67,7 +67,7 @@ def tiny_bert(tmp_path_factory) -> dict[str, Path]:
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel
 
-    from pagesight.encode.dense import MiniLM
+    from pagesight.encode.dense import SentenceEncoder
 
     root = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)
@@ -83,7 +83,7 @@ def tiny_bert(tmp_path_factory) -> dict[str, Path]:
     )
     transformer = root / "transformer"
     BertModel(config).save_pretrained(transformer)
-    packaged = MiniLM().model_dir
+    packaged = SentenceEncoder().model_dir
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         shutil.copy(packaged / name, transformer / name)
     word = models.Transformer(str(transformer), max_seq_length=96)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pagesight.encode.dense import MiniLM
+from pagesight.encode.dense import SentenceEncoder
 from pagesight.search.rerank import PASSAGE_FILE, Candidate, make_reranker
 from pagesight.train.contrastive import (
     Example,
@@ -91,26 +91,26 @@ def test_minilm_trained_with_lora_loads_as_adapter_and_as_merged_model(tmp_path)
     adapter folder (merged on load) and the merged folder alike, and both move the vectors."""
     short = [Example(e.query, e.positive[:200], [n[:200] for n in e.negatives]) for e in EXAMPLES]
     options = Options(batch_size=6, epochs=10, max_steps=4, learning_rate=1e-3, lora=True, lora_rank=4)
-    train_dense(MiniLM().model_dir, short, tmp_path, options)
+    train_dense(SentenceEncoder().model_dir, short, tmp_path, options)
     assert (tmp_path / "dense-adapter" / "adapter_config.json").is_file()
     texts = ["How much water does the reservoir hold?", "copper purity"]
-    base = MiniLM().encode(texts)
-    adapted = MiniLM(trained=tmp_path / "dense-adapter")
-    merged = MiniLM(trained=tmp_path / "dense")
+    base = SentenceEncoder().encode(texts)
+    adapted = SentenceEncoder(trained=tmp_path / "dense-adapter")
+    merged = SentenceEncoder(trained=tmp_path / "dense")
     assert adapted.adapter is not None and merged.adapter is None
     np.testing.assert_allclose(adapted.encode(texts), merged.encode(texts), atol=1e-5)
     assert np.abs(adapted.encode(texts) - base).max() > 1e-3
     # the ONNX query export is cached per model: a trained model never reuses the packaged one's
-    assert len({MiniLM()._export_path(), adapted._export_path(), merged._export_path()}) == 3
-    assert infonce(tmp_path / "dense", short) < infonce(MiniLM().model_dir, short)
+    assert len({SentenceEncoder()._export_path(), adapted._export_path(), merged._export_path()}) == 3
+    assert infonce(tmp_path / "dense", short) < infonce(SentenceEncoder().model_dir, short)
 
 
 @pytest.mark.timeout(120)
 def test_full_fine_tuning_of_minilm_lowers_its_loss(tmp_path):
     short = [Example(e.query, e.positive[:160], [n[:160] for n in e.negatives]) for e in EXAMPLES]
     options = Options(batch_size=6, epochs=10, max_steps=5, learning_rate=1e-4, warmup=0.0)
-    report = train_dense(MiniLM().model_dir, short, tmp_path, options)
-    assert infonce(tmp_path / "dense", short) < 0.8 * infonce(MiniLM().model_dir, short)
+    report = train_dense(SentenceEncoder().model_dir, short, tmp_path, options)
+    assert infonce(tmp_path / "dense", short) < 0.8 * infonce(SentenceEncoder().model_dir, short)
     assert report.peak_rss_mb > 0 and report.steps_per_second > 0
 
 
@@ -119,7 +119,7 @@ def test_a_cross_encoder_from_minilm_learns_and_reranks_with_its_passage_size(tm
     """From the packaged MiniLM's weights (a new relevance head), as pagesight train does."""
     short = [Example(e.query, e.positive[:120], [n[:120] for n in e.negatives]) for e in EXAMPLES]
     options = Options(batch_size=6, epochs=100, max_steps=6, learning_rate=3e-4, warmup=0.0)
-    report = train_cross_encoder(MiniLM().model_dir, short, tmp_path, options, passage=(40, 8))
+    report = train_cross_encoder(SentenceEncoder().model_dir, short, tmp_path, options, passage=(40, 8))
     assert falls(report.losses), report.losses
     folder = tmp_path / "cross-encoder"
     assert json.loads((folder / PASSAGE_FILE).read_text()) == {"passage_words": 40, "passage_overlap": 8}

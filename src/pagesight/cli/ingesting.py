@@ -72,8 +72,10 @@ def ingest(
     dense_model: Annotated[
         str | None,
         typer.Option(
-            help="The text model: minilm-static (default), minilm-l6-v2 (slower, a little better), or a "
-            "MiniLM fine-tuned by pagesight train (its dense/ folder) (new index only)."
+            help="The text model: minilm-static (default), minilm-l6-v2 (slower, a little better), a "
+            "MiniLM fine-tuned by pagesight train (its dense/ folder), or any sentence-transformers "
+            "model's folder or hub id, e.g. a multilingual one for questions in another language than "
+            "the pages (new index only)."
         ),
     ] = None,
     dpi: Annotated[float, typer.Option(help="Rendering resolution of PDF pages (new index only).")] = 100.0,

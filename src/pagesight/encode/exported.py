@@ -58,8 +58,9 @@ class OnnxSentenceEncoder:
         self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_tokens)
-        pad = self.tokenizer.token_to_id("[PAD]") or 0
-        self.tokenizer.enable_padding(pad_id=pad, pad_token="[PAD]")
+        # BERT's pad token, or RoBERTa's (XLM-R, the multilingual models)
+        token = next((t for t in ("[PAD]", "<pad>") if self.tokenizer.token_to_id(t) is not None), "[PAD]")
+        self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id(token) or 0, pad_token=token)
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         out = []
@@ -130,7 +131,9 @@ def export(sentence_transformer, path: Path, model_dir: Path, max_tokens: int) -
                 dynamo=False,
             )
         exported = OnnxSentenceEncoder(tmp, model_dir, max_tokens).encode(PROBES)
-        reference = sentence_transformer.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True)
+        reference = sentence_transformer.encode(
+            PROBES, normalize_embeddings=True, convert_to_numpy=True, prompt=""
+        )
         difference = float(np.abs(exported - reference).max())
         if difference > TOLERANCE:
             log.warning("ONNX export of %s differs from torch by %.2g; not used", model_dir, difference)

@@ -251,9 +251,9 @@ def _rank(model_dir, examples) -> dict:
 
 
 def _train_cross(train_set, test_set, out, config: TrainConfig, passage, progress) -> dict:
-    from pagesight.encode.dense import MiniLM
+    from pagesight.encode.dense import SentenceEncoder
 
-    base = MiniLM().model_dir  # the packaged MiniLM's weights, a new relevance head
+    base = SentenceEncoder().model_dir  # the packaged MiniLM's weights, a new relevance head
     trained = contrastive.train_cross_encoder(
         base,
         train_set,

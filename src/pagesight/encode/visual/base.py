@@ -204,7 +204,7 @@ def load_pretrained(what: str, model: str, loader: Callable[..., Any], **kwargs:
         raise PagesightError(f"cannot load the {what} from '{model}': {first}") from None
 
 
-def check_available(model: str, revision: str | None = None) -> None:
+def check_available(model: str, revision: str | None = None, option: str = "--encoder-model") -> None:
     """Refuse at once, in one line saying what to do, a hub model that is neither in the local
     Hugging Face cache nor downloadable (offline mode, or the hub out of reach), rather than
     letting the hub client retry every file for minutes."""
@@ -227,8 +227,7 @@ def check_available(model: str, revision: str | None = None) -> None:
             reason = f"{host} cannot be reached"
     raise PagesightError(
         f"model '{model}' is not on this machine and {reason}: download it where the hub is reachable "
-        f"(hf download {model} --local-dir FOLDER), copy the folder here and pass it as --encoder-model "
-        "FOLDER (model=FOLDER in Python)"
+        f"(hf download {model} --local-dir FOLDER), copy the folder here and pass it as {option} FOLDER"
     )
 
 
