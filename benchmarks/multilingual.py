@@ -5,6 +5,7 @@ written in each of the six languages.
     sudo apt-get install debian-reference-en debian-reference-fr debian-reference-de \\
         debian-reference-es debian-reference-it debian-reference-pt
     python benchmarks/multilingual.py --out DIR [--mode lexical --mode hybrid] [--json out.json]
+                                      [--documents fr ...] [--ocr always]
 
 The PDFs are Debian's own (``/usr/share/debian-reference/debian-reference.LANG.pdf``, 261 to 276
 pages each). Each question in ``multilingual_questions.json`` is about one section, named by its
@@ -16,8 +17,10 @@ against a question language. The translations are partial: a section whose openi
 its translation's language (py3langid's verdict among the six) is left out of that translation's
 cells, and the table says how many questions each row kept.
 
-Two indexes of the same six PDFs are compared: each page analysed in its detected language (the
-default), and every page read as English (``ingest --language en``, what pagesight did before).
+Two indexes of the same PDFs (the six, or the translations ``--documents`` names) are compared:
+each page analysed in its detected language (the default), and every page read as English
+(``ingest --language en``, what pagesight did before). With ``--ocr always`` the pages are read by
+OCR as scans would be: Tesseract's model of each page's language, or its English model.
 Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell) and a JSON object.
 """
 
@@ -60,18 +63,19 @@ def outline(pdf: Path) -> list[tuple[str, int, str]]:
         document.close()
 
 
-def generate(out: Path) -> Path:
+def generate(out: Path, documents: tuple[str, ...] = LANGUAGES) -> Path:
     """The evaluation folder: the six PDFs, a query per question, question language and document
     language (asked within that document), each judged by the page its section starts on."""
-    missing = [lang for lang in LANGUAGES if not (SOURCE / f"debian-reference.{lang}.pdf").is_file()]
+    missing = [lang for lang in documents if not (SOURCE / f"debian-reference.{lang}.pdf").is_file()]
     if missing:
         packages = " ".join(f"debian-reference-{lang}" for lang in missing)
         raise SystemExit(f"the Debian Reference PDFs are missing: sudo apt-get install {packages}")
-    documents = out / "documents"
-    documents.mkdir(parents=True)
+    folder = out / "documents"
+    folder.mkdir(parents=True)
     outlines = {}
     for lang in LANGUAGES:
-        (documents / f"debian-reference-{lang}.pdf").symlink_to(SOURCE / f"debian-reference.{lang}.pdf")
+        if lang in documents:
+            (folder / f"debian-reference-{lang}.pdf").symlink_to(SOURCE / f"debian-reference.{lang}.pdf")
         outlines[lang] = outline(SOURCE / f"debian-reference.{lang}.pdf")
     if len({len(entries) for entries in outlines.values()}) != 1:
         raise SystemExit("the translations' outlines differ in length: their sections cannot be matched")
@@ -81,7 +85,7 @@ def generate(out: Path) -> Path:
         if english.count(question["section"]) != 1:
             raise SystemExit(f"section {question['section']!r} is not one entry of the English outline")
         place = english.index(question["section"])
-        for doc_lang in LANGUAGES:
+        for doc_lang in documents:
             doc_id = f"debian-reference-{doc_lang}"
             _, page, opening = outlines[doc_lang][place]
             if classify(opening)[0] != doc_lang:  # left untranslated
@@ -95,10 +99,10 @@ def generate(out: Path) -> Path:
     return out
 
 
-def cells(result: harness.Result) -> dict[str, dict[str, dict[str, float]]]:
+def cells(result: harness.Result, documents: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
     """Mean metrics per document language, then question language."""
     table: dict[str, dict[str, dict[str, float]]] = {}
-    for doc_lang in LANGUAGES:
+    for doc_lang in documents:
         for query_lang in LANGUAGES:
             rows = [
                 scores
@@ -126,21 +130,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset and indexes")
     parser.add_argument("--mode", action="append", choices=["lexical", "hybrid"], help="default: both")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--documents", nargs="+", choices=LANGUAGES, help="translations (default: all)")
+    parser.add_argument("--ocr", choices=["auto", "always"], default="auto", help="always: read as scans")
     args = parser.parse_args()
+    documents = tuple(args.documents or LANGUAGES)
     shutil.rmtree(args.out, ignore_errors=True)
-    data = Dataset.load(generate(args.out))
+    data = Dataset.load(generate(args.out, documents))
     configs = [harness.Config.parse(mode).within() for mode in args.mode or ["lexical", "hybrid"]]
-    report = {"queries": len(data.queries), "indexes": {}}
+    report = {"queries": len(data.queries), "ocr": args.ocr, "indexes": {}}
     for name, language in (("per-language", None), ("english", "en")):
         with Index.open(args.out / f"index-{name}") as index:
             start = time.perf_counter()
-            outcome = index.add([data.documents], language=language)
+            outcome = index.add([data.documents], language=language, ocr=args.ocr)
             seconds = time.perf_counter() - start
             if not outcome.ok:
                 raise SystemExit(f"ingestion failed: {outcome.failed}")
             entry = {"ingest_s": round(seconds, 1), "languages": index.info().get("languages"), "runs": {}}
             for result in harness.evaluate(index, data, configs):
-                table = cells(result)
+                table = cells(result, documents)
                 entry["runs"][result.config.name] = table
                 print_table(f"{name} index, {result.config.name}", table)
             report["indexes"][name] = entry

@@ -2,9 +2,12 @@
 
     python benchmarks/ocr.py [--data ../shared/data/irpapers/pdfs] [--pages 24] [--dpi 150]
                              [--engine rapidocr|tesseract] [--ingest] [--jobs N]
+                             [--pages-each 2] [--language en|fr|...|detect]
 
-A fixed set of pages (the first and a middle page of every n-th paper, in name order) is rendered
-to images at ``--dpi``. Each image goes through ``ocr_spans`` as ingestion calls it, timed in wall
+A fixed set of pages (the first and a middle page of every n-th paper, in name order; with
+``--pages-each K`` K evenly spaced pages of each) is rendered to images at ``--dpi``. Each image goes through a ``LanguageReader`` as ingestion's (Tesseract's model of ``--language``,
+or with ``detect`` the language each page's reading tells, as ingestion without ``--language``
+does; one reader a document), timed in wall
 and CPU seconds, and its lines are compared with the page's text layer at the same resolution: every
 OCR line is compared with the text-layer characters whose boxes' centres fall inside it (spaces left
 out, both sides NFKC-normalised), and characters no OCR line covers count as deletions; the character
@@ -31,7 +34,8 @@ import pypdfium2 as pdfium
 from rapidfuzz.distance import Levenshtein
 
 from pagesight import Index, PagesightError
-from pagesight.read.ocr import ENGINES, ocr_spans
+from pagesight.read.language import check_language
+from pagesight.read.ocr import ENGINES, LanguageReader
 from pagesight.read.textlayer import to_pixels
 from pagesight.render import open_source
 from pagesight.settings import Settings
@@ -39,10 +43,11 @@ from pagesight.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pick_pages(folder: Path, n_pages: int) -> list[tuple[Path, int]]:
-    """``n_pages`` (file, page) pairs: page 1 and the middle page of evenly spaced papers."""
+def pick_pages(folder: Path, n_pages: int, each: int = 2) -> list[tuple[Path, int]]:
+    """``n_pages`` (file, page) pairs: page 1 and the middle page (``each`` evenly spaced pages) of
+    evenly spaced papers."""
     papers = sorted(folder.glob("*.pdf"))
-    step = max(1, len(papers) // max(1, n_pages // 2))
+    step = max(1, len(papers) // max(1, n_pages // each))
     chosen: list[tuple[Path, int]] = []
     for paper in papers[::step]:
         try:
@@ -50,7 +55,8 @@ def pick_pages(folder: Path, n_pages: int) -> list[tuple[Path, int]]:
         except PagesightError:  # damaged or encrypted (badpdfs): not a page to measure OCR on
             continue
         try:
-            pages = {1, max(1, (source.n_pages + 1) // 2)}
+            n = source.n_pages
+            pages = {1, max(1, (n + 1) // 2)} if each == 2 else {1 + i * n // each for i in range(each)}
         finally:
             source.close()
         chosen.extend((paper, number) for number in sorted(pages))
@@ -106,12 +112,15 @@ def main() -> None:
     parser.add_argument("--engine", choices=ENGINES, default=Settings().ocr_engine)
     parser.add_argument("--ingest", action="store_true", help="also time Index.add on the pages as PNG scans")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes for --ingest")
+    parser.add_argument("--pages-each", type=int, default=2, help="pages taken from each document")
+    parser.add_argument("--language", default="en", help="the pages' language, or detect")
     args = parser.parse_args()
     if not args.data.is_dir():
         sys.exit(f"{args.data}: no such folder")
 
-    pages = pick_pages(args.data, args.pages)
-    images, per_page = [], []
+    pages = pick_pages(args.data, args.pages, args.pages_each)
+    language = None if args.language == "detect" else check_language(args.language)
+    images, per_page, readers = [], [], {}
     errors = chars = 0
     wall = cpu = 0.0
     for paper, number in pages:
@@ -123,7 +132,9 @@ def main() -> None:
         reference = reference_chars(paper, number, image.size)
         images.append(image)
         start, start_cpu = time.perf_counter(), time.process_time()
-        found = ocr_spans(image, engine=args.engine)
+        if paper not in readers:
+            readers[paper] = LanguageReader(args.engine, language)
+        found = readers[paper].read(image)
         page_wall, page_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         page_errors, page_chars = line_errors(reference, found)
         wall, cpu, errors, chars = wall + page_wall, cpu + page_cpu, errors + page_errors, chars + page_chars
@@ -141,6 +152,7 @@ def main() -> None:
         "pages": len(pages),
         "dpi": args.dpi,
         "engine": args.engine,
+        "language": args.language,
         "cer": round(errors / max(1, chars), 4),
         "median_page_cer": round(statistics.median(p["cer"] for p in per_page), 4),
         "reference_chars": chars,
@@ -161,7 +173,7 @@ def main() -> None:
                 Path(tmp) / "index", settings=Settings(dense_model=None, ocr_engine=args.engine)
             )
             start = time.perf_counter()
-            report = index.add(scans, jobs=args.jobs)
+            report = index.add(scans, jobs=args.jobs, language=language)
             elapsed = time.perf_counter() - start
             result["ingest"] = {
                 "pages": report.pages,

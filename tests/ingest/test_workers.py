@@ -11,12 +11,13 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight import Index
+from pagesight.ingest.options import PageReading
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.settings import Settings
 from tests.conftest import make_pdf
 
 
-def read_or_die(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> str:
+def read_or_die(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> str:
     """Runs in the workers: SIGKILLs itself on 'crash*' files, sleeps on 'hang*', reads 'pagesN'
     in N pages of 0.4 s each and 'stallN' in N pages before hanging, else reads at once."""
     if doc_id.startswith("crash"):
@@ -30,13 +31,13 @@ def read_or_die(path: str, doc_id: str, known_sha256, settings, ocr, on_page) ->
     return f"read {doc_id} in {os.getpid()}"
 
 
-def ocr_threads(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> int:
+def ocr_threads(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> int:
     from pagesight.read.ocr import threads
 
     return threads()
 
 
-def niceness(path: str, doc_id: str, known_sha256, settings, ocr, on_page) -> int:
+def niceness(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> int:
     return os.nice(0)
 
 
@@ -53,7 +54,7 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
         for job, outcome in read_files(
             jobs(*names),
             Settings(),
-            "auto",
+            PageReading(),
             workers=workers,
             limit=TimeLimit(30),
             max_memory=None,
@@ -75,7 +76,7 @@ def test_workers_share_the_cores_for_ocr(workers: int):
     results = read_files(
         jobs("a", "b"),
         Settings(),
-        "auto",
+        PageReading(),
         workers=workers,
         limit=TimeLimit(30),
         max_memory=None,
@@ -91,7 +92,7 @@ def test_a_background_ingestion_reads_at_a_lower_priority():
     mine = os.nice(0)
     for nice in (0, 10):
         results = read_files(
-            jobs("a"), Settings(), "auto", workers=1, limit=TimeLimit(30), max_memory=None,
+            jobs("a"), Settings(), PageReading(), workers=1, limit=TimeLimit(30), max_memory=None,
             reader=niceness, nice=nice,
         )  # fmt: skip
         assert [outcome for _, outcome in results] == [min(19, mine + nice)]
@@ -101,7 +102,13 @@ def test_a_background_ingestion_reads_at_a_lower_priority():
 def test_a_file_that_hangs_times_out_alone():
     names = ["a", "hang", "b", "c"]
     results = read_files(
-        jobs(*names), Settings(), "auto", workers=2, limit=TimeLimit(2), max_memory=None, reader=read_or_die
+        jobs(*names),
+        Settings(),
+        PageReading(),
+        workers=2,
+        limit=TimeLimit(2),
+        max_memory=None,
+        reader=read_or_die,
     )
     outcomes = {job.doc_id: outcome for job, outcome in results}
     hang = outcomes.pop("hang")
@@ -116,7 +123,7 @@ def test_the_time_limit_grows_with_the_pages_read():
     names = ["pages12", "hang", "stall3", "a"]
     limit = TimeLimit(1.5, per_page=1.0)
     results = read_files(
-        jobs(*names), Settings(), "auto", workers=2, limit=limit, max_memory=None, reader=read_or_die
+        jobs(*names), Settings(), PageReading(), workers=2, limit=limit, max_memory=None, reader=read_or_die
     )
     outcomes = {job.doc_id: outcome for job, outcome in results}
     assert list(outcomes) == names
@@ -129,7 +136,7 @@ def test_the_time_limit_grows_with_the_pages_read():
         for _, o in read_files(
             jobs("pages12"),
             Settings(),
-            "auto",
+            PageReading(),
             workers=1,
             limit=TimeLimit(1.5, 0),
             max_memory=None,

@@ -93,3 +93,13 @@ def test_a_request_may_say_its_questions_language(tmp_path: Path):
     args = ["search", "chevaux", "--index", str(tmp_path / "ix"), "--mode", "lexical", "--json"]
     assert '"doc_id": "ferme"' in cli(*args).stdout
     assert cli(*args, "--language", "en").stdout.strip() == "[]"
+
+
+@pytest.mark.timeout(120)
+def test_a_hit_quotes_the_lines_that_share_the_question_s_terms_in_its_language(tmp_path: Path):
+    make_pdf(tmp_path / "ferme.pdf", [FRENCH])
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add([tmp_path / "ferme.pdf"]).ok
+        # French stop words ("le", "la", "du") quote no line; "cloture" meets "clôtures" unaccented
+        (hit,) = index.search("Quand le fermier répare-t-il la cloture du pré ?", mode="lexical")
+        assert hit.snippet == FRENCH[2] and len(hit.boxes) == 1

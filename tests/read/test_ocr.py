@@ -8,7 +8,7 @@ from pagesight import Index, PagesightError
 from pagesight.read import ocr
 from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.settings import Settings
-from tests.conftest import SAMPLES, cli
+from tests.conftest import SAMPLES, cli, make_pdf
 
 
 def _has_tessdata() -> bool:
@@ -120,3 +120,111 @@ def test_the_engine_is_chosen_on_the_command_line_and_shown_by_info(tmp_path: Pa
         check=False,
     )
     assert refused.returncode == 2 and "easyocr" in refused.stderr
+
+
+LINES = {  # enough letters for a page's language to be told (read.language.MIN_LETTERS)
+    "fr": [
+        "Le café de la rue est très célèbre pour ses crêpes.",
+        "Les élèves ont déjà étudié la règle générale.",
+        "La société a réalisé un bénéfice en forte hausse cette année.",
+    ],
+    "de": [
+        "Die Straße führt über die Brücke zum Schloss.",
+        "Größere Änderungen müssen schriftlich bestätigt werden.",
+        "Die Gebühren für das nächste Jahr wurden erhöht.",
+    ],
+    "es": [
+        "Mañana el niño irá a la montaña con su señora madre.",
+        "El año pasado la compañía aumentó sus beneficios.",
+        "La información está disponible en español.",
+    ],
+}
+WORDS = {"fr": "célèbre", "de": "Straße", "es": "Mañana"}
+
+
+def _scan(tmp_path: Path, language: str) -> Image.Image:
+    """A page of ``language`` typeset by reportlab (its Helvetica has these letters) and rendered
+    to an image at 150 dpi, as a scan would be."""
+    import pypdfium2
+
+    pdf = make_pdf(tmp_path / f"{language}.pdf", [LINES[language]])
+    document = pypdfium2.PdfDocument(pdf)
+    try:
+        return document[0].render(scale=150 / 72).to_pil()
+    finally:
+        document.close()
+
+
+def _installed(language: str):
+    return pytest.mark.skipif(
+        language not in ocr.tesseract_languages(),
+        reason=f"needs Tesseract's {language} model: sudo apt-get install {ocr.DEBIAN_PACKAGES[language]}",
+    )
+
+
+@tesseract
+@pytest.mark.parametrize("language", [pytest.param(code, marks=_installed(code)) for code in WORDS])
+def test_a_page_is_read_by_the_model_of_the_language_its_reading_tells(tmp_path, language):
+    image = _scan(tmp_path, language)
+    english = " ".join(span.text for span in ocr_spans(image, engine="tesseract"))
+    assert WORDS[language] not in english  # the English model has no such letters, or misreads them
+    read = " ".join(span.text for span in ocr.LanguageReader("tesseract").read(image))
+    assert WORDS[language] in read and read == " ".join(
+        span.text for span in ocr_spans(image, engine="tesseract", language=language)
+    )
+
+
+@tesseract
+@_installed("fr")
+@_installed("de")
+def test_a_document_s_pages_are_read_in_the_language_of_each(tmp_path):
+    """The reader starts each page with the model of the previous one; a page in another language
+    is read again with its own."""
+    reader = ocr.LanguageReader("tesseract")
+    for language in ("fr", "fr", "de", "fr"):
+        image = _scan(tmp_path, language)
+        assert reader.read(image) == ocr_spans(image, engine="tesseract", language=language)
+    english = Image.open(SAMPLES / "field-notes-scan.png")
+    assert reader.read(english) == ocr_spans(english, engine="tesseract")
+
+
+@tesseract
+@_installed("fr")
+def test_a_scanned_french_page_is_indexed_with_its_accents_and_language(tmp_path):
+    pdf = make_pdf(tmp_path / "menu.pdf", [LINES["fr"]])
+    with Index.open(tmp_path / "index", settings=Settings(dense_model=None)) as index:
+        assert index.add(pdf, ocr="always").ok
+        (hit,) = index.search("célèbre crêpes", k=1)
+        assert "célèbre" in hit.snippet and "crêpes" in hit.snippet
+        assert index.document_list()[0]["fields"]["language"] == "fr"
+
+
+@tesseract
+def test_without_a_language_model_the_english_reading_stays(tmp_path, monkeypatch):
+    folder = tmp_path / "tessdata"
+    folder.mkdir()
+    (folder / "eng.traineddata").symlink_to(Path(ocr.tessdata("en")) / "eng.traineddata")
+    monkeypatch.setenv("TESSDATA_PREFIX", str(folder))
+    monkeypatch.setattr(ocr, "TESSDATA", ())
+    monkeypatch.setitem(sys.modules, "tessdata", None)
+    ocr.tesseract_languages.cache_clear()
+    try:
+        assert ocr.tesseract_languages() == {"en"}
+        image = _scan(tmp_path, "fr")
+        assert ocr.LanguageReader("tesseract").read(image) == ocr_spans(image, engine="tesseract")
+        with pytest.raises(PagesightError, match="no fr model: sudo apt-get install tesseract-ocr-fra"):
+            ocr.tessdata("fr")
+    finally:
+        ocr.tesseract_languages.cache_clear()
+
+
+@tesseract
+@_installed("de")
+def test_a_run_that_gives_the_language_reads_even_a_short_page_with_its_model(tmp_path):
+    pdf = make_pdf(tmp_path / "schild.pdf", [["Die Straße führt über die Brücke."]])  # too short to tell
+    for language, expected in ((None, "en"), ("de", "de")):
+        with Index.open(tmp_path / f"index-{language}", settings=Settings(dense_model=None)) as index:
+            assert index.add(pdf, ocr="always", language=language).ok
+            text = index.catalog.db.execute("SELECT text FROM tiles").fetchone()[0]
+            assert ("Straße" in text) == (language == "de"), text
+            assert index.document_list()[0]["fields"]["language"] == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -155,28 +156,46 @@ def with_years(text: str) -> str:
 
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
+# Latin letters with accents to their base letter, one character for one ("é" -> "e", "ñ" -> "n")
+_UNACCENTED = {
+    code: unicodedata.normalize("NFKD", chr(code))[0]
+    for code in range(0xC0, 0x250)
+    if unicodedata.normalize("NFKD", chr(code))[0].isascii()
+    and unicodedata.normalize("NFKD", chr(code)) != chr(code)
+}
 
 
-def terms(text: str) -> list[str]:
-    """The analysis of ``tokenize`` for one short text (a query or a line), without bm25s overhead."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
-    return stemmer().stemWords(words)
+def terms(text: str, language: str = "en") -> list[str]:
+    """The analysis of ``tokenize`` for one short text (a query or a line) in ``language``, without
+    bm25s overhead."""
+    stop = _STOPWORDS if language == "en" else _stopword_set(language)
+    words = [w for w in _WORD.findall(text.lower()) if w not in stop]
+    return stemmer(language).stemWords(words)
 
 
-def term_matcher(query: str) -> Callable[[Sequence[str]], list[int]]:
-    """A function counting, for each of a tile's lines, how many distinct query terms it contains.
+@cache
+def _stopword_set(language: str) -> frozenset[str]:
+    return frozenset(_stopwords(language))
+
+
+def term_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], list[int]]:
+    """A function counting, for each of a tile's lines, how many distinct query terms (read in
+    ``language``) it contains.
 
     A term matches a word that starts with its stem ("retriev" matches "retrieval"), which is
-    what Snowball stems are for English. The lines are scanned as one text, each match placed on
-    its line by offset: one regex scan a tile, not one a line (a page has about 90 lines).
+    what Snowball stems are, accents set aside: the French and Portuguese stemmers take some off
+    ("système" gives "system", "régler" "regl"), so stems and lines are compared without them. The
+    lines are scanned as one text, each match placed on its line by offset: one regex scan a tile,
+    not one a line (a page has about 90 lines).
     """
-    stems = sorted(set(terms(query)), key=len, reverse=True)
+    stems = sorted({stem.translate(_UNACCENTED) for stem in terms(query, language)}, key=len, reverse=True)
     if not stems:
         return lambda lines: [0] * len(lines)
     pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")")  # stems are lower case
 
     def count(lines: Sequence[str]) -> list[int]:
-        lowered = [line.lower() for line in lines]  # faster to scan than a case-blind pattern
+        # lower case and unaccented: faster to scan than a case-blind pattern; the same offsets
+        lowered = [line.lower().translate(_UNACCENTED) for line in lines]
         starts, offset = [], 0
         for line in lowered:
             starts.append(offset)

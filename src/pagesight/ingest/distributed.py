@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pagesight.errors import PagesightError
-from pagesight.ingest.options import RayOptions
+from pagesight.ingest.options import PageReading, RayOptions
 from pagesight.ingest.workers import Job, TimeLimit
 from pagesight.settings import Settings
 
@@ -63,7 +63,7 @@ def cluster(address: str | None) -> Iterator[None]:
 def read_and_encode(
     todo: list[Job],
     settings: Settings,
-    ocr: str,
+    reading: PageReading,
     *,
     limit: TimeLimit,
     max_memory: int | None,
@@ -82,7 +82,7 @@ def read_and_encode(
     dataset = dataset.map_batches(
         _read,
         batch_size=FILES_PER_TASK,
-        fn_kwargs={"settings": settings, "ocr": ocr, "limit": limit, "max_memory": max_memory},
+        fn_kwargs={"settings": settings, "reading": reading, "limit": limit, "max_memory": max_memory},
         compute=ray.data.TaskPoolStrategy(size=options.readers),
         num_cpus=1,
     )
@@ -111,7 +111,9 @@ def read_and_encode(
         yield by_path[row["path"]], outcome, dense, visual, spec
 
 
-def _read(batch: dict, settings: Settings, ocr: str, limit: TimeLimit, max_memory: int | None) -> dict:
+def _read(
+    batch: dict, settings: Settings, reading: PageReading, limit: TimeLimit, max_memory: int | None
+) -> dict:
     """Read a few files, each in a worker process of its own (the local limits and isolation)."""
     from pathlib import Path
 
@@ -121,7 +123,7 @@ def _read(batch: dict, settings: Settings, ocr: str, limit: TimeLimit, max_memor
         Job(Path(path), doc_id, known or None)
         for path, doc_id, known in zip(batch["path"], batch["doc_id"], batch["known"])
     ]
-    done = list(read_files(jobs, settings, ocr, workers=1, limit=limit, max_memory=max_memory))
+    done = list(read_files(jobs, settings, reading, workers=1, limit=limit, max_memory=max_memory))
     return {"path": [str(job.path) for job, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
 
 

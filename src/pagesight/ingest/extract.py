@@ -15,8 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from pagesight.errors import InputError
+from pagesight.ingest.options import PageReading
 from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
-from pagesight.read.ocr import ink_box, ocr_spans
+from pagesight.read.ocr import LanguageReader, ink_box
 from pagesight.read.textlayer import usable_text
 from pagesight.read.titles import heading
 from pagesight.records import Document, Page, Span, Tile
@@ -33,7 +34,7 @@ def extract(
     doc_id: str,
     known_sha256: str | None,
     settings: Settings,
-    ocr: str,
+    reading: PageReading,
     on_page: Callable[[int], None] | None = None,
 ) -> Document | str:
     """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``;
@@ -61,8 +62,9 @@ def extract(
             mtime_ns=stat.st_mtime_ns,
         )
         blank = []
+        scans = LanguageReader(settings.ocr_engine, reading.language)
         for number in range(1, source.n_pages + 1):
-            page, is_blank = _read_page(source, number, settings, ocr)
+            page, is_blank = _read_page(source, number, settings, reading.ocr, scans)
             document.pages.append(page)
             if is_blank:
                 blank.append(number)
@@ -157,8 +159,9 @@ def _cell(value: str) -> str | float:
     return int(number) if number.is_integer() and "." not in text else number
 
 
-def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page, bool]:
-    """The page with its tiles and text, and whether it is blank (no text, nothing drawn)."""
+def _read_page(source, number: int, settings: Settings, ocr: str, scans: LanguageReader) -> tuple[Page, bool]:
+    """The page with its tiles and text, and whether it is blank (no text, nothing drawn); OCR
+    (mode ``ocr``) by ``scans``, the document's reader."""
     width, height = source.page_size(number, settings.dpi)
     spans = source.text_layer(number, settings.dpi) if ocr != "always" else []
     text_source = "pdf" if spans else "none"
@@ -167,7 +170,7 @@ def _read_page(source, number: int, settings: Settings, ocr: str) -> tuple[Page,
         # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
         ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
         image = source.render(number, ocr_dpi)
-        found = ocr_spans(image, scale=width / image.width, engine=settings.ocr_engine)
+        found = scans.read(image, scale=width / image.width)
         if found or ocr == "always":
             spans, text_source = found, "ocr" if found else "none"
     page = Page(number=number, width=width, height=height, text_source=text_source)

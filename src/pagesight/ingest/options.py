@@ -36,6 +36,16 @@ def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class PageReading:
+    """How the reader processes read a run's pages: ``ocr`` (auto, always, never), and the pages'
+    ``language`` when the run gives one, whose OCR model then reads them (None: each page's told
+    from a reading, ``read.ocr.LanguageReader``)."""
+
+    ocr: str = "auto"
+    language: str | None = None
+
+
+@dataclass(frozen=True)
 class IngestOptions:
     """``ocr``: auto (pages without a text layer), always or never. ``jobs``: reader processes
     (None: one per core). A file may take ``timeout`` seconds plus ``page_timeout`` for each page

@@ -21,7 +21,7 @@ from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
 from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
-from pagesight.ingest.options import IngestOptions, RayOptions
+from pagesight.ingest.options import IngestOptions, PageReading, RayOptions
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
@@ -162,6 +162,7 @@ def run(
     store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for read in settled + web_settled:
         store(read)
+    reading = PageReading(ocr, options.language)
     if on_planned:
         on_planned(len(todo) + len(web_todo))
     if not todo and not web_todo:
@@ -170,14 +171,16 @@ def run(
         from pagesight.ingest import distributed
 
         with distributed.cluster(ray.address):
-            for read in _read_on_ray(todo, settings, ocr, limit, max_memory, ray):
+            for read in _read_on_ray(todo, settings, reading, limit, max_memory, ray):
                 store(read)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
     reads = itertools.chain(
-        _read_files(todo, settings, ocr, options.jobs, limit, max_memory, options.nice),
-        web_pages.render(catalog, web_todo, web_options, text=text, keep_images=keep_images),
+        _read_files(todo, settings, reading, options.jobs, limit, max_memory, options.nice),
+        web_pages.render(
+            catalog, web_todo, web_options, text=text, keep_images=keep_images, language=options.language
+        ),
     )
     for read in reads:
         store(read)
@@ -185,25 +188,27 @@ def run(
 
 
 def _read_files(
-    todo: list[Job], settings, ocr, jobs, limit: TimeLimit, max_memory, nice: int = 0
+    todo: list[Job], settings, reading: PageReading, jobs, limit: TimeLimit, max_memory, nice: int = 0
 ) -> Iterator[Read]:
     """PDFs, images and office files, read by worker processes (at niceness ``nice``)."""
     if not todo:
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
-    outcomes = read_files(todo, settings, ocr, workers=workers, limit=limit, max_memory=max_memory, nice=nice)
+    outcomes = read_files(
+        todo, settings, reading, workers=workers, limit=limit, max_memory=max_memory, nice=nice
+    )
     for job, outcome in outcomes:
         yield _job_read(job, outcome)
 
 
 def _read_on_ray(
-    todo: list[Job], settings, ocr, limit: TimeLimit, max_memory, options: RayOptions
+    todo: list[Job], settings, reading: PageReading, limit: TimeLimit, max_memory, options: RayOptions
 ) -> Iterator[Read]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
     found = distributed.read_and_encode(
-        todo, settings, ocr, limit=limit, max_memory=max_memory, options=options
+        todo, settings, reading, limit=limit, max_memory=max_memory, options=options
     )
     for job, outcome, vectors, images, spec in found:
         yield _job_read(job, outcome, vectors=vectors, images=images, spec=spec)

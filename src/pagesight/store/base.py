@@ -89,7 +89,8 @@ class VectorStore(Protocol):
     search reads them. How they are written is the store's: the local store derives them from the
     catalog into files (``MutableVectorStore``), Qdrant writes them with their documents. ``allowed``
     is an array of tile ids or an ``Allowed``. A lexical store's ``search`` also takes the query's
-    ``language`` (``read.language``; None: told from the query)."""
+    ``language`` (``read.language``; None: told from the query among its ``languages``, those of
+    its pages)."""
 
     def tile_ids(self) -> np.ndarray: ...
     def search(
