@@ -124,3 +124,18 @@ def test_a_hub_id_is_read_from_the_local_hugging_face_cache(tiny_model, cache, t
         dense.check_dense_model("tiny-org/missing")
     with pytest.raises(PagesightError, match=r"unknown dense model './nowhere': no such folder"):
         dense.check_dense_model("./nowhere")
+
+
+def test_qdrant_holds_its_vectors_at_their_width_and_ranks_as_the_local_store(tiny_model, cache, tmp_path):
+    pytest.importorskip("qdrant_client")
+    pages = [["the red cat of the house"], ["le chat rouge de la maison"], ["a blue garden"]]
+    pdf = make_pdf(tmp_path / "pets.pdf", pages)
+    settings = Settings(dense_model=str(tiny_model))
+    ranked = []
+    for location in (str(tmp_path / "local"), f"qdrant:{tmp_path / 'qdrant'}"):
+        with Index.open(location, settings=settings) as index:
+            assert index.add([pdf]).ok
+            ranked.append(
+                [(hit.page, round(hit.score, 4)) for hit in index.search("red cat", k=3, mode="dense")]
+            )
+    assert ranked[0] == ranked[1] and len(ranked[0]) == 3
