@@ -145,9 +145,12 @@ WORDS = {"fr": "célèbre", "de": "Straße", "es": "Mañana"}
 def _scan(tmp_path: Path, language: str) -> Image.Image:
     """A page of ``language`` typeset by reportlab (its Helvetica has these letters) and rendered
     to an image at 150 dpi, as a scan would be."""
+    return _rendered(make_pdf(tmp_path / f"{language}.pdf", [LINES[language]]))
+
+
+def _rendered(pdf: Path) -> Image.Image:
     import pypdfium2
 
-    pdf = make_pdf(tmp_path / f"{language}.pdf", [LINES[language]])
     document = pypdfium2.PdfDocument(pdf)
     try:
         return document[0].render(scale=150 / 72).to_pil()
@@ -172,6 +175,17 @@ def test_a_page_is_read_by_the_model_of_the_language_its_reading_tells(tmp_path,
     assert WORDS[language] in read and read == " ".join(
         span.text for span in ocr_spans(image, engine="tesseract", language=language)
     )
+
+
+@tesseract
+@_installed("fr")
+def test_a_french_page_keeps_the_paths_and_code_it_holds(tmp_path):
+    """French is read with English beside it ("fra+eng"): French alone reads a path with low
+    confidence ("/War/lib/...", 0.25 here) and drops the line."""
+    lines = [*LINES["fr"], "— «/var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_Packages»"]
+    image = _rendered(make_pdf(tmp_path / "apt.pdf", [lines]))
+    read = [span.text for span in ocr.LanguageReader("tesseract").read(image)]
+    assert "célèbre" in read[0] and "/var/lib/apt/lists/deb.debian.org" in read[-1]
 
 
 @tesseract

