@@ -320,3 +320,27 @@ def test_eval_compares_visual_with_lexical(tmp_path, corpus, clip_folder):
     hits = sum(top[qid] == page for qid, (_, page) in questions.items())
     assert configs["visual"]["recall@1"] == hits / len(questions)
     assert configs["lexical"]["recall@1"] == 1.0
+
+
+def test_clip_draws_a_similarity_map_over_the_square_it_crops(clip_index, clip_folder):
+    import torch
+
+    encoder = make_encoder("clip", model=str(clip_folder), device="cpu")
+    found = clip_index.explain("Which supplier replaces Brightmere Supply?", "memo", 1, 0)
+    image = clip_index.tile_image("memo", 1, 0)
+    vision = encoder.model.config.vision_config
+    side = vision.image_size // vision.patch_size
+    assert found.grid.shape == (side, side) and found.image.size == image.size
+    # a Letter tile is taller than wide: the crop is its middle square, as wide as the tile
+    left, top, right, bottom = found.covers
+    assert abs(left) < 1e-6 and abs(right - image.width) < 1e-6 and abs((bottom - top) - image.width) < 1e-6
+    assert abs(top - (image.height - image.width) / 2) < 1e-6
+    # the patches go through the projection whose class token gives the tile's own vector
+    pixels = encoder.processor.image_processor(images=[image], return_tensors="pt")["pixel_values"]
+    with torch.inference_mode():
+        states = encoder.model.vision_model(pixel_values=pixels).last_hidden_state[0]
+        cls = encoder.model.visual_projection(encoder.model.vision_model.post_layernorm(states[:1]))[0]
+    assert np.allclose(cls / cls.norm(), encoder.encode_images([image])[0], atol=1e-5)
+    drawn = np.asarray(found.draw(), dtype=int)
+    above = drawn[: int(top) - 1]  # outside the crop: untinted
+    assert np.array_equal(above, np.asarray(image.convert("RGB"), dtype=int)[: int(top) - 1])

@@ -286,7 +286,8 @@ class Index:
 
     def explain(self, query: str, doc_id: str, page: int, tile: int = 0) -> SimilarityMap:
         """Which patches of a tile match ``query``: its similarity map (``search.explain``) by the
-        index's visual encoder, a late-interaction one (ColPali, ColQwen)."""
+        index's visual encoder, a late-interaction one (ColPali, ColQwen, ColSmol, ColModernVBert)
+        or CLIP."""
         from pagesight.search.explain import SimilarityMap
 
         encoder = self.visual_encoder()
@@ -294,10 +295,11 @@ class Index:
             named = f"visual encoder '{encoder.name}'" if encoder else "no visual encoder"
             raise PagesightError(
                 f"{self.store.location}: {named}; similarity maps need a late-interaction one "
-                "(ingest --encoder colqwen2 or colpali)"
+                "(ingest --encoder colqwen2, colpali, colsmol) or clip"
             )
         image = self.tile_image(doc_id, page, tile)
-        return SimilarityMap(encoder.patch_similarity(image, query), image)
+        covers = encoder.patch_box(image) if hasattr(encoder, "patch_box") else None
+        return SimilarityMap(encoder.patch_similarity(image, query), image, covers)
 
     @property
     def renderer(self) -> PageRenderer:

@@ -86,6 +86,8 @@ def test_image_search_refusals(client, clip_index):
     )
     error_of(outside, 400)
     error_of(client.post("/api/search/image", data={"k": "3"}), 422)
-    # CLIP gives a page one vector: no patch to draw a similarity map from
+    # CLIP's patches, projected as its class token, draw a map over the square it crops
+    plain = client.get("/api/tile", params={"doc": "memo", "page": 1})
     mapped = client.get("/api/tile", params={"doc": "memo", "page": 1, "explain": "supplier"})
-    assert "visual encoder 'clip'; similarity maps need a late-interaction one" in error_of(mapped, 400)
+    assert mapped.status_code == 200 and mapped.headers["content-type"] == "image/png"
+    assert mapped.content != plain.content

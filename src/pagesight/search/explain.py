@@ -1,12 +1,14 @@
 """Similarity maps: which patches of a tile matched a query, for visual hits.
 
-A late-interaction encoder (ColPali, ColQwen) gives a page one vector per image patch and a query
-one per token; MaxSim adds, for each query token, its best patch. Seen from the page's side, each
-patch's best similarity to any of the query's tokens shows where the page answered: the map
-colpali-engine's interpretability module draws per token, taken at its maximum over the tokens.
-``Index.explain`` computes it for a tile (``search --explain DIR``, ``GET /api/tile?explain=``,
-the web page's hit view), drawn over the tile as a heat map with its strongest patch outlined.
-Text hits keep their evidence boxes instead.
+A late-interaction encoder (ColPali, ColQwen, ColSmol, ColModernVBert) gives a page one vector per
+image patch and a query one per token; MaxSim adds, for each query token, its best patch. Seen from
+the page's side, each patch's best similarity to any of the query's tokens shows where the page
+answered: the map colpali-engine's interpretability module draws per token, taken at its maximum
+over the tokens. CLIP, a single-vector encoder, projects its patches into its vectors' space as it
+does its class token: each patch's similarity to the query's vector. ``Index.explain`` computes it
+for a tile (``search --explain DIR``, ``GET /api/tile?explain=``, the web page's hit view), drawn
+over the part of the tile the patches cover as a heat map with its strongest patch outlined. Text
+hits keep their evidence boxes instead.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ def best_similarity(patches: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 @dataclass
 class SimilarityMap:
-    """A tile's patch grid of similarities to a query (``best_similarity``), and the tile."""
+    """A tile's patch grid of similarities to a query (``best_similarity``), the tile, and the part
+    of it the grid covers (None: all of it; CLIP covers the square it crops from the centre)."""
 
-    grid: np.ndarray  # (rows, columns): row 0 is the top of the tile
+    grid: np.ndarray  # (rows, columns): row 0 is the top of the covered part
     image: Image.Image  # the tile, as the encoder read it
+    covers: Box | None = None
 
     @property
     def strongest(self) -> tuple[int, int]:
@@ -41,23 +45,34 @@ class SimilarityMap:
         row, column = np.unravel_index(int(np.argmax(self.grid)), self.grid.shape)
         return int(row), int(column)
 
+    @property
+    def box(self) -> Box:
+        """The part of the tile image the grid covers, in its pixels."""
+        return self.covers or (0.0, 0.0, float(self.image.width), float(self.image.height))
+
     def cell_box(self, row: int, column: int) -> Box:
         """A patch's box in the tile image's pixels."""
         rows, columns = self.grid.shape
-        width, height = self.image.size
+        left, top, right, bottom = self.box
+        width, height = right - left, bottom - top
         return (
-            column * width / columns,
-            row * height / rows,
-            (column + 1) * width / columns,
-            (row + 1) * height / rows,
+            left + column * width / columns,
+            top + row * height / rows,
+            left + (column + 1) * width / columns,
+            top + (row + 1) * height / rows,
         )
 
     def draw(self) -> Image.Image:
-        """The tile with the map over it: each patch tinted by its similarity (the weakest not at
-        all, the strongest at ``OPACITY``), the strongest outlined."""
+        """The tile with the map over the part it covers: each patch tinted by its similarity (the
+        weakest not at all, the strongest at ``OPACITY``), the strongest outlined."""
         low, high = float(self.grid.min()), float(self.grid.max())
         scaled = (self.grid - low) / (high - low) if high > low else np.zeros_like(self.grid)
-        alpha = Image.fromarray(np.uint8(255 * OPACITY * scaled)).resize(self.image.size, Image.NEAREST)
+        left, top, right, bottom = (round(v) for v in self.box)
+        cells = Image.fromarray(np.uint8(255 * OPACITY * scaled)).resize(
+            (right - left, bottom - top), Image.NEAREST
+        )
+        alpha = Image.new("L", self.image.size, 0)
+        alpha.paste(cells, (left, top))
         tile = self.image.convert("RGB")
         drawn = Image.composite(Image.new("RGB", tile.size, HEAT), tile, alpha)
         outline = ImageDraw.Draw(drawn)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -112,3 +113,29 @@ def test_lora_and_compatibility(tiny, pages, queries, tmp_path):
     assert_differ(adapted.encode_queries(queries), encoder.encode_queries(queries))
     with pytest.raises(PagesightError, match=f"adapter {tmp_path / 'adapter'}"):
         check_compatible(adapted.spec(), encoder)
+
+
+def test_a_similarity_map_puts_each_tile_s_tokens_in_their_place(tiny, pages):
+    """The connector's pixel shuffle lays each tile's tokens out in raster order, the prompt the
+    tiles in raster order; the map is the page's tiles side by side, the global view left out."""
+    name, folder, model, encoder, _, _ = tiny
+    patches_per_side = TILE // model.config.vision_config.patch_size  # 4 patches a side, merged 2x2
+    ids = torch.arange(patches_per_side**2, dtype=torch.float32).view(1, -1, 1)
+    shuffled = model.model.connector.pixel_shuffle(ids, 2)[0]  # (tokens, 4 patch ids each)
+    for token, merged in enumerate(shuffled.long().tolist()):
+        assert {(p // patches_per_side // 2, p % patches_per_side // 2) for p in merged} == {divmod(token, 2)}
+
+    grid = encoder.patch_similarity(pages[0], "quarterly revenue")
+    assert grid.shape == (4, 4)  # 2x2 tiles of 2x2 tokens
+    small = make_encoder(name, model=str(folder), device="cpu", max_pixels=TILE * TILE + 100)
+    assert small.patch_similarity(pages[0], "quarterly revenue").shape == (2, 2)  # the global view alone
+    if name == "colsmol":  # causal: a token changes only with the tokens before it
+        page = Image.new("RGB", (LONGEST, LONGEST), "white")  # exactly 2x2 tiles
+        marked = page.copy()
+        marked.paste((0, 0, 0), (LONGEST // 2 + 8, LONGEST // 2 + 8, LONGEST - 8, LONGEST - 8))
+        changed = ~np.isclose(
+            encoder.patch_similarity(page, "quarterly revenue"),
+            encoder.patch_similarity(marked, "quarterly revenue"),
+            atol=1e-6,
+        )
+        assert changed[2:, 2:].all() and not changed[:2].any() and not changed[:, :2].any()

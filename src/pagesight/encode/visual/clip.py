@@ -9,8 +9,10 @@ without an attention mask (it pools the last position), so queries are fed that 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from PIL import Image
 
 from pagesight.encode.visual.base import TorchEncoder, require
@@ -19,7 +21,9 @@ if TYPE_CHECKING:
     import torch
 
 
-class CLIPEncoder(TorchEncoder):
+class DualEncoder(TorchEncoder):
+    """A CLIP-style model's image and text towers, each pooled to one projected vector."""
+
     name: ClassVar[str] = "clip"
     multi_vector: ClassVar[bool] = False
     default_model: ClassVar[str | None] = "openai/clip-vit-base-patch32"
@@ -60,7 +64,47 @@ class CLIPEncoder(TorchEncoder):
         return list(self.model.get_text_features(**tokens).pooler_output)
 
 
-class SigLIPEncoder(CLIPEncoder):
+class CLIPEncoder(DualEncoder):
+    """CLIP: its image vector is the projection of its class token, so its patches, projected
+    alike, are in the same space (similarity maps)."""
+
+    def patch_similarity(self, image: Image.Image, query: str) -> np.ndarray:
+        """Each patch's similarity to the query's vector (``search.explain``): the vision tower's
+        patch states through the same final norm and projection as its class token, whose
+        projection is the image's vector, as a (rows, columns) grid over ``patch_box``."""
+        pixels = self._to_device(
+            self.processor.image_processor(images=[image.convert("RGB")], return_tensors="pt")
+        )
+        with self.torch.inference_mode():
+            states = self.model.vision_model(pixel_values=pixels["pixel_values"]).last_hidden_state[0, 1:]
+            patches = self.model.visual_projection(self.model.vision_model.post_layernorm(states))
+        patches = patches.float().cpu().numpy()
+        patches /= np.maximum(np.linalg.norm(patches, axis=1, keepdims=True), 1e-12)
+        side = math.isqrt(len(patches))
+        (vector,) = self.encode_queries([query])
+        return (patches @ vector).reshape(side, side)
+
+    def patch_box(self, image: Image.Image) -> tuple[float, float, float, float]:
+        """The part of ``image`` the patches cover: the square the processor crops from its centre
+        after scaling its shortest side to the crop's."""
+        processor = self.processor.image_processor
+        width, height = image.size
+        if not getattr(processor, "do_center_crop", False):
+            return (0.0, 0.0, float(width), float(height))
+        crop = processor.crop_size
+        shortest = (
+            (processor.size or {}).get("shortest_edge") if getattr(processor, "do_resize", True) else None
+        )
+        scale = shortest / min(width, height) if shortest else 1.0
+        crop_width, crop_height = crop["width"] / scale, crop["height"] / scale
+        left, top = (width - crop_width) / 2, (height - crop_height) / 2
+        return (max(0.0, left), max(0.0, top), min(width, left + crop_width), min(height, top + crop_height))
+
+
+class SigLIPEncoder(DualEncoder):
+    """SigLIP pools its patches through an attention head, not the projection of one token: its
+    patches are not in the space of its vectors, so it draws no similarity maps."""
+
     name: ClassVar[str] = "siglip"
     default_model: ClassVar[str | None] = "google/siglip-so400m-patch14-384"
     model_class: ClassVar[str] = "SiglipModel"

@@ -8,6 +8,8 @@ longest edge (to ``sqrt(max_pixels)``, rounded down to whole tiles, at least one
 
 The language model is causal, with rotary positions: a padded query or page attends only to its
 own real tokens, so its vectors do not depend on its batch.
+
+Its similarity maps (``search.explain``) put each tile's tokens back in their place on the page.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+import numpy as np
+from PIL import Image
+
 from pagesight.encode.visual.late_interaction import LateInteractionEncoder
+from pagesight.errors import PagesightError
 
 
 def set_longest_edge(image_processor: Any, max_pixels: int | None) -> int:
@@ -37,3 +43,24 @@ class ColSmolEncoder(LateInteractionEncoder):
 
     def _configure_images(self, max_pixels: int | None) -> int:
         return set_longest_edge(self.processor.image_processor, max_pixels)
+
+    def _patch_layout(self, image: Image.Image, tokens: int) -> tuple[int, int, np.ndarray]:
+        """The page's tiles side by side, each a square of ``image_seq_len`` tokens in raster order
+        (the connector's pixel shuffle), tiles in raster order; the downscaled global view, whose
+        tokens follow the tiles', is left out of the map (a page not cut into tiles is its global
+        view alone)."""
+        found = self.processor.image_processor(images=[image], return_row_col_info=True)
+        tile_rows, tile_columns = int(found["rows"][0][0]), int(found["cols"][0][0])
+        per_view = int(self.processor.image_seq_len)
+        side = math.isqrt(per_view)
+        tiles = tile_rows * tile_columns
+        if side * side != per_view or tokens != (tiles + 1 if tiles else 1) * per_view:
+            raise PagesightError(
+                f"visual encoder '{self.name}': {tokens} image tokens for {tile_rows}x{tile_columns} "
+                f"tiles of {per_view} and a global view"
+            )
+        if not tiles:
+            return side, side, np.arange(per_view)
+        rows, columns = np.divmod(np.arange(tile_rows * side * tile_columns * side), tile_columns * side)
+        tile = (rows // side) * tile_columns + columns // side
+        return tile_rows * side, tile_columns * side, tile * per_view + (rows % side) * side + columns % side

@@ -107,23 +107,29 @@ class LateInteractionEncoder(TorchEncoder):
         from pagesight.search.explain import best_similarity
 
         image = image if image.mode == "RGB" else image.convert("RGB")
-        columns, rows = self._patch_grid(image)
         batch = self.processor.process_images([image])
         where = self.processor.get_image_mask(batch)[0].cpu().numpy().astype(bool)
         with self.torch.inference_mode():
             (tokens,) = self._embed(batch)  # one image: every token real, in the input's order
         patches = normalize(tokens.float().cpu().numpy())[where]
-        if len(patches) != rows * columns:
-            raise PagesightError(
-                f"visual encoder '{self.name}': {len(patches)} image tokens for a grid of "
-                f"{columns}x{rows} patches"
-            )
+        rows, columns, order = self._patch_layout(image, len(patches))
         (query_vectors,) = self.encode_queries([query])
-        return best_similarity(patches.reshape(rows, columns, -1), query_vectors)
+        return best_similarity(patches[order].reshape(rows, columns, -1), query_vectors)
+
+    def _patch_layout(self, image: Image.Image, tokens: int) -> tuple[int, int, np.ndarray]:
+        """(rows, columns, order) of the patch grid the model cuts ``image`` into: ``order`` gives,
+        for each cell in raster order, its image token's place among the ``tokens``. Here the
+        tokens are the grid in raster order (ColPali, ColQwen)."""
+        columns, rows = self._patch_grid(image)
+        if tokens != rows * columns:
+            raise PagesightError(
+                f"visual encoder '{self.name}': {tokens} image tokens for a grid of {columns}x{rows} patches"
+            )
+        return rows, columns, np.arange(tokens)
 
     def _patch_grid(self, image: Image.Image) -> tuple[int, int]:
         """(columns, rows) of the patches the model cuts ``image`` into (colpali-engine's
         ``get_n_patches``)."""
         raise PagesightError(
-            f"visual encoder '{self.name}' draws no similarity maps (colpali and colqwen do)"
+            f"visual encoder '{self.name}' draws no similarity maps (the late-interaction ones do)"
         )
