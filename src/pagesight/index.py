@@ -324,8 +324,16 @@ class Index:
             "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
             "visual_encoder": self.catalog.visual_spec(),
+            "similarity_maps": self._draws_maps(),
             "bytes_on_disk": self.store.size_bytes(),
         }
+
+    def _draws_maps(self) -> bool:
+        """Whether the index's visual encoder draws similarity maps (``explain``), without loading it."""
+        from pagesight.encode.visual import ENCODERS
+
+        name = self.settings.visual_encoder
+        return name is not None and hasattr(ENCODERS.load(name), "patch_similarity")
 
     def documents(self) -> list[str]:
         """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""

@@ -174,6 +174,7 @@ def test_an_index_without_a_late_interaction_encoder_says_so(tmp_path: Path):
     make_pdf(tmp_path / "a.pdf", [["plain text"]])
     with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
         assert index.add([tmp_path / "a.pdf"]).ok
+        assert index.info()["similarity_maps"] is False
         with pytest.raises(Exception, match="no visual encoder; similarity maps need a late-interaction one"):
             index.explain("plain", "a", 1, 0)
     result = cli(

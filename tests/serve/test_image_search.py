@@ -91,3 +91,4 @@ def test_image_search_refusals(client, clip_index):
     mapped = client.get("/api/tile", params={"doc": "memo", "page": 1, "explain": "supplier"})
     assert mapped.status_code == 200 and mapped.headers["content-type"] == "image/png"
     assert mapped.content != plain.content
+    assert client.get("/api/status").json()["index"]["similarity_maps"] is True  # the web page's button

@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 const KEY = "pagesight-api-key";
 const MARGIN = 120; // page pixels shown around the cited boxes
 let writable = false;
-let explainable = false; // a late-interaction visual encoder: visual hits can show their similarity map
+let explainable = false; // a visual encoder that draws similarity maps: visual hits can show theirs
 
 // The API ------------------------------------------------------------------------------------
 
@@ -54,7 +54,7 @@ async function loadStatus() {
   const status = await (await api("/api/status")).json();
   const info = status.index;
   writable = status.writable;
-  explainable = Boolean(info.visual_encoder && info.visual_encoder.multi_vector);
+  explainable = Boolean(info.similarity_maps);
   $("summary").textContent =
     `${info.documents} documents, ${info.pages} pages, ${info.tiles} tiles` +
     (writable ? "" : " · read-only (start with --api-key to upload)");
