@@ -48,6 +48,11 @@ function say(text, error = false) {
   $("status").classList.toggle("error", error);
 }
 
+// Clear the status if it still says ``text``: a later message (a filter's error) stays.
+function unsay(text) {
+  if ($("status").textContent === text) say("");
+}
+
 // The index ----------------------------------------------------------------------------------
 
 async function loadStatus() {
@@ -117,6 +122,8 @@ async function search() {
   say(`${data.hits.length} tiles`);
 }
 
+const READING = "reading the tiles…";
+
 async function ask() {
   const response = await api("/api/ask", {
     method: "POST",
@@ -135,10 +142,10 @@ async function ask() {
       const event = JSON.parse(line);
       if (event.event === "hits") {
         showHits(event);
-        say("reading the tiles…");
+        say(READING);
       } else if (event.event === "answer") {
         showAnswer(event.answer);
-        say("");
+        unsay(READING);
       } else if (event.event === "error") {
         say(event.error, true);
       }
