@@ -5,7 +5,7 @@ written in each of the six languages.
     sudo apt-get install debian-reference-en debian-reference-fr debian-reference-de \\
         debian-reference-es debian-reference-it debian-reference-pt
     python benchmarks/multilingual.py --out DIR [--mode lexical --mode hybrid] [--json out.json]
-                                      [--documents fr ...] [--ocr always]
+                                      [--documents fr ...] [--ocr always] [--dense-model M]
 
 The PDFs are Debian's own (``/usr/share/debian-reference/debian-reference.LANG.pdf``, 261 to 276
 pages each). Each question in ``multilingual_questions.json`` is about one section, named by its
@@ -20,7 +20,10 @@ cells, and the table says how many questions each row kept.
 Two indexes of the same PDFs (the six, or the translations ``--documents`` names) are compared:
 each page analysed in its detected language (the default), and every page read as English
 (``ingest --language en``, what pagesight did before). With ``--ocr always`` the pages are read by
-OCR as scans would be: Tesseract's model of each page's language, or its English model.
+OCR as scans would be: Tesseract's model of each page's language, or its English model. With
+``--dense-model`` (a multilingual sentence-transformers model's folder or hub id) a third index
+holds its vectors, per-language otherwise: what cross-language questions need, measured where
+such a model can be had.
 Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell) and a JSON object.
 """
 
@@ -38,6 +41,7 @@ from pagesight import Index
 from pagesight.eval import harness
 from pagesight.eval.dataset import Dataset
 from pagesight.read.language import classify
+from pagesight.settings import Settings
 
 LANGUAGES = ("en", "fr", "de", "es", "it", "pt")
 SOURCE = Path("/usr/share/debian-reference")
@@ -132,14 +136,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--documents", nargs="+", choices=LANGUAGES, help="translations (default: all)")
     parser.add_argument("--ocr", choices=["auto", "always"], default="auto", help="always: read as scans")
+    parser.add_argument("--dense-model", help="a multilingual model for a third index (folder or hub id)")
     args = parser.parse_args()
     documents = tuple(args.documents or LANGUAGES)
     shutil.rmtree(args.out, ignore_errors=True)
     data = Dataset.load(generate(args.out, documents))
     configs = [harness.Config.parse(mode).within() for mode in args.mode or ["lexical", "hybrid"]]
     report = {"queries": len(data.queries), "ocr": args.ocr, "indexes": {}}
-    for name, language in (("per-language", None), ("english", "en")):
-        with Index.open(args.out / f"index-{name}") as index:
+    indexes = [("per-language", None, Settings()), ("english", "en", Settings())]
+    if args.dense_model:
+        indexes.append((f"dense {args.dense_model}", None, Settings(dense_model=args.dense_model)))
+    for number, (name, language, settings) in enumerate(indexes):
+        with Index.open(args.out / f"index-{number}", settings=settings) as index:
             start = time.perf_counter()
             outcome = index.add([data.documents], language=language, ocr=args.ocr)
             seconds = time.perf_counter() - start
