@@ -8,7 +8,7 @@ from PIL import Image
 
 from pagesight import Index, IndexFormatError, PagesightError, SettingsConflict
 from pagesight.settings import Settings
-from tests.conftest import SAMPLES, make_pdf
+from tests.conftest import SAMPLES, cli, make_pdf
 
 LEXICAL = Settings(dense_model=None)
 
@@ -254,6 +254,17 @@ def test_bad_settings_of_a_new_index_are_refused_before_it_is_made(tmp_path: Pat
     with pytest.raises(PagesightError, match=message):
         Index.open(tmp_path / "ix", settings=chosen)
     assert not (tmp_path / "ix").exists()
+
+
+def test_a_bad_ingestion_option_leaves_no_new_index(tmp_path: Path):
+    pdf = make_pdf(tmp_path / "a.pdf", [["some words"]])
+    index = Index.open(tmp_path / "ix", settings=LEXICAL)
+    with pytest.raises(PagesightError, match="unknown language 'xx'"):
+        index.add(pdf, language="xx")
+    assert not (tmp_path / "ix").exists()
+    bad = cli("ingest", str(pdf), "--index", str(tmp_path / "iy"), "--language", "xx", check=False)
+    assert bad.returncode == 2 and "unknown language 'xx'" in bad.stderr
+    assert not (tmp_path / "iy").exists()
 
 
 def test_index_moves_with_relative_source_paths(tmp_path: Path):

@@ -105,10 +105,10 @@ class Index:
         from pagesight.ingest import pipeline
         from pagesight.ingest.options import IngestOptions
 
-        options = IngestOptions.given(options, **fields)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         try:
+            options = IngestOptions.given(options, **fields)  # a bad option: a new index goes again
             with self.store.writing():
                 visual = self._ingest_encoder if self.settings.visual_encoder else None
                 report = pipeline.run(

@@ -214,17 +214,7 @@ def ingest(
         "thesaurus": ("thesaurus", None if thesaurus == "none" else thesaurus),
     }
     given = {name: value for name, (option, value) in chosen.items() if _given(ctx, option)}
-    try:
-        idx = _open(index, create=True, settings=given, device=device)
-    except SettingsConflict as exc:
-        flags = [_flag(ctx, chosen[name][0]) for name in exc.conflicts]
-        made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())
-        named = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
-        _fail(
-            f"{index}: {named} {'is' if len(flags) == 1 else 'are'} chosen when an index is made "
-            f"(it was made with {made}); make a new index for {flags[0] if len(flags) == 1 else 'them'}"
-        )
-    try:
+    try:  # the options first: a bad one leaves no new index behind
         options = IngestOptions(
             ocr=ocr.value,
             jobs=jobs or None,
@@ -250,6 +240,19 @@ def ingest(
             if ray or ray_address
             else None,
         )
+    except PagesightError as exc:
+        _fail(str(exc))
+    try:
+        idx = _open(index, create=True, settings=given, device=device)
+    except SettingsConflict as exc:
+        flags = [_flag(ctx, chosen[name][0]) for name in exc.conflicts]
+        made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())
+        named = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
+        _fail(
+            f"{index}: {named} {'is' if len(flags) == 1 else 'are'} chosen when an index is made "
+            f"(it was made with {made}); make a new index for {flags[0] if len(flags) == 1 else 'them'}"
+        )
+    try:
         report = _add_with_progress(idx, paths, options, transient=as_json)
     except PagesightError as exc:
         _fail(str(exc))
