@@ -57,13 +57,17 @@ def main() -> None:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
 
     failure_line = re.compile(rf"^({re.escape(str(args.data))}/\S.*?): (\S.*)$")
+    progress_line = re.compile(r"^ingest: \d+/\d+ files")  # every 10 s where stderr is no terminal
     failures: dict[str, str] = {}
+    notes: dict[str, str] = {}
     stray_lines = []
     for line in run.stderr.splitlines():
         match = failure_line.match(line)
-        if match:
+        if match and match.group(2).startswith("note: "):  # indexed, with a caveat
+            notes[match.group(1)] = match.group(2).removeprefix("note: ")
+        elif match:
             failures[match.group(1)] = match.group(2)
-        elif line.strip():
+        elif line.strip() and not progress_line.match(line):
             stray_lines.append(line)
 
     after = Index.open(args.index, create=False)
@@ -85,6 +89,7 @@ def main() -> None:
                 "exit_code": run.returncode,
                 "indexed": len(indexed),
                 "failed": len(failures),
+                "noted": len(notes),
                 "unaccounted": unaccounted,
                 "stray_stderr_lines": stray_lines[:20],
                 "seeded_documents_kept": seeded_kept,
@@ -92,6 +97,11 @@ def main() -> None:
                 "wall_s": round(wall, 1),
                 "peak_rss_mb_largest_process": round(children.ru_maxrss / 1024),
                 "failure_reasons": dict(reasons.most_common()),
+                "note_reasons": dict(
+                    collections.Counter(
+                        re.sub(r"\(.*", "(...)", note) for note in notes.values()
+                    ).most_common()
+                ),
             },
             indent=1,
         )
