@@ -103,3 +103,29 @@ def test_a_hit_quotes_the_lines_that_share_the_question_s_terms_in_its_language(
         # French stop words ("le", "la", "du") quote no line; "cloture" meets "clôtures" unaccented
         (hit,) = index.search("Quand le fermier répare-t-il la cloture du pré ?", mode="lexical")
         assert hit.snippet == FRENCH[2] and len(hit.boxes) == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("store", ["local", "qdrant"])
+def test_a_question_in_another_language_meets_its_words_on_pages_read_as_english(tmp_path: Path, store: str):
+    """A translation keeps a passage in English: that page is read as English, Portuguese sentence
+    and all, and a Portuguese question still meets it through its content words read as English."""
+    if store == "qdrant":
+        pytest.importorskip("qdrant_client")
+    portuguese = [
+        "O sistema de pacotes do Debian instala programas a partir dos arquivos oficiais,",
+        "resolve as dependências entre eles e mantém a configuração de cada pacote.",
+        "As atualizações de segurança chegam pelos mesmos repositórios todas as semanas.",
+    ]
+    mixed = [
+        "In order to run a console application under a graphical session, create a small",
+        "wrapper script and set it as the preferred application, as the desktop expects.",
+        "The wrapper may also set environment variables before starting the program.",
+        "Para matar um processo use o comando kill.",
+    ]
+    make_pdf(tmp_path / "manual.pdf", [portuguese, mixed])
+    location = str(tmp_path / "ix") if store == "local" else f"qdrant:{tmp_path / 'q'}"
+    with Index.open(location, settings={"dense_model": None}) as index:
+        assert index.add([tmp_path / "manual.pdf"], jobs=1).ok
+        hits = index.search("Como mato um processo com um comando?", mode="lexical")
+        assert hits and (hits[0].doc_id, hits[0].page) == ("manual", 2)

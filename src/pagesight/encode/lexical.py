@@ -87,7 +87,26 @@ def query_weights(
     """A query's terms, analysed in ``language``, with their weights, summed over repeats: each word
     1, or its burstiness in the collection when ``bursts`` is given (``burst_weights``; a word it
     does not hold weighs ``BURST_FLOOR``); with ``phrases``, each pair of neighbours
-    (``with_phrases``) ``PHRASE_WEIGHT`` times the lighter of its two words."""
+    (``with_phrases``) ``PHRASE_WEIGHT`` times the lighter of its two words.
+
+    A query in another language than English also holds its content words (its language's stop
+    words left out) as English analysis reads them, at the weight of its own term where both
+    analyses agree: pages read as English hold such words too (a passage left untranslated in a
+    translation, a page mixing two languages, names and cognates on English pages). On the
+    Debian Reference, BM25's nDCG@10 of Spanish questions on the Spanish translation went from .90
+    to .94, of French ones on the English original from .36 to .45 (BENCHMARKS.md, "Languages")."""
+    weights = _weights(query, phrases, bursts, language)
+    if language != "en":
+        stop = _stopword_set(language)
+        content = " ".join(word for word in _WORD.findall(query.lower()) if word not in stop)
+        for term, weight in _weights(content, phrases, bursts, "en").items():
+            weights[term] = max(weights.get(term, 0.0), weight)
+    return weights
+
+
+def _weights(
+    query: str, phrases: bool, bursts: Mapping[str, float] | None, language: str
+) -> dict[str, float]:
     words = tokenize([query], languages=[language])[0]
     weight = (lambda term: 1.0) if bursts is None else (lambda term: bursts.get(term, BURST_FLOOR))
     weights: dict[str, float] = {}
