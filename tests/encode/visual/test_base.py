@@ -3,6 +3,9 @@ what every visual encoder shares, without building a model."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -111,3 +114,17 @@ def test_load_errors_name_the_model(tmp_path):
 
     with pytest.raises(PagesightError, match=f"cannot load the model from '{tmp_path}': bad header$"):
         load_pretrained("model", str(tmp_path), broken)
+
+
+@pytest.mark.timeout(60)
+def test_loading_an_encoders_class_imports_no_torch():
+    """``Index.info`` reads whether an index's encoder draws similarity maps from its class: that
+    must not cost a torch import (seconds) in a process that serves BM25 alone."""
+    script = (
+        "import sys\n"
+        "from pagesight.encode.visual import ENCODERS\n"
+        "for name in ENCODERS: ENCODERS.load(name)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr

@@ -6,11 +6,16 @@ tokens, 0 on padding, padding on either side) and returns ``(batch, hidden)``, n
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: loading an encoder's class (info, checks) needs no torch
+    import torch
 
 
 def last_token_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The hidden state of each sequence's last real token (DSE, Qwen3-VL-Embedding)."""
+    import torch
+
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
     last = (positions * attention_mask.long()).argmax(dim=1)
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
