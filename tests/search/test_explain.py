@@ -59,6 +59,21 @@ def colpali_engines_maps():
     return module.get_similarity_maps_from_embeddings
 
 
+def colpali_engines_grid(encoder, image, query: str, n_patches: tuple[int, int]) -> np.ndarray:
+    """colpali-engine's similarity maps of ``image`` to ``query`` from the encoder's unit vectors,
+    at their maximum over the query's tokens, as a (rows, columns) grid."""
+    import torch
+
+    batch = encoder.processor.process_images([image])
+    (page,) = encoder.encode_images([image])
+    (vectors,) = encoder.encode_queries([query])
+    (theirs,) = colpali_engines_maps()(
+        torch.from_numpy(page)[None], torch.from_numpy(vectors)[None], n_patches,
+        encoder.processor.get_image_mask(batch),
+    )  # fmt: skip
+    return theirs.max(dim=0).values.numpy().T
+
+
 def _skip_without_models():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -86,9 +101,6 @@ def colqwen_index(tmp_path_factory):
 
 @pytest.mark.timeout(300)
 def test_a_tiles_map_is_colpali_engines_and_served_everywhere(colqwen_index, tmp_path: Path):
-    import torch
-
-    get_similarity_maps_from_embeddings = colpali_engines_maps()
     index = colqwen_index
     found = index.explain("quarterly revenue", "report", 1, 0)
     encoder = index.visual_encoder()
@@ -98,14 +110,9 @@ def test_a_tiles_map_is_colpali_engines_and_served_everywhere(colqwen_index, tmp
     )
     assert found.grid.shape == (rows, columns) and found.image.size == image.size
     # colpali-engine's maps from the same unit vectors, at their maximum over the query's tokens
-    batch = encoder.processor.process_images([image])
-    (page,) = encoder.encode_images([image])
-    (query,) = encoder.encode_queries(["quarterly revenue"])
-    (theirs,) = get_similarity_maps_from_embeddings(
-        torch.from_numpy(page)[None], torch.from_numpy(query)[None], (columns, rows),
-        encoder.processor.get_image_mask(batch),
-    )  # fmt: skip
-    assert np.allclose(found.grid, theirs.max(dim=0).values.numpy().T, atol=1e-5)
+    assert np.allclose(
+        found.grid, colpali_engines_grid(encoder, image, "quarterly revenue", (columns, rows)), atol=1e-5
+    )
 
     # the command line writes one map a hit
     out = tmp_path / "maps"
@@ -145,7 +152,6 @@ def test_a_tiles_map_is_colpali_engines_and_served_everywhere(colqwen_index, tmp
 @pytest.mark.timeout(300)
 def test_colpali_draws_its_square_grid(tmp_path: Path):
     _skip_without_models()
-    get_similarity_maps_from_embeddings = colpali_engines_maps()
     from pagesight.encode.visual import make_encoder
     from pagesight.encode.visual.late_interaction import import_colpali
     from tests.encode.visual.conftest import PALIGEMMA_IMAGE, build_colpali, render_page
@@ -157,16 +163,7 @@ def test_colpali_draws_its_square_grid(tmp_path: Path):
     grid = encoder.patch_similarity(page, "warehouse")
     side = PALIGEMMA_IMAGE[0] // PALIGEMMA_IMAGE[1]
     assert grid.shape == (side, side)
-    import torch
-
-    batch = encoder.processor.process_images([page])
-    (vectors,) = encoder.encode_images([page])
-    (query,) = encoder.encode_queries(["warehouse"])
-    (theirs,) = get_similarity_maps_from_embeddings(
-        torch.from_numpy(vectors)[None], torch.from_numpy(query)[None], (side, side),
-        encoder.processor.get_image_mask(batch),
-    )  # fmt: skip
-    assert np.allclose(grid, theirs.max(dim=0).values.numpy().T, atol=1e-5)
+    assert np.allclose(grid, colpali_engines_grid(encoder, page, "warehouse", (side, side)), atol=1e-5)
 
 
 @pytest.mark.timeout(60)

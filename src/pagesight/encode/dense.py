@@ -292,8 +292,11 @@ def model_folder(name: str) -> Path:
     import huggingface_hub
 
     quiet_offline()
-    check_available(name, option="--dense-model")
-    return Path(huggingface_hub.snapshot_download(name))
+    try:  # in the local cache: no request to the hub (a store asks at each rebuild)
+        return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
+    except Exception:  # not cached (or a partial cache): downloaded where the hub can be reached
+        check_available(name, option="--dense-model")
+        return Path(huggingface_hub.snapshot_download(name))
 
 
 def dense_dim(name: str) -> int:

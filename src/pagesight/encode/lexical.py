@@ -107,7 +107,7 @@ def query_weights(
 def _weights(
     query: str, phrases: bool, bursts: Mapping[str, float] | None, language: str
 ) -> dict[str, float]:
-    words = tokenize([query], languages=[language])[0]
+    words = terms(query, language)  # tokenize's analysis, without bm25s' overhead on every search
     weight = (lambda term: 1.0) if bursts is None else (lambda term: bursts.get(term, BURST_FLOOR))
     weights: dict[str, float] = {}
     for term in words:
@@ -177,10 +177,9 @@ def with_years(text: str) -> str:
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 # Latin letters with accents to their base letter, one character for one ("é" -> "e", "ñ" -> "n")
 _UNACCENTED = {
-    code: unicodedata.normalize("NFKD", chr(code))[0]
+    code: base
     for code in range(0xC0, 0x250)
-    if unicodedata.normalize("NFKD", chr(code))[0].isascii()
-    and unicodedata.normalize("NFKD", chr(code)) != chr(code)
+    if (base := unicodedata.normalize("NFKD", chr(code))[0]) != chr(code) and base.isascii()
 }
 
 

@@ -27,9 +27,8 @@ class _Vectors:
         return np.array(sorted(tid for tid, _ in self.catalog.tile_texts()), dtype=np.int64)
 
     def _query(self, query, n: int, allowed, **options) -> list[tuple[int, float]]:
-        none = isinstance(allowed, Allowed) and not allowed.doc_ids
-        if none or (allowed is not None and not isinstance(allowed, Allowed) and not len(allowed)):
-            return []
+        if allowed is not None and not (allowed.doc_ids if isinstance(allowed, Allowed) else len(allowed)):
+            return []  # nothing allowed
         if not self.catalog._has_tiles():
             return []
         found = self.client.query_points(
