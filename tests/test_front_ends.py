@@ -98,7 +98,8 @@ def test_every_front_end_offers_the_request_fields(sample_index):
         for f in dataclasses.fields(kind):
             rules = spec(f)
             if f.name != "query":
-                assert (rules.flags or (f"--{label(f).replace('_', '-')}",))[0] in shown, f.name
+                flag = (rules.flags or (f"--{label(f).replace('_', '-')}",))[0]
+                assert all(name in shown for name in flag.split("/")), f.name  # --on/--off: both
             if rules.served:
                 assert (rules.http or label(f)) in http, (kind.__name__, f.name)
                 if f.name not in ("reader", "model", "max_tokens", "inputs"):  # the server's reader

@@ -49,8 +49,9 @@ def test_hits_carry_snippet_and_evidence_boxes_inside_the_tile(sample_index: Ind
 def test_hybrid_hits_report_each_retrievers_score(sample_index: Index):
     hits = sample_index.search("reciprocal rank fusion constant", k=3, mode="hybrid")
     assert hits[0].page_id == "retrieval-primer_3"
-    assert set(hits[0].scores) == {"bm25", "dense"}
-    options = {"k": 3, "mode": "hybrid", "fusion": "rsf", "alpha": 0.3}
+    assert set(hits[0].scores) == {"bm25", "dense", "ranker"}  # the learned ranker's too (search.ranking)
+    assert hits[0].score == hits[0].scores["ranker"]
+    options = {"k": 3, "mode": "hybrid", "fusion": "rsf", "alpha": 0.3, "ranker": False}
     rsf = sample_index.search("reciprocal rank fusion constant", document_weight=0, **options)
     assert rsf[0].page_id == "retrieval-primer_3"
     assert 0 < rsf[0].score <= 1.0 + 1e-9  # relative score fusion: weights summing to 1

@@ -121,6 +121,18 @@ class SearchRequest:
         choices=tuple(LANGUAGES),
     )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
+    ranker: bool = _field(
+        True,
+        "Hybrid text search: reorder the first hits by the learned ranker (headings, the question's "
+        "lines, figures; search.ranking).",
+        flags=("--ranker/--no-ranker",),
+    )
+    ranker_file: str | None = _field(
+        None,
+        "The learned ranker: a file fitted on your own judged questions (benchmarks/ranker.py); "
+        "default: the packaged one.",
+        served=False,
+    )
     rerank: str | None = _field(
         None, "Rerank the first-stage hits: cross-encoder, vlm, vlm-openai or a visual encoder's name."
     )
@@ -138,6 +150,12 @@ class SearchRequest:
             check(f.name, getattr(self, f.name), spec(f))
         if self.rerank_model is not None and self.rerank is None:
             raise PagesightError("rerank_model needs rerank")
+        if self.ranker_file is not None:
+            if not self.ranker:
+                raise PagesightError("ranker_file needs the ranker on")
+            from pagesight.search.ranking import ranker
+
+            ranker(self.ranker_file)  # a missing or malformed file is refused with the request
         if self.where is not None:
             from pagesight.search.filters import parse
 

@@ -74,7 +74,7 @@ def test_a_hybrid_search_process_never_imports_torch(tmp_path, model):
         "from pagesight import Index\n"
         f"index = Index.open({str(tmp_path / 'index')!r}, create=False)\n"
         "hits = index.search('West region revenue in Q3', k=3)\n"
-        "assert set(hits[0].scores) == {'bm25', 'dense'}, hits[0].scores\n"
+        "assert set(hits[0].scores) == {'bm25', 'dense', 'ranker'}, hits[0].scores\n"
         "print(hits[0].page_id)\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
     )

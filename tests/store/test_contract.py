@@ -76,6 +76,31 @@ class StoreContract:
         assert catalog.document("nothing") is None
 
     @pytest.mark.timeout(120)
+    def test_each_tile_has_its_pages_heading_without_running_lines(self, store):
+        statements = document(
+            "filing",
+            [
+                ["ACME Corp", "Consolidated Balance Sheets", "Total assets 1,204 1,100"],
+                ["ACME Corp", "Notes to the statements", "The balance sheet is described here, in prose."],
+                ["ACME Corp", "Consolidated Statements of Cash Flows", "Capital expenditures (220) (198)"],
+                ["ACME Corp", "the cash flow statement is described here, at length, in prose."],
+            ],
+        )
+        self.put(store, statements, TIDES)
+        ids = [store.catalog.tile_at("filing", page, 0).id for page in (1, 2, 3, 4)]
+        headings = store.catalog.headings(ids + [10**9])  # an unknown id is left out
+        # the company's name opens every page: a running line, no heading
+        assert [headings[i] for i in ids] == [
+            "Consolidated Balance Sheets",
+            "Notes to the statements",
+            "Consolidated Statements of Cash Flows",
+            "",
+        ]
+        # kept or read again, the same
+        assert store.catalog.headings(ids[:1]) == {ids[0]: "Consolidated Balance Sheets"}
+        assert store.catalog.headings([]) == {}
+
+    @pytest.mark.timeout(120)
     def test_searches_see_the_documents_and_keep_to_the_allowed_tiles(self, store):
         self.put(store, OWLS, TIDES)
         assert self.found(store, "voles owls")[0] == "owls"

@@ -35,7 +35,8 @@ def evaluate(
             "--mode",
             "-m",
             help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA; "
-            "each with /doc:WEIGHT for another document weight, then /within. Repeatable.",
+            "each with /doc:WEIGHT for another document weight, then /unranked (no learned ranker), "
+            "then /within. Repeatable.",
         ),
     ] = None,
     within_document: Annotated[

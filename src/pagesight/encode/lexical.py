@@ -183,6 +183,11 @@ _UNACCENTED = {
 }
 
 
+def unaccented(text: str) -> str:
+    """``text`` with Latin letters' accents set aside, as ``line_matcher`` compares stems."""
+    return text if text.isascii() else text.translate(_UNACCENTED)  # translate has no ASCII fast path
+
+
 def terms(text: str, language: str = "en") -> list[str]:
     """The analysis of ``tokenize`` for one short text (a query or a line) in ``language``, without
     bm25s overhead."""
@@ -198,7 +203,14 @@ def _stopword_set(language: str) -> frozenset[str]:
 
 def term_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], list[int]]:
     """A function counting, for each of a tile's lines, how many distinct query terms (read in
-    ``language``) it contains.
+    ``language``) it contains (``line_matcher``)."""
+    matches = line_matcher(query, language)
+    return lambda lines: [len(found) for found in matches(lines)]
+
+
+def line_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], list[set[str]]]:
+    """A function finding, for each of a tile's lines, the distinct query terms (read in
+    ``language``, accents set aside) it contains.
 
     A term matches a word that starts with its stem ("retriev" matches "retrieval"), which is
     what Snowball stems are, accents set aside: the French and Portuguese stemmers take some off
@@ -206,14 +218,14 @@ def term_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], 
     lines are scanned as one text, each match placed on its line by offset: one regex scan a tile,
     not one a line (a page has about 90 lines).
     """
-    stems = sorted({stem.translate(_UNACCENTED) for stem in terms(query, language)}, key=len, reverse=True)
+    stems = sorted({unaccented(stem) for stem in terms(query, language)}, key=len, reverse=True)
     if not stems:
-        return lambda lines: [0] * len(lines)
+        return lambda lines: [set() for _ in lines]
     pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")")  # stems are lower case
 
-    def count(lines: Sequence[str]) -> list[int]:
+    def find(lines: Sequence[str]) -> list[set[str]]:
         # lower case and unaccented: faster to scan than a case-blind pattern; the same offsets
-        lowered = [line.lower().translate(_UNACCENTED) for line in lines]
+        lowered = [unaccented(line.lower()) for line in lines]
         starts, offset = [], 0
         for line in lowered:
             starts.append(offset)
@@ -221,6 +233,6 @@ def term_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], 
         found: dict[int, set[str]] = {}
         for match in pattern.finditer("\n".join(lowered)):
             found.setdefault(bisect_right(starts, match.start()) - 1, set()).add(match.group(1))
-        return [len(found.get(i, ())) for i in range(len(lines))]
+        return [found.get(i, set()) for i in range(len(lines))]
 
-    return count
+    return find

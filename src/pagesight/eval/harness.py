@@ -20,6 +20,7 @@ from pagesight.settings import Settings
 from pagesight.store.base import store_exists
 
 WITHIN = "/within"
+UNRANKED = "/unranked"
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class Config:
     """A search configuration: a name, as on the command line, and the request each question is
     searched with (``request.SearchRequest``, its query left empty). The names: lexical, dense,
     visual, hybrid, rrf, rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's
-    document score (``search.documents``; 0: pages alone), and then ``/within``: each question
+    document score (``search.documents``; 0: pages alone), then ``/unranked``: the hybrid head not
+    reordered by the learned ranker (``search.ranking``), and then ``/within``: each question
     searched only inside its own documents (``Dataset.documents_of``), as long-document
     benchmarks do. ``visual`` needs an index made with a visual encoder (``pagesight ingest
     --encoder``); on such an index the hybrid configurations fuse its visual run too."""
@@ -41,6 +43,9 @@ class Config:
         text = text.strip()
         if text.endswith(WITHIN):
             return cls.parse(text.removesuffix(WITHIN)).within()
+        if text.endswith(UNRANKED):
+            config = cls.parse(text.removesuffix(UNRANKED))
+            return replace(config, name=config.name + UNRANKED, request=config.request.replace(ranker=False))
         if "/doc:" in text:
             base, _, weight = text.partition("/doc:")
             try:
@@ -73,7 +78,7 @@ class Config:
             return cls(f"rsf:{alpha:g}", SearchRequest(mode="hybrid", alpha=alpha))
         raise PagesightError(
             f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA, "
-            "each optionally with /doc:WEIGHT, then /within)"
+            "each optionally with /doc:WEIGHT, then /unranked, then /within)"
         )
 
     @property

@@ -4,6 +4,7 @@
           -> each retriever's run over the store's vector stores, limited to the allowed tiles
           -> fusion (relative score or reciprocal rank)                    ``search.fusion``
           -> each tile's score fused with its document's                  ``search.documents``
+          -> the head reordered by the learned ranker (hybrid text search)  ``search.ranking``
           -> hits: the tile's records from the catalog, the score per retriever, and the lines
              that match the query as snippet and boxes
 
@@ -23,6 +24,7 @@ from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
 from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
+from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed, Catalog, Retrievers, Store
 
@@ -79,6 +81,10 @@ def search_text(
         rows = store.catalog.tiles([tile_id for tile_id, _ in ranked], spans=False)
         pages = {tile_id: (row.doc_id, row.page) for tile_id, row in rows.items()}
         ranked = document_fusion(ranked, pages, request.document_weight)
+    if request.ranker and mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked:
+        chosen = ranker(request.ranker_file)
+        bursts = current.lexical.bursts
+        ranked, runs["ranker"] = learned_ranking(store.catalog, chosen, query, ranked, runs, bursts, language)
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked, runs, query, evidence, k, language)

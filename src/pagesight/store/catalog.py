@@ -25,6 +25,8 @@ from pagesight.settings import Settings
 from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
 from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create
 
+HEADINGS_KEPT = 200_000  # tiles whose heading a catalog keeps (``Catalog.headings``)
+
 
 class Catalog:
     def __init__(self, root: Path, settings: Settings | None = None):
@@ -42,6 +44,7 @@ class Catalog:
         # Tile rows with their spans kept by the stores of this index in this process (a
         # ``RowCache``; ``LocalStore`` shares one): a tile id's row never changes (ids are not reused)
         self.rows: RowCache | None = None
+        self._headings: dict[int, str] = {}  # tile id -> its page heading (``headings``)
 
     def _check_version(self) -> None:
         try:
@@ -244,6 +247,37 @@ class Catalog:
             )
             rows += [(row[0], row[5], *field) for row, field in zip(group, fields)]
         yield from sorted(rows)
+
+    def headings(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's page heading as BM25 indexes it (``read.titles.tile_fields``): its page's
+        for the page's first band and its table and figure units, empty for the other bands. Read a
+        document at a time and kept: a tile id's heading never changes (ids are not reused and a
+        document is stored whole)."""
+        from pagesight.read.titles import tile_fields
+
+        kept = self._headings
+        found = {int(i): kept[int(i)] for i in tile_ids if int(i) in kept}
+        missing = [int(i) for i in tile_ids if int(i) not in found]
+        for start in range(0, len(missing), 900):
+            batch = missing[start : start + 900]
+            marks = ",".join("?" * len(batch))
+            documents = self.db.execute(f"SELECT DISTINCT doc_id FROM tiles WHERE id IN ({marks})", batch)
+            for (doc_id,) in documents.fetchall():
+                # only a page's first band's text makes its heading
+                tiles = self.db.execute(
+                    "SELECT id, page, idx, region, CASE WHEN idx = 0 AND region = '' THEN text ELSE '' END "
+                    "FROM tiles WHERE doc_id = ? ORDER BY page, idx",
+                    (doc_id,),
+                ).fetchall()
+                fields = tile_fields(
+                    "", [(page, idx, bool(region), text) for _, page, idx, region, text in tiles]
+                )
+                read = {row[0]: heading for row, (_, heading) in zip(tiles, fields)}
+                found.update((i, read[i]) for i in batch if i in read)
+                if len(kept) + len(read) > HEADINGS_KEPT:
+                    kept = self._headings = {}  # readers holding the old one keep reading it
+                kept.update(read)
+        return found
 
     def tile_languages(self) -> dict[int, str]:
         """Each tile's language: its page's (``read.language``)."""

@@ -348,6 +348,18 @@ class QdrantCatalog(Lease, Bm25Weights):
                     found[int(record.id)] = tile_row(int(record.id), record.payload, spans)
         return found
 
+    def headings(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's page heading as BM25 indexes it, stored with the tile (``put_document``)."""
+        if not tile_ids or not self._has_tiles():
+            return {}
+        found = {}
+        for start in range(0, len(tile_ids), 512):
+            batch = [int(i) for i in tile_ids[start : start + 512]]
+            for record in self.client.retrieve(self.tiles_name, batch, with_payload=["heading", "live"]):
+                if record.payload.get("live"):
+                    found[int(record.id)] = record.payload.get("heading", "")
+        return found
+
     def _tile_records(
         self, doc_id: str, page: int | None = None, idx: int | None = None, heavy=False, bands=False
     ):
