@@ -61,6 +61,9 @@ def test_the_qdrant_store_gives_the_local_stores_results(tmp_path: Path):
             ]
             if mode == "dense":  # a tile's best chunk, by Qdrant's MAX_SIM over its chunk vectors
                 assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
+            if mode == "hybrid":  # the learned ranker reads the same headings and scores
+                ranked = [h.scores["ranker"] for h in ours]
+                assert [h.scores["ranker"] for h in theirs] == pytest.approx(ranked, abs=1e-3)
     only = remote.search("tides", k=5, doc_ids=["tides"], mode="lexical")
     assert {h.doc_id for h in only} == {"tides"} and len(only) == 2
     assert remote.ask("What was the West region's revenue in Q3?").text == "4,870"
