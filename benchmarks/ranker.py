@@ -52,8 +52,7 @@ def collect(dataset: Dataset, index: Index, depth: int) -> list[dict]:
             headings = catalog.headings([row.id for row in rows])
             candidates = [
                 ranking.Candidate(
-                    "\n".join(span[0] for span in row.spans),
-                    headings.get(row.id, ""),
+                    ranking.reading("\n".join(span[0] for span in row.spans), headings.get(row.id, "")),
                     hit.score,
                     hit.scores.get("bm25", 0.0),
                     hit.scores.get("dense", 0.0),

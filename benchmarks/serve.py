@@ -2,7 +2,7 @@
 bounded time, optionally while an upload is being ingested beside them.
 
     python benchmarks/serve.py --index DIR [--clients 32] [--seconds 60] [--ask-share 0.25]
-                               [--mode lexical] [--ingest PATH ...] [--json out.json]
+                               [--mode lexical] [--no-ranker] [--ingest PATH ...] [--json out.json]
 
 The server is a `pagesight serve` subprocess (so the clients' event loop does not share its GIL),
 with an API key, over DIR; with --ingest it serves a copy of DIR (unless --in-place), and the
@@ -92,6 +92,7 @@ async def client_loop(client, questions, options, deadline, ask_share, rng, samp
                 "q": question,
                 "k": options["k"],
                 **({"mode": options["mode"]} if options["mode"] else {}),
+                **({} if options["ranker"] else {"ranker": "false"}),
             }
             endpoint, request = "search", client.get("/api/search", params=params)
         start = time.monotonic()
@@ -150,7 +151,7 @@ def summarize(samples: list[Sample], seconds: float) -> dict:
 
 
 async def run(args, url: str, key: str, questions: list[str], files: list[Path]) -> dict:
-    options = {"k": args.k, "mode": args.mode}
+    options = {"k": args.k, "mode": args.mode, "ranker": args.ranker}
     limits = httpx.Limits(max_connections=args.clients + 2)
     async with httpx.AsyncClient(
         base_url=url, headers={"X-API-Key": key}, timeout=120, limits=limits
@@ -180,6 +181,7 @@ async def run(args, url: str, key: str, questions: list[str], files: list[Path])
         "workers": args.workers,
         "seconds": round(elapsed, 1),
         "mode": args.mode or "default",
+        "ranker": args.ranker,
         "ask_share": args.ask_share,
         "endpoints": {
             name: summarize([s for s in samples if s.endpoint == name], elapsed) for name in ("search", "ask")
@@ -222,6 +224,9 @@ def main() -> None:
     parser.add_argument("--ask-share", type=float, default=0.25, help="share of requests that ask")
     parser.add_argument("--mode", choices=["lexical", "dense", "visual", "hybrid"], default=None)
     parser.add_argument("-k", dest="k", type=int, default=5)
+    parser.add_argument(
+        "--no-ranker", dest="ranker", action="store_false", help="hybrid: without the learned ranker"
+    )
     parser.add_argument("--readers", type=int, default=4, help="the server's --readers")
     parser.add_argument("--workers", type=int, default=1, help="the server's --workers (processes)")
     parser.add_argument(

@@ -10,7 +10,10 @@ import pytest
 from pagesight.encode.lexical import (
     BURST_FLOOR,
     burst_weights,
+    line_words,
+    query_stems,
     query_weights,
+    stems_by_line,
     term_matcher,
     tokenize,
     with_phrases,
@@ -29,6 +32,36 @@ def test_each_line_counts_the_distinct_query_terms_it_holds():
     ]
     assert count(lines) == [2, 1, 0, 2, 0]
     assert term_matcher("the of and")(["the end"]) == [0]  # stopwords only: no term
+
+
+def test_a_tiles_words_by_line_find_the_stems_the_pattern_finds():
+    lines = [
+        "RECIPROCAL RANK FUSION",
+        "retrievers and retrieval",
+        "İstanbul: nothing here",
+        "fused ranking of retrieved pages",
+        "",
+        "Système de régulation",  # accents set aside, as the French stemmer's stems have them
+    ]
+    words = line_words(lines)
+    for query, language in (
+        ("Retrieval fusion ranks", "en"),
+        ("the of and", "en"),
+        ("systèmes régler", "fr"),
+    ):
+        stems = query_stems(query, language)
+        found = stems_by_line(stems, words)
+        assert [len(found.get(i, ())) for i in range(len(lines))] == term_matcher(query, language)(lines)
+    assert stems_by_line(query_stems("retrieval ranks"), words) == {
+        0: {"rank"},
+        1: {"retriev"},
+        3: {"rank", "retriev"},
+    }
+    # a word matches its longest stem only, as the pattern's longest alternative
+    assert stems_by_line(["capital", "capit"], line_words(["capitalization", "capitol"])) == {
+        0: {"capital"},
+        1: {"capit"},
+    }
 
 
 def test_phrase_terms_are_neighbouring_words_and_weigh_less_in_a_query():

@@ -21,17 +21,21 @@ QUESTION = (
     "the question by relying on the details shown in the cash flow statement."
 )
 STATEMENT = Candidate(
-    "Consolidated Statements of Cash Flows\n(Millions) 2018 2017\nCapital expenditures (1,577) (1,373)\n"
-    "Net cash used in investing activities (222) (3,086)",
-    "Consolidated Statements of Cash Flows",
+    ranking.reading(
+        "Consolidated Statements of Cash Flows\n(Millions) 2018 2017\nCapital expenditures (1,577) (1,373)\n"
+        "Net cash used in investing activities (222) (3,086)",
+        "Consolidated Statements of Cash Flows",
+    ),
     fused=0.8,
     bm25=9.0,
     dense=0.5,
 )
 NOTE = Candidate(
-    "Supplemental cash flow information. The cash flow statement shows capital expenditure and the\n"
-    "amount of cash paid for interest, as the statement of cash flows describes each year.",
-    "",
+    ranking.reading(
+        "Supplemental cash flow information. The cash flow statement shows capital expenditure and the\n"
+        "amount of cash paid for interest, as the statement of cash flows describes each year.",
+        "",
+    ),
     fused=1.0,
     bm25=12.0,
     dense=0.7,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import bm25s
 import bm25s.stopwords
@@ -183,11 +183,6 @@ _UNACCENTED = {
 }
 
 
-def unaccented(text: str) -> str:
-    """``text`` with Latin letters' accents set aside, as ``line_matcher`` compares stems."""
-    return text if text.isascii() else text.translate(_UNACCENTED)  # translate has no ASCII fast path
-
-
 def terms(text: str, language: str = "en") -> list[str]:
     """The analysis of ``tokenize`` for one short text (a query or a line) in ``language``, without
     bm25s overhead."""
@@ -203,14 +198,7 @@ def _stopword_set(language: str) -> frozenset[str]:
 
 def term_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], list[int]]:
     """A function counting, for each of a tile's lines, how many distinct query terms (read in
-    ``language``) it contains (``line_matcher``)."""
-    matches = line_matcher(query, language)
-    return lambda lines: [len(found) for found in matches(lines)]
-
-
-def line_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], list[set[str]]]:
-    """A function finding, for each of a tile's lines, the distinct query terms (read in
-    ``language``, accents set aside) it contains.
+    ``language``) it contains.
 
     A term matches a word that starts with its stem ("retriev" matches "retrieval"), which is
     what Snowball stems are, accents set aside: the French and Portuguese stemmers take some off
@@ -218,14 +206,14 @@ def line_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], 
     lines are scanned as one text, each match placed on its line by offset: one regex scan a tile,
     not one a line (a page has about 90 lines).
     """
-    stems = sorted({unaccented(stem) for stem in terms(query, language)}, key=len, reverse=True)
+    stems = query_stems(query, language)
     if not stems:
-        return lambda lines: [set() for _ in lines]
+        return lambda lines: [0] * len(lines)
     pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in stems) + r")")  # stems are lower case
 
-    def find(lines: Sequence[str]) -> list[set[str]]:
+    def count(lines: Sequence[str]) -> list[int]:
         # lower case and unaccented: faster to scan than a case-blind pattern; the same offsets
-        lowered = [unaccented(line.lower()) for line in lines]
+        lowered = [line.lower().translate(_UNACCENTED) for line in lines]
         starts, offset = [], 0
         for line in lowered:
             starts.append(offset)
@@ -233,6 +221,55 @@ def line_matcher(query: str, language: str = "en") -> Callable[[Sequence[str]], 
         found: dict[int, set[str]] = {}
         for match in pattern.finditer("\n".join(lowered)):
             found.setdefault(bisect_right(starts, match.start()) - 1, set()).add(match.group(1))
-        return [found.get(i, set()) for i in range(len(lines))]
+        return [len(found.get(i, ())) for i in range(len(lines))]
 
-    return find
+    return count
+
+
+def query_stems(query: str, language: str = "en") -> list[str]:
+    """The query's distinct terms read in ``language``, accents set aside, longest first: what
+    ``term_matcher`` and ``stems_by_line`` look for at the start of words."""
+    return sorted({unaccented(stem) for stem in terms(query, language)}, key=len, reverse=True)
+
+
+def unaccented(text: str) -> str:
+    """``text`` with Latin letters' accents set aside (``term_matcher``)."""
+    return text if text.isascii() else text.translate(_UNACCENTED)  # translate has no ASCII fast path
+
+
+class LineWords(NamedTuple):
+    """A text's distinct words (lower-cased, unaccented, sorted) with the lines holding each
+    (``line_words``): made once for a tile, it finds any query's stems in a few bisections where
+    ``term_matcher``'s pattern scans the whole text again."""
+
+    words: list[str]
+    lines: list[tuple[int, ...]]
+
+
+_ANY_WORD = re.compile(r"\w+")
+
+
+def line_words(lines: Sequence[str]) -> LineWords:
+    holding: dict[str, set[int]] = {}
+    for number, line in enumerate(lines):
+        for word in _ANY_WORD.findall(unaccented(line.lower())):
+            holding.setdefault(word, set()).add(number)
+    words = sorted(holding)
+    return LineWords(words, [tuple(sorted(holding[word])) for word in words])
+
+
+def stems_by_line(stems: Sequence[str], text: LineWords) -> dict[int, set[str]]:
+    """The ``stems`` (``query_stems``, longest first) that start a word of each line holding one,
+    by line: the matches of ``term_matcher``'s pattern, a word matching its longest stem only."""
+    found: dict[int, set[str]] = {}
+    taken: set[int] = set()
+    words = text.words
+    for stem in stems:
+        at = bisect_left(words, stem)
+        while at < len(words) and words[at].startswith(stem):
+            if at not in taken:
+                taken.add(at)
+                for line in text.lines[at]:
+                    found.setdefault(line, set()).add(stem)
+            at += 1
+    return found

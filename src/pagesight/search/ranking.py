@@ -42,7 +42,15 @@ from pathlib import Path
 
 import numpy as np
 
-from pagesight.encode.lexical import BURST_FLOOR, line_matcher, terms, unaccented
+from pagesight.encode.lexical import (
+    BURST_FLOOR,
+    LineWords,
+    line_words,
+    query_stems,
+    stems_by_line,
+    terms,
+    unaccented,
+)
 from pagesight.errors import PagesightError
 from pagesight.search.fusion import Run
 
@@ -75,11 +83,36 @@ FEATURES = OWN + tuple(f"{name}-centred" for name in CENTRED)
 
 
 @dataclass(frozen=True)
+class Reading:
+    """What the ranker reads of a tile whatever the question (``reading``): kept by tile id."""
+
+    lines: LineWords  # the tile's words by line, for the question's stems (``encode.lexical``)
+    heading: LineWords  # its page's heading's
+    has_heading: bool
+    words: int
+    figures: float  # the share of its words that are figures
+    years: frozenset[str]
+
+
+def reading(text: str, heading: str) -> Reading:
+    """A tile's ``Reading`` from its text and its page's heading (``Catalog.headings``)."""
+    words = text.split()
+    figures = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w))
+    return Reading(
+        line_words(text.split("\n")),
+        line_words(heading.split("\n")),
+        bool(heading.strip()),
+        len(words),
+        figures / max(1, len(words)),
+        frozenset(_YEAR.findall(text)),
+    )
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A first-stage hit as the ranker reads it."""
 
-    text: str
-    heading: str
+    reading: Reading
     fused: float
     bm25: float = 0.0  # 0: not found by that retriever
     dense: float = 0.0
@@ -156,7 +189,7 @@ def question_weights(
     query: str, bursts: Mapping[str, float] | None, language: str = "en"
 ) -> dict[str, float]:
     """The question's distinct words with the weight BM25 gives them (1 each without ``bursts``),
-    accents set aside as ``encode.lexical.line_matcher`` finds them."""
+    accents set aside as ``encode.lexical.query_stems`` reads them."""
     weights = {}
     for word in terms(query, language):
         weights[unaccented(word)] = 1.0 if bursts is None else bursts.get(word, BURST_FLOOR)
@@ -176,32 +209,33 @@ def features(
     dense = [c.dense for c in candidates]
     low, span = min(dense), (max(dense) - min(dense)) or 1.0
 
-    def held(words: set[str]) -> float:
-        return sum(weights.get(w, 0.0) for w in words) / total
+    stems = query_stems(query, language)
+    weight = {stem: weights.get(stem, 0.0) for stem in stems}.__getitem__
 
-    match = line_matcher(query, language)
+    def held(words: set[str]) -> float:
+        return sum(map(weight, words)) / total
+
     rows = []
     for rank, c in enumerate(candidates, 1):
-        found = match(c.text.split("\n"))
-        shares = [held(words) if words else 0.0 for words in found]
-        words = c.text.split()
-        tokens = len(words)
-        numbers = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w)) / max(1, tokens)
+        tile = c.reading
+        found = stems_by_line(stems, tile.lines)
+        heading = stems_by_line(stems, tile.heading)
+        shares = [held(words) for words in found.values()]
         rows.append(
             [
                 c.fused / best_fused,
                 c.bm25 / best_bm25,
                 (c.dense - low) / span,
                 math.log(rank),
-                held(set().union(*found)),
-                held(set().union(*match(c.heading.split("\n")))),
+                held(set().union(*found.values())),
+                held(set().union(*heading.values())),
                 max(shares, default=0.0),
                 math.log1p(sum(share > LINE_SHARE for share in shares)),
-                numbers,
-                numbers if years else 0.0,
-                len(years & set(_YEAR.findall(c.text))) / len(years) if years else 0.0,
-                math.log1p(tokens),
-                0.0 if c.heading.strip() else 1.0,
+                tile.figures,
+                tile.figures if years else 0.0,
+                len(years & tile.years) / len(years) if years else 0.0,
+                math.log1p(tile.words),
+                0.0 if tile.has_heading else 1.0,
             ]
         )
     own = np.array(rows)
@@ -229,23 +263,34 @@ def learned_ranking(
     from pagesight.search.rerank import reorder
 
     head = ranked[: chosen.depth]
-    ids = [tile_id for tile_id, _ in head]
-    rows = catalog.tiles(ids, spans=True)
-    headings = catalog.headings([tile_id for tile_id in ids if tile_id in rows])
+    readings = _readings(catalog, [tile_id for tile_id, _ in head])
     bm25, dense = dict(runs.get("bm25", ())), dict(runs.get("dense", ()))
-    kept = [(tile_id, score) for tile_id, score in head if tile_id in rows]
+    kept = [(tile_id, score) for tile_id, score in head if tile_id in readings]
     candidates = [
-        Candidate(
-            "\n".join(span[0] for span in rows[tile_id].spans),
-            headings.get(tile_id, ""),
-            score,
-            bm25.get(tile_id, 0.0),
-            dense.get(tile_id, 0.0),
-        )
+        Candidate(readings[tile_id], score, bm25.get(tile_id, 0.0), dense.get(tile_id, 0.0))
         for tile_id, score in kept
     ]
     scores = rank(chosen, question_weights(query, bursts, language), query, candidates, language)
     return reorder(kept + ranked[chosen.depth :], scores)
+
+
+def _readings(catalog, tile_ids: list[int]) -> dict[int, Reading]:
+    """The readings of the tiles of ``tile_ids`` that the catalog holds, kept in its ``derived``
+    cache: a tile's text and heading never change (ids are not reused), and a page that answers
+    many questions is read once."""
+    kept = catalog.derived
+    found = kept.get(tile_ids)
+    missing = [tile_id for tile_id in tile_ids if tile_id not in found]
+    if missing:
+        rows = catalog.tiles(missing, spans=True)
+        headings = catalog.headings(list(rows))
+        read = {
+            tile_id: reading("\n".join(span[0] for span in row.spans), headings.get(tile_id, ""))
+            for tile_id, row in rows.items()
+        }
+        kept.put(read)
+        found.update(read)
+    return found
 
 
 def fit(

@@ -44,6 +44,9 @@ class Catalog:
         # Tile rows with their spans kept by the stores of this index in this process (a
         # ``RowCache``; ``LocalStore`` shares one): a tile id's row never changes (ids are not reused)
         self.rows: RowCache | None = None
+        # Values a search stage derives from a tile's text, by tile id (the learned ranker's
+        # readings, ``search.ranking``); shared by the stores of an index like the rows
+        self.derived = RowCache()
         self._headings: dict[int, str] = {}  # tile id -> its page heading (``headings``)
 
     def _check_version(self) -> None:
@@ -469,7 +472,8 @@ class _Transaction:
 
 class RowCache:
     """The last ``size`` tile rows read with their spans, by tile id: a search's hits read their
-    lines (snippets, evidence boxes) from here rather than decoding them again from the catalog."""
+    lines (snippets, evidence boxes) from here rather than decoding them again from the catalog.
+    Any value kept by tile id (``Catalog.derived``)."""
 
     def __init__(self, size: int = 4096):
         self.size = size

@@ -51,6 +51,7 @@ class _Shared:
         self.built = 0.0  # time.monotonic() of the build
         self.took = 0.0  # seconds the last build beside the searches took
         self.rows = RowCache()  # the tile rows the stores' searches read, with their lines
+        self.derived = RowCache()  # what search stages derive from tiles (Catalog.derived)
         self.building = False  # a build beside the searches is under way
 
     def lag(self, max_lag: float) -> float:
@@ -89,10 +90,10 @@ class LocalStore:
                 raise IndexFormatError(f"{root}: exists and is not a pagesight index")
             self.created = root if not root.exists() else root / CATALOG
             self.catalog = Catalog(root, Settings.given(settings))
-            self.catalog.rows = self._shared.rows
+            self.catalog.rows, self.catalog.derived = self._shared.rows, self._shared.derived
             return
         self.catalog = Catalog(root)
-        self.catalog.rows = self._shared.rows
+        self.catalog.rows, self.catalog.derived = self._shared.rows, self._shared.derived
         check_settings(str(root), self.catalog.settings, settings)
 
     @staticmethod

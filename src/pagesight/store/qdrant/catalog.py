@@ -17,6 +17,7 @@ from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed
+from pagesight.store.catalog import RowCache
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
@@ -42,6 +43,7 @@ class QdrantCatalog(Lease, Bm25Weights):
         self.settings = Settings()
         self._index: dict = {}
         self._bursts: tuple[int, dict[str, float]] | None = None  # (count, weights) read last (bm25.py)
+        self.derived = RowCache()  # what search stages derive from tiles (store.base.Catalog)
 
     # The index point ---------------------------------------------------------------------------
 
