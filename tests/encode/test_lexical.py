@@ -43,7 +43,7 @@ def test_a_tiles_words_by_line_find_the_stems_the_pattern_finds():
         "",
         "Système de régulation",  # accents set aside, as the French stemmer's stems have them
     ]
-    words = line_words(lines)
+    words = line_words("\n".join(lines))
     for query, language in (
         ("Retrieval fusion ranks", "en"),
         ("the of and", "en"),
@@ -58,7 +58,7 @@ def test_a_tiles_words_by_line_find_the_stems_the_pattern_finds():
         3: {"rank", "retriev"},
     }
     # a word matches its longest stem only, as the pattern's longest alternative
-    assert stems_by_line(["capital", "capit"], line_words(["capitalization", "capitol"])) == {
+    assert stems_by_line(["capital", "capit"], line_words("capitalization\ncapitol")) == {
         0: {"capital"},
         1: {"capit"},
     }

@@ -234,7 +234,13 @@ def query_stems(query: str, language: str = "en") -> list[str]:
 
 def unaccented(text: str) -> str:
     """``text`` with Latin letters' accents set aside (``term_matcher``)."""
-    return text if text.isascii() else text.translate(_UNACCENTED)  # translate has no ASCII fast path
+    if text.isascii():
+        return text
+    # translate has no fast path for a text that is not all ASCII: only its other runs go through it
+    return _NOT_ASCII.sub(lambda run: run.group().translate(_UNACCENTED), text)
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 class LineWords(NamedTuple):
@@ -246,16 +252,24 @@ class LineWords(NamedTuple):
     lines: list[tuple[int, ...]]
 
 
-_ANY_WORD = re.compile(r"\w+")
+_WORD_OR_BREAK = re.compile(r"\w+|\n")
 
 
-def line_words(lines: Sequence[str]) -> LineWords:
-    holding: dict[str, set[int]] = {}
-    for number, line in enumerate(lines):
-        for word in _ANY_WORD.findall(unaccented(line.lower())):
-            holding.setdefault(word, set()).add(number)
+def line_words(text: str) -> LineWords:
+    """The words of ``text``'s lines (separated by line breaks), in one scan."""
+    holding: dict[str, list[int]] = {}
+    line = 0
+    for word in _WORD_OR_BREAK.findall(unaccented(text.lower())):
+        if word == "\n":
+            line += 1
+            continue
+        lines = holding.get(word)
+        if lines is None:
+            holding[word] = [line]
+        elif lines[-1] != line:
+            lines.append(line)
     words = sorted(holding)
-    return LineWords(words, [tuple(sorted(holding[word])) for word in words])
+    return LineWords(words, [tuple(holding[word]) for word in words])
 
 
 def stems_by_line(stems: Sequence[str], text: LineWords) -> dict[int, set[str]]:

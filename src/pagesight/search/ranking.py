@@ -99,8 +99,8 @@ def reading(text: str, heading: str) -> Reading:
     words = text.split()
     figures = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w))
     return Reading(
-        line_words(text.split("\n")),
-        line_words(heading.split("\n")),
+        line_words(text),
+        line_words(heading),
         bool(heading.strip()),
         len(words),
         figures / max(1, len(words)),
