@@ -129,7 +129,7 @@ class SearchRequest:
     )
     ranker_file: str | None = _field(
         None,
-        "The learned ranker: a file fitted on your own judged questions (benchmarks/ranker.py); "
+        "The learned ranker: a file fitted on your own judged questions (pagesight fit-ranker); "
         "default: the packaged one.",
         served=False,
     )

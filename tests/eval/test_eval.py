@@ -265,3 +265,32 @@ def test_dataset_errors_name_the_file_and_line(tmp_path: Path):
     (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\ns1\tdoc_1\thigh\n")
     with pytest.raises(InputError, match=r"qrels.tsv:2: score 'high' is not a number"):
         Dataset.load(root)
+
+
+@pytest.mark.timeout(300)
+def test_a_ranker_is_fitted_on_judged_questions_and_measured_on_the_others(tmp_path: Path, sample_index):
+    other = tmp_path / "samples-again"  # a second dataset: the same questions, another name
+    other.mkdir()
+    for name in ("queries.jsonl", "qrels.tsv"):
+        shutil.copy(ROOT / "samples" / name, other / name)
+    (other / "corpus").symlink_to(ROOT / "samples" / "corpus")
+    index = str(sample_index.root)
+    fitted = tmp_path / "ranker.json"
+    report = json.loads(
+        cli(
+            "fit-ranker", str(ROOT / "samples"), str(other), "-i", index, "-i", index,
+            "--out", str(fitted), "--json",
+        ).stdout
+    )  # fmt: skip
+    assert report["about"]["fitted on"] == {"samples": 13, "samples-again": 13}
+    assert set(report["left_out"]) == {"samples", "samples-again"}
+    for measured in report["left_out"].values():
+        for kind in ("unranked", "ranked"):
+            assert set(measured[kind]) == {"whole", "within"}
+            assert set(measured[kind]["whole"]) == {"recall@1", "recall@5", "recall@10", "ndcg@10"}
+    # the same questions: unranked, both sets measure the same
+    assert report["left_out"]["samples"]["unranked"] == report["left_out"]["samples-again"]["unranked"]
+    searched = cli("search", "rank fusion constant", "--index", index, "--ranker-file", str(fitted), "--json")
+    assert "ranker" in json.loads(searched.stdout)[0]["scores"]
+    refused = cli("fit-ranker", str(ROOT / "samples"), str(other), "-i", index, check=False)
+    assert refused.returncode == 2 and "1 --index for 2 datasets" in refused.stderr

@@ -167,6 +167,83 @@ def _print_summaries(summaries: list[dict]) -> None:
     out.print(f"{summaries[0]['n_queries']} queries{pages}", highlight=False)
 
 
+@app.command("fit-ranker")
+def fit_ranker(
+    datasets: Annotated[
+        list[Path], typer.Argument(help="Dataset folders with judged pages (as eval reads them).")
+    ],
+    index: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--index",
+            "-i",
+            help="Each dataset's index, in the datasets' order (default: eval's folder cached per dataset).",
+        ),
+    ] = None,
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the ranker fitted on all the datasets here (search --ranker-file)."
+        ),
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Hybrid hits a question that the ranker reorders.", min=1)] = 30,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the learned ranker on judged questions.
+
+    Each question is searched over the whole collection and within its documents; the first hybrid
+    hits (ranker off) are the candidates. With two datasets or more, each is measured by a ranker
+    fitted on the others (Recall@1/5/10 and nDCG@10, unranked and ranked).
+    """
+    from pagesight.eval.dataset import Dataset
+    from pagesight.eval.harness import default_index_dir, prepare_index
+    from pagesight.eval.ranker import PROTOCOLS, REPORTED, collect, fit_rankers
+
+    if index and len(index) != len(datasets):
+        _fail(f"{len(index)} --index for {len(datasets)} datasets: give one for each, or none")
+    sets = {}
+    try:
+        with _progress(transient=True) as progress:
+            for position, folder in enumerate(datasets):
+                data = Dataset.load(folder)
+                if data.name in sets:
+                    raise PagesightError(f"{folder}: a second dataset named {data.name}")
+                path = Path(index[position]) if index else default_index_dir(data)
+                idx, _ = prepare_index(data, path, dense=True)
+                task = progress.add_task(data.name, total=2 * len(data.qrels), note="searches")
+                try:
+                    sets[data.name] = collect(
+                        data,
+                        idx,
+                        depth,
+                        progress=lambda done, task=task: progress.update(task, completed=done),
+                    )
+                finally:
+                    idx.close()
+            fitted = fit_rankers(sets, depth)
+    except PagesightError as exc:
+        _fail(str(exc))
+    if out_file is not None:
+        fitted.ranker.save(out_file)
+    if as_json:
+        print(json.dumps(fitted.to_dict()))
+        return
+    if fitted.left_out:
+        table = Table(pad_edge=False, title="left out of the fit: R@1 / R@5 / R@10 / nDCG@10")
+        for column in ("dataset", "protocol", "unranked", "ranked"):
+            table.add_column(column, no_wrap=True)
+        for name, measured in fitted.left_out.items():
+            for protocol in PROTOCOLS:
+                row = [
+                    " / ".join(f"{measured[kind][protocol][m]:.3f}" for m in REPORTED)
+                    for kind in ("unranked", "ranked")
+                ]
+                table.add_row(name, protocol, *row)
+        out.print(table)
+    if out_file is not None:
+        err.print(f"wrote {out_file}", highlight=False)
+
+
 @app.command()
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Saved runs in TREC format (from eval --report).")],

@@ -23,8 +23,9 @@ The model is a logistic regression fitted on judged questions (``fit``): its pro
 tile's page is relevant orders the head, the tiles below keep their order (``rerank.reorder``).
 The packaged ranker (``rankers/default.json``) was fitted on the three development sets
 (IRPAPERS, financebench-dev, mmlongbench-dev); fitted on two and measured on the third it raised
-every set's figures (BENCHMARKS.md, "Filings and reports: a learned ranker"). ``benchmarks/ranker.py``
-fits one on any judged questions, such as a user's own, and ``SearchRequest.ranker_file`` uses it.
+every set's figures (BENCHMARKS.md, "Filings and reports: a learned ranker"). ``pagesight
+fit-ranker`` (``eval.ranker``) fits one on any judged questions, such as a user's own, and
+``SearchRequest.ranker_file`` uses it.
 
 Only the hybrid text search (BM25 and dense, no visual run) is reordered: the features and the
 packaged weights are those of its scores.
@@ -154,7 +155,7 @@ class Ranker:
             if record["features"] != list(FEATURES):
                 raise PagesightError(
                     f"ranker {path} was fitted on other features than this version's; fit it again "
-                    "(benchmarks/ranker.py)"
+                    "(pagesight fit-ranker)"
                 )
             return cls(
                 tuple(map(float, record["mean"])),
@@ -263,18 +264,18 @@ def learned_ranking(
     from pagesight.search.rerank import reorder
 
     head = ranked[: chosen.depth]
-    readings = _readings(catalog, [tile_id for tile_id, _ in head])
+    found = readings(catalog, [tile_id for tile_id, _ in head])
     bm25, dense = dict(runs.get("bm25", ())), dict(runs.get("dense", ()))
-    kept = [(tile_id, score) for tile_id, score in head if tile_id in readings]
+    kept = [(tile_id, score) for tile_id, score in head if tile_id in found]
     candidates = [
-        Candidate(readings[tile_id], score, bm25.get(tile_id, 0.0), dense.get(tile_id, 0.0))
+        Candidate(found[tile_id], score, bm25.get(tile_id, 0.0), dense.get(tile_id, 0.0))
         for tile_id, score in kept
     ]
     scores = rank(chosen, question_weights(query, bursts, language), query, candidates, language)
     return reorder(kept + ranked[chosen.depth :], scores)
 
 
-def _readings(catalog, tile_ids: list[int]) -> dict[int, Reading]:
+def readings(catalog, tile_ids: list[int]) -> dict[int, Reading]:
     """The readings of the tiles of ``tile_ids`` that the catalog holds, kept in its ``derived``
     cache: a tile's text and heading never change (ids are not reused), and a page that answers
     many questions is read once."""
