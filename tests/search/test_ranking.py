@@ -115,6 +115,10 @@ def test_the_packaged_ranker_is_read_and_a_bad_ranker_file_is_refused_by_name(tm
     other.write_text(json.dumps({**record, "features": record["features"][:-1]}))
     with pytest.raises(PagesightError, match="other.json was fitted on other features"):
         SearchRequest("q", ranker_file=str(other))
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps({**record, "coef": record["coef"][:-1]}))
+    with pytest.raises(PagesightError, match="short.json is not a ranker file: 20 means"):
+        SearchRequest("q", ranker_file=str(short))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     with pytest.raises(PagesightError, match="broken.json is not a ranker file"):

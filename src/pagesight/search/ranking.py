@@ -134,7 +134,8 @@ class Ranker:
     def scores(self, features: np.ndarray) -> np.ndarray:
         """The probability that each row's page is relevant."""
         z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
-        return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
+        logit = np.clip(z @ np.asarray(self.coef) + self.intercept, -50.0, 50.0)
+        return 1.0 / (1.0 + np.exp(-logit))
 
     def save(self, path: str | Path) -> None:
         record = {
@@ -157,7 +158,7 @@ class Ranker:
                     f"ranker {path} was fitted on other features than this version's; fit it again "
                     "(pagesight fit-ranker)"
                 )
-            return cls(
+            loaded = cls(
                 tuple(map(float, record["mean"])),
                 tuple(map(float, record["scale"])),
                 tuple(map(float, record["coef"])),
@@ -165,6 +166,11 @@ class Ranker:
                 int(record["depth"]),
                 dict(record.get("about", {})),
             )
+            if {len(loaded.mean), len(loaded.scale), len(loaded.coef)} != {len(FEATURES)} or loaded.depth < 1:
+                raise ValueError(
+                    f"{len(FEATURES)} means, scales and weights and a depth of 1 or more expected"
+                )
+            return loaded
         except OSError as exc:
             raise PagesightError(f"ranker {path} cannot be read: {exc.strerror or exc}") from None
         except (ValueError, KeyError, TypeError) as exc:
