@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
+from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
 from pagesight.read.language import query_language
 from pagesight.records import Hit, Region
@@ -25,6 +26,7 @@ from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
 from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
 from pagesight.search.ranking import learned_ranking, ranker
+from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed, Catalog, Retrievers, Store
 
@@ -198,16 +200,14 @@ def hits(
 ) -> list[Hit]:
     """Hits for the ranked (tile id, score) pairs, the first ``k`` tiles (all: None), with each
     retriever's score and evidence: the lines sharing the most terms with the query read in
-    ``language``.
+    ``language``, found in the tile's words by line (``search.words``).
 
     In an index made with layout regions a table or figure is a unit of its own: it stands for the
     band tile that holds its centre, whose hit then carries the region (``Hit.region``) and takes
     its snippet and boxes from the region's lines. A tile is hit once, by its best-ranked unit.
     """
-    from pagesight.encode.lexical import term_matcher
-
     per_retriever = {name: dict(run) for name, run in runs.items()}
-    matcher = term_matcher(query, language)
+    stems = query_stems(query, language)
     found: list[Hit] = []
     seen: set[tuple[str, int, int]] = set()
     bands: dict[tuple[str, int], list] = {}  # a page's band rows, for regions' units
@@ -218,6 +218,7 @@ def hits(
         batch = ranked[start : start + limit - len(found)]
         start += len(batch)
         rows = catalog.tiles([tile_id for tile_id, _ in batch], spans=evidence)
+        texts = tile_texts(catalog, list(rows)) if evidence else {}
         for tile_id, score in batch:
             row = rows.get(tile_id)
             if row is None:  # deleted since the retrievers were built
@@ -228,7 +229,8 @@ def hits(
                 continue
             seen.add((band.doc_id, band.page, band.idx))
             scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
-            hit = _hit(row, score, scores, matcher)
+            matching = matching_lines(stems, texts[tile_id], len(row.spans)) if evidence else []
+            hit = _hit(row, score, scores, matching)
             if row.region is not None:
                 hit.region = Region(row.region.kind, tuple(float(v) for v in row.box), row.region.score)
                 hit.tile, hit.tile_box = band.idx, band.box
@@ -248,11 +250,12 @@ def _band(catalog: Catalog, row, bands: dict) -> object | None:
     return bands[key][-1] if bands[key] else None
 
 
-def _hit(row, score: float, scores: dict[str, float], matcher) -> Hit:
-    """A hit whose snippet and boxes are the tile's lines that share the most query terms."""
+def _hit(row, score: float, scores: dict[str, float], matching: list[int]) -> Hit:
+    """A hit whose snippet and boxes are the tile's lines that share the most query terms
+    (``matching``: how many each line shares)."""
     matched = [
         (overlap, position, span[0], tuple(span[1]))
-        for position, (span, overlap) in enumerate(zip(row.spans, matcher([span[0] for span in row.spans])))
+        for position, (span, overlap) in enumerate(zip(row.spans, matching))
         if overlap
     ]
     if matched:

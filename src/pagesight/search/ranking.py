@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -43,24 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pagesight.encode.lexical import (
-    BURST_FLOOR,
-    LineWords,
-    line_words,
-    query_stems,
-    stems_by_line,
-    terms,
-    unaccented,
-)
+from pagesight.encode.lexical import BURST_FLOOR, LineWords, query_stems, stems_by_line, terms, unaccented
 from pagesight.errors import PagesightError
 from pagesight.search.fusion import Run
+from pagesight.search.words import YEAR, TileText, heading_words, tile_text, tile_texts
 
 DEFAULT = Path(__file__).with_name("rankers") / "default.json"
 DEPTH = 30  # the fused hits the packaged ranker reorders
 LINE_SHARE = 0.3  # a line holding this share of the question's weight counts as one of its lines
-_NUMBER = re.compile(r"[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
-_FIGURE_START = frozenset("($€£-0123456789")
-_YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
 # Each candidate's features, in the order of the model's weights; those in CENTRED also count less
 # their mean over the candidates (named with "-centred").
@@ -85,28 +74,17 @@ FEATURES = OWN + tuple(f"{name}-centred" for name in CENTRED)
 
 @dataclass(frozen=True)
 class Reading:
-    """What the ranker reads of a tile whatever the question (``reading``): kept by tile id."""
+    """What the ranker reads of a candidate tile whatever the question: its text's words
+    (``search.words``, kept by tile id) and its page's heading's."""
 
-    lines: LineWords  # the tile's words by line, for the question's stems (``encode.lexical``)
-    heading: LineWords  # its page's heading's
+    text: TileText
+    heading: LineWords
     has_heading: bool
-    words: int
-    figures: float  # the share of its words that are figures
-    years: frozenset[str]
 
 
 def reading(text: str, heading: str) -> Reading:
     """A tile's ``Reading`` from its text and its page's heading (``Catalog.headings``)."""
-    words = text.split()
-    figures = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w))
-    return Reading(
-        line_words(text),
-        line_words(heading),
-        bool(heading.strip()),
-        len(words),
-        figures / max(1, len(words)),
-        frozenset(_YEAR.findall(text)),
-    )
+    return Reading(tile_text(text), heading_words(heading), bool(heading.strip()))
 
 
 @dataclass(frozen=True)
@@ -210,7 +188,7 @@ def features(
     if not candidates:
         return np.zeros((0, len(FEATURES)))
     total = sum(weights.values()) or 1.0
-    years = set(_YEAR.findall(query))
+    years = set(YEAR.findall(query))
     best_fused = max(c.fused for c in candidates) or 1.0
     best_bm25 = max(c.bm25 for c in candidates) or 1.0
     dense = [c.dense for c in candidates]
@@ -224,9 +202,9 @@ def features(
 
     rows = []
     for rank, c in enumerate(candidates, 1):
-        tile = c.reading
+        tile = c.reading.text
         found = stems_by_line(stems, tile.lines)
-        heading = stems_by_line(stems, tile.heading)
+        heading = stems_by_line(stems, c.reading.heading)
         shares = [held(words) for words in found.values()]
         rows.append(
             [
@@ -242,7 +220,7 @@ def features(
                 tile.figures if years else 0.0,
                 len(years & tile.years) / len(years) if years else 0.0,
                 math.log1p(tile.words),
-                0.0 if tile.has_heading else 1.0,
+                0.0 if c.reading.has_heading else 1.0,
             ]
         )
     own = np.array(rows)
@@ -282,22 +260,14 @@ def learned_ranking(
 
 
 def readings(catalog, tile_ids: list[int]) -> dict[int, Reading]:
-    """The readings of the tiles of ``tile_ids`` that the catalog holds, kept in its ``derived``
-    cache: a tile's text and heading never change (ids are not reused), and a page that answers
-    many questions is read once."""
-    kept = catalog.derived
-    found = kept.get(tile_ids)
-    missing = [tile_id for tile_id in tile_ids if tile_id not in found]
-    if missing:
-        rows = catalog.tiles(missing, spans=True)
-        headings = catalog.headings(list(rows))
-        read = {
-            tile_id: reading("\n".join(span[0] for span in row.spans), headings.get(tile_id, ""))
-            for tile_id, row in rows.items()
-        }
-        kept.put(read)
-        found.update(read)
-    return found
+    """The readings of the tiles of ``tile_ids`` that the catalog holds: their text's words kept by
+    tile id (``words.tile_texts``), their headings kept by the catalog (``Catalog.headings``)."""
+    texts = tile_texts(catalog, tile_ids)
+    headings = catalog.headings(list(texts))
+    return {
+        tile_id: Reading(text, heading_words(heading := headings.get(tile_id, "")), bool(heading.strip()))
+        for tile_id, text in texts.items()
+    }
 
 
 def fit(

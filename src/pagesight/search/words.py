@@ -1,0 +1,71 @@
+"""What a tile's text holds whatever the question, read once and kept by tile id.
+
+A search reads the same few thousand tiles again and again: the lines of each hit that hold the
+question's terms are its evidence (``engine.hits``), and how a candidate holds the question is what
+the learned ranker scores (``search.ranking``). Both look for the question's stems in the tile's
+words by line (``encode.lexical.line_words``), which are listed once per tile; a question's stems
+are then found in a few bisections, not in a scan of the tile's text. The listing is kept in the
+catalog's ``derived`` cache, shared by an index's stores in a process: a tile's text never changes
+(ids are not reused and a document is stored whole).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pagesight.encode.lexical import LineWords, line_words, stems_by_line
+
+_NUMBER = re.compile(r"[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
+_FIGURE_START = frozenset("($€£-0123456789")
+YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+
+
+@dataclass(frozen=True)
+class TileText:
+    """A tile's text as search stages read it (``tile_text``)."""
+
+    lines: LineWords  # its words by line: line i is the tile's span i
+    words: int
+    figures: float  # the share of its words that are figures
+    years: frozenset[str]
+
+
+def tile_text(text: str) -> TileText:
+    """The ``TileText`` of a tile's text, its lines separated by line breaks."""
+    words = text.split()
+    figures = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w))
+    return TileText(line_words(text), len(words), figures / max(1, len(words)), frozenset(YEAR.findall(text)))
+
+
+def spans_text(spans: list) -> str:
+    """A tile's stored spans as one text, a line each (a line break inside a span is a space, so
+    line i stays span i)."""
+    return "\n".join(span[0].replace("\n", " ") for span in spans)
+
+
+def tile_texts(catalog, tile_ids: list[int]) -> dict[int, TileText]:
+    """The ``TileText`` of each tile of ``tile_ids`` that the catalog holds, kept in its ``derived``
+    cache."""
+    kept = catalog.derived
+    found = kept.get(tile_ids)
+    missing = [tile_id for tile_id in tile_ids if tile_id not in found]
+    if missing:
+        read = {tile_id: tile_text(spans_text(row.spans)) for tile_id, row in catalog.tiles(missing).items()}
+        kept.put(read)
+        found.update(read)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def heading_words(heading: str) -> LineWords:
+    """The words of a page's heading (``Catalog.headings``), shared by the tiles that carry it."""
+    return line_words(heading)
+
+
+def matching_lines(stems: list[str], text: TileText, n_lines: int) -> list[int]:
+    """How many of ``stems`` (``encode.lexical.query_stems``) each of the tile's ``n_lines`` lines
+    holds: what ``encode.lexical.term_matcher`` counts in the lines' text."""
+    found = stems_by_line(stems, text.lines)
+    return [len(found.get(line, ())) for line in range(n_lines)]
