@@ -99,6 +99,10 @@ class StoreContract:
         # kept or read again, the same
         assert store.catalog.headings(ids[:1]) == {ids[0]: "Consolidated Balance Sheets"}
         assert store.catalog.headings([]) == {}
+        # each tile's document and page, kept or read again; an unknown id is left out
+        for _ in range(2):
+            pages = store.catalog.tile_pages([*ids, 10**9])
+            assert pages == {tile_id: ("filing", page) for tile_id, page in zip(ids, (1, 2, 3, 4))}
 
     @pytest.mark.timeout(120)
     def test_searches_see_the_documents_and_keep_to_the_allowed_tiles(self, store):

@@ -80,8 +80,7 @@ def search_text(
     else:
         ranked = next(iter(runs.values()))
     if request.document_weight > 0 and ranked:
-        rows = store.catalog.tiles([tile_id for tile_id, _ in ranked], spans=False)
-        pages = {tile_id: (row.doc_id, row.page) for tile_id, row in rows.items()}
+        pages = store.catalog.tile_pages([tile_id for tile_id, _ in ranked])
         ranked = document_fusion(ranked, pages, request.document_weight)
     if request.ranker and mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked:
         chosen = ranker(request.ranker_file)

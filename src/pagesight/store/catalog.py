@@ -12,10 +12,12 @@ import itertools
 import json
 import os
 import sqlite3
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -25,7 +27,8 @@ from pagesight.settings import Settings
 from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
 from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create
 
-HEADINGS_KEPT = 200_000  # tiles whose heading a catalog keeps (``Catalog.headings``)
+V = TypeVar("V")
+KEPT = 200_000  # tiles whose heading, or whose document and page, a catalog keeps (``Kept``)
 
 
 class Catalog:
@@ -47,7 +50,8 @@ class Catalog:
         # Values a search stage derives from a tile's text, by tile id (the learned ranker's
         # readings, ``search.ranking``); shared by the stores of an index like the rows
         self.derived = RowCache()
-        self._headings: dict[int, str] = {}  # tile id -> its page heading (``headings``)
+        self._headings: Kept[str] = Kept()  # tile id -> its page heading (``headings``)
+        self._places: Kept[tuple[str, int]] = Kept()  # tile id -> its document and page (``tile_pages``)
 
     def _check_version(self) -> None:
         try:
@@ -254,15 +258,15 @@ class Catalog:
     def headings(self, tile_ids: list[int]) -> dict[int, str]:
         """Each tile's page heading as BM25 indexes it (``read.titles.tile_fields``): its page's
         for the page's first band and its table and figure units, empty for the other bands. Read a
-        document at a time and kept: a tile id's heading never changes (ids are not reused and a
-        document is stored whole)."""
+        document at a time and kept."""
+        return self._headings.get(tile_ids, self._read_headings)
+
+    def _read_headings(self, tile_ids: list[int]) -> dict[int, str]:
         from pagesight.read.titles import tile_fields
 
-        kept = self._headings
-        found = {int(i): kept[int(i)] for i in tile_ids if int(i) in kept}
-        missing = [int(i) for i in tile_ids if int(i) not in found]
-        for start in range(0, len(missing), 900):
-            batch = missing[start : start + 900]
+        read = {}
+        for start in range(0, len(tile_ids), 900):
+            batch = tile_ids[start : start + 900]
             marks = ",".join("?" * len(batch))
             documents = self.db.execute(f"SELECT DISTINCT doc_id FROM tiles WHERE id IN ({marks})", batch)
             for (doc_id,) in documents.fetchall():
@@ -275,12 +279,22 @@ class Catalog:
                 fields = tile_fields(
                     "", [(page, idx, bool(region), text) for _, page, idx, region, text in tiles]
                 )
-                read = {row[0]: heading for row, (_, heading) in zip(tiles, fields)}
-                found.update((i, read[i]) for i in batch if i in read)
-                if len(kept) + len(read) > HEADINGS_KEPT:
-                    kept = self._headings = {}  # readers holding the old one keep reading it
-                kept.update(read)
-        return found
+                read.update((row[0], heading) for row, (_, heading) in zip(tiles, fields))
+        return read
+
+    def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
+        """Each tile's document and page, kept: what document evidence reads of a search's
+        candidates (``search.documents``)."""
+        return self._places.get(tile_ids, self._read_places)
+
+    def _read_places(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
+        read = {}
+        for start in range(0, len(tile_ids), 900):
+            batch = tile_ids[start : start + 900]
+            marks = ",".join("?" * len(batch))
+            rows = self.db.execute(f"SELECT id, doc_id, page FROM tiles WHERE id IN ({marks})", batch)
+            read.update((tile_id, (sys.intern(doc_id), page)) for tile_id, doc_id, page in rows)
+        return read
 
     def tile_languages(self) -> dict[int, str]:
         """Each tile's language: its page's (``read.language``)."""
@@ -468,6 +482,38 @@ class _Transaction:
     def __exit__(self, exc_type, exc, tb):
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
+
+
+class Kept(Generic[V]):
+    """Values that never change for a tile id (ids are not reused and a document is stored whole),
+    read in batches and kept, ``KEPT`` of them at most: past that the store starts again (a reader
+    holding the old one keeps reading it)."""
+
+    def __init__(self, size: int = KEPT):
+        self.size = size
+        self._values: dict[int, V] = {}
+
+    def get(self, tile_ids: Iterable[int], read: Callable[[list[int]], dict[int, V]]) -> dict[int, V]:
+        """The values of ``tile_ids`` that exist: those kept, and the others from ``read`` (given
+        the missing ids, it may give more, such as a whole document's)."""
+        kept = self._values
+        found, missing = {}, []
+        for tile_id in map(int, tile_ids):  # numpy integers bind as blobs
+            value = kept.get(tile_id, _MISSING)
+            if value is _MISSING:
+                missing.append(tile_id)
+            else:
+                found[tile_id] = value
+        if missing:
+            new = read(missing)
+            found.update((tile_id, new[tile_id]) for tile_id in missing if tile_id in new)
+            if len(kept) + len(new) > self.size:
+                kept = self._values = {}
+            kept.update(new)
+        return found
+
+
+_MISSING = object()
 
 
 class RowCache:

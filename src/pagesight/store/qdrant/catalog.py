@@ -17,7 +17,7 @@ from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed
-from pagesight.store.catalog import RowCache
+from pagesight.store.catalog import Kept, RowCache
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
@@ -44,6 +44,8 @@ class QdrantCatalog(Lease, Bm25Weights):
         self._index: dict = {}
         self._bursts: tuple[int, dict[str, float]] | None = None  # (count, weights) read last (bm25.py)
         self.derived = RowCache()  # what search stages derive from tiles (store.base.Catalog)
+        self._headings: Kept[str] = Kept()  # kept as the SQLite catalog keeps them
+        self._places: Kept[tuple[str, int]] = Kept()
 
     # The index point ---------------------------------------------------------------------------
 
@@ -352,14 +354,23 @@ class QdrantCatalog(Lease, Bm25Weights):
 
     def headings(self, tile_ids: list[int]) -> dict[int, str]:
         """Each tile's page heading as BM25 indexes it, stored with the tile (``put_document``)."""
+        return self._headings.get(tile_ids, lambda ids: self._read_payload(ids, ("heading",)))
+
+    def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
+        """Each tile's document and page, kept (``store.base.Catalog``)."""
+        return self._places.get(tile_ids, lambda ids: self._read_payload(ids, ("doc_id", "page")))
+
+    def _read_payload(self, tile_ids: list[int], keys: tuple[str, ...]) -> dict[int, object]:
+        """The payload ``keys`` of the live tiles of ``tile_ids``: the value of one key, or a tuple."""
         if not tile_ids or not self._has_tiles():
             return {}
         found = {}
         for start in range(0, len(tile_ids), 512):
-            batch = [int(i) for i in tile_ids[start : start + 512]]
-            for record in self.client.retrieve(self.tiles_name, batch, with_payload=["heading", "live"]):
+            batch = tile_ids[start : start + 512]
+            for record in self.client.retrieve(self.tiles_name, batch, with_payload=[*keys, "live"]):
                 if record.payload.get("live"):
-                    found[int(record.id)] = record.payload.get("heading", "")
+                    values = tuple(record.payload.get(key, "") for key in keys)
+                    found[int(record.id)] = values[0] if len(values) == 1 else values
         return found
 
     def _tile_records(
