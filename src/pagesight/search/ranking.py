@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -161,13 +162,20 @@ def _loaded(path: str, mtime_ns: int) -> Ranker:
 
 
 def ranker(path: str | Path | None = None) -> Ranker:
-    """The ranker in ``path`` (None: the packaged one), read again only when the file changed."""
-    path = Path(path) if path is not None else DEFAULT
+    """The ranker in ``path``, read again only when the file changed; None: the packaged one, read
+    once (every search asks)."""
+    if path is None:
+        return _packaged()
     try:
-        mtime = path.stat().st_mtime_ns
+        mtime = os.stat(path).st_mtime_ns
     except OSError:
         raise PagesightError(f"ranker {path} does not exist") from None
-    return _loaded(str(path.resolve()), mtime)
+    return _loaded(os.path.abspath(path), mtime)
+
+
+@cache
+def _packaged() -> Ranker:
+    return Ranker.load(DEFAULT)
 
 
 def question_weights(
