@@ -37,7 +37,7 @@ class Catalog(Protocol):
     """Documents, pages and tiles of an index; what every stage reads and ingestion writes."""
 
     settings: Settings
-    derived: Any  # a catalog.RowCache: what search stages derive from tiles, by id (search.ranking)
+    derived: Any  # a catalog.RowCache: what search stages derive from tiles, by id (search.words)
 
     def generation(self) -> int: ...
     def snapshot(self) -> AbstractContextManager: ...  # consistent reads across several calls

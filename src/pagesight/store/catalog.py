@@ -47,8 +47,8 @@ class Catalog:
         # Tile rows with their spans kept by the stores of this index in this process (a
         # ``RowCache``; ``LocalStore`` shares one): a tile id's row never changes (ids are not reused)
         self.rows: RowCache | None = None
-        # Values a search stage derives from a tile's text, by tile id (the learned ranker's
-        # readings, ``search.ranking``); shared by the stores of an index like the rows
+        # Values a search stage derives from a tile's text, by tile id (its words by line,
+        # ``search.words``); shared by the stores of an index like the rows
         self.derived = RowCache()
         self._headings: Kept[str] = Kept()  # tile id -> its page heading (``headings``)
         self._places: Kept[tuple[str, int]] = Kept()  # tile id -> its document and page (``tile_pages``)
