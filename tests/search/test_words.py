@@ -3,6 +3,8 @@ reads."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pagesight import Index
@@ -36,7 +38,10 @@ def test_a_tiles_words_are_kept_by_id_and_quoted_by_its_hits(tmp_path):
     (tmp_path / "docs").mkdir()
     make_pdf(
         tmp_path / "docs" / "report.pdf",
-        [["Revenue by region", "Region Q1 Q2 Q3", "West 4,215 4,460 4,870", "East 3,100 3,020 2,950"]],
+        [
+            ["Revenue by region", "Region Q1 Q2 Q3", "West 4,215 4,460 4,870", "East 3,100 3,020 2,950"],
+            ["Shipments by product line"],
+        ],
     )
     index = Index.open(tmp_path / "ix", settings={"dense_model": None})
     index.add([tmp_path / "docs"])
@@ -45,3 +50,7 @@ def test_a_tiles_words_are_kept_by_id_and_quoted_by_its_hits(tmp_path):
     tile_id = index.catalog.tile_at(hit.doc_id, hit.page, hit.tile).id
     assert set(index.catalog.derived.get([tile_id])) == {tile_id}  # kept for the next search
     assert tile_texts(index.catalog, [tile_id, 10**9]).keys() == {tile_id}  # an unknown id is left out
+    # a tile not kept yet is read from the rows a search has already read, not again from the catalog
+    other = index.catalog.tile_at("report", 2, 0)
+    given = dataclasses.replace(other, spans=[["Given line", [0, 0, 1, 1]]])
+    assert tile_texts(index.catalog, [other.id], {other.id: given})[other.id].words == 2

@@ -217,7 +217,7 @@ def hits(
         batch = ranked[start : start + limit - len(found)]
         start += len(batch)
         rows = catalog.tiles([tile_id for tile_id, _ in batch], spans=evidence)
-        texts = tile_texts(catalog, list(rows)) if evidence else {}
+        texts = tile_texts(catalog, list(rows), rows) if evidence else {}
         for tile_id, score in batch:
             row = rows.get(tile_id)
             if row is None:  # deleted since the retrievers were built

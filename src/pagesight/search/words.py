@@ -12,10 +12,15 @@ catalog's ``derived`` cache, shared by an index's stores in a process: a tile's 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pagesight.encode.lexical import LineWords, line_words, stems_by_line
+
+if TYPE_CHECKING:
+    from pagesight.store.rows import TileRow
 
 _NUMBER = re.compile(r"[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
 _FIGURE_START = frozenset("($€£-0123456789")
@@ -45,14 +50,21 @@ def spans_text(spans: list) -> str:
     return "\n".join(span[0].replace("\n", " ") for span in spans)
 
 
-def tile_texts(catalog, tile_ids: list[int]) -> dict[int, TileText]:
+def tile_texts(
+    catalog, tile_ids: list[int], rows: Mapping[int, TileRow] | None = None
+) -> dict[int, TileText]:
     """The ``TileText`` of each tile of ``tile_ids`` that the catalog holds, kept in its ``derived``
-    cache."""
+    cache; a tile not kept yet is read from ``rows`` (tile rows with their spans, already read)
+    when there, else from the catalog."""
     kept = catalog.derived
     found = kept.get(tile_ids)
     missing = [tile_id for tile_id in tile_ids if tile_id not in found]
     if missing:
-        read = {tile_id: tile_text(spans_text(row.spans)) for tile_id, row in catalog.tiles(missing).items()}
+        given = rows or {}
+        unread = [tile_id for tile_id in missing if tile_id not in given]
+        source = {tile_id: given[tile_id] for tile_id in missing if tile_id in given}
+        source.update(catalog.tiles(unread) if unread else {})
+        read = {tile_id: tile_text(spans_text(row.spans)) for tile_id, row in source.items()}
         kept.put(read)
         found.update(read)
     return found
