@@ -57,3 +57,31 @@ def test_a_store_that_one_client_holds_is_shared_by_turns(tmp_path: Path):
     finally:
         pool.close()
         index.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_request_thread_searches_vectors_on_one_thread_and_leaves_the_others_theirs(tmp_path: Path):
+    faiss = pytest.importorskip("faiss")
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    pool = IndexPool(index, readers=1)
+    seen = {}
+
+    def in_a_thread(name, borrow):
+        def run():
+            seen[name] = faiss.omp_get_max_threads()
+            if borrow:
+                with pool.reading():
+                    seen["searching"] = faiss.omp_get_max_threads()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join(5)
+
+    try:
+        in_a_thread("request", borrow=True)
+        in_a_thread("other", borrow=False)
+        # every core for a thread of its own (2 on the CI's machines), one for a request's searches
+        assert seen["searching"] == 1 and seen["other"] == seen["request"] >= 1
+    finally:
+        pool.close()
+        index.close()

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pagesight.errors import IndexLockedError
 from pagesight.index import Index
 from pagesight.store.local import LocalStore
+from pagesight.vectors.ann import one_thread_here
 
 WRITE_WAIT = 10.0  # seconds a write waits for a reader that is repairing stale retriever files
 READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): one rebuild per 2 s at most
@@ -57,7 +58,9 @@ class IndexPool:
 
     @contextmanager
     def reading(self) -> Iterator[Index]:
-        """An index for this thread alone until the block ends."""
+        """An index for this thread alone until the block ends; the thread searches vectors on
+        one OpenMP thread (``vectors.ann.one_thread_here``)."""
+        one_thread_here()
         index = self._free.get()
         try:
             yield index

@@ -69,6 +69,14 @@ _FP16 = faiss.ScalarQuantizer.QT_fp16
 _IP = faiss.METRIC_INNER_PRODUCT
 
 
+def one_thread_here() -> None:
+    """FAISS runs the calling thread's searches on one OpenMP thread (the setting is each thread's
+    own; other threads keep every core). For a server's request threads: the requests side by side
+    are its parallelism, and one query's exact search spread over two threads waits for the
+    second (BENCHMARKS.md, "Serving": a fifth more hybrid searches a second on two cores)."""
+    faiss.omp_set_num_threads(1)
+
+
 def _as_ids(ids: Any, name: str = "ids") -> np.ndarray:
     array = np.asarray(ids)
     if array.ndim == 0:
