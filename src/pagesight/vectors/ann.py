@@ -73,7 +73,8 @@ def one_thread_here() -> None:
     """FAISS runs the calling thread's searches on one OpenMP thread (the setting is each thread's
     own; other threads keep every core). For a server's request threads: the requests side by side
     are its parallelism, and one query's exact search spread over two threads waits for the
-    second (BENCHMARKS.md, "Serving": a fifth more hybrid searches a second on two cores)."""
+    second (BENCHMARKS.md, "Serving": a quarter more hybrid searches a second from two
+    processes on two cores)."""
     faiss.omp_set_num_threads(1)
 
 

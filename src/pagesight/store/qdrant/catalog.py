@@ -354,14 +354,22 @@ class QdrantCatalog(Lease, Bm25Weights):
 
     def headings(self, tile_ids: list[int]) -> dict[int, str]:
         """Each tile's page heading as BM25 indexes it, stored with the tile (``put_document``)."""
-        return self._headings.get(tile_ids, lambda ids: self._read_payload(ids, ("heading",)))
+
+        def read(ids: list[int]) -> dict[int, str]:
+            return {i: payload.get("heading", "") for i, payload in self._payloads(ids, ["heading"]).items()}
+
+        return self._headings.get(tile_ids, read)
 
     def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
         """Each tile's document and page, kept (``store.base.Catalog``)."""
-        return self._places.get(tile_ids, lambda ids: self._read_payload(ids, ("doc_id", "page")))
 
-    def _read_payload(self, tile_ids: list[int], keys: tuple[str, ...]) -> dict[int, object]:
-        """The payload ``keys`` of the live tiles of ``tile_ids``: the value of one key, or a tuple."""
+        def read(ids: list[int]) -> dict[int, tuple[str, int]]:
+            return {i: (p["doc_id"], p["page"]) for i, p in self._payloads(ids, ["doc_id", "page"]).items()}
+
+        return self._places.get(tile_ids, read)
+
+    def _payloads(self, tile_ids: list[int], keys: list[str]) -> dict[int, dict]:
+        """The payload ``keys`` of each live tile of ``tile_ids``."""
         if not tile_ids or not self._has_tiles():
             return {}
         found = {}
@@ -369,8 +377,7 @@ class QdrantCatalog(Lease, Bm25Weights):
             batch = tile_ids[start : start + 512]
             for record in self.client.retrieve(self.tiles_name, batch, with_payload=[*keys, "live"]):
                 if record.payload.get("live"):
-                    values = tuple(record.payload.get(key, "") for key in keys)
-                    found[int(record.id)] = values[0] if len(values) == 1 else values
+                    found[int(record.id)] = record.payload
         return found
 
     def _tile_records(
