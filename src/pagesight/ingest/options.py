@@ -25,12 +25,19 @@ class RayOptions:
 
 
 def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
-    """``KEY=VALUE`` items (``ingest --meta``, an upload's ``meta`` form fields) as fields."""
+    """``KEY=VALUE`` items (``ingest --meta``, an upload's ``meta`` form fields) as fields; the
+    catalog's facts (``search.filters.FACTS``: id, path, type, ...) are refused."""
+    from pagesight.search.filters import FACTS
+
     fields = {}
     for item in given:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise PagesightError(f"{what} must be KEY=VALUE, got '{item}'")
+            raise PagesightError(f"{what} must be KEY=VALUE, got '{item[:100]}'")
+        if key.strip() in FACTS:
+            raise PagesightError(
+                f"{what}: '{key.strip()}' is the catalog's own field ({', '.join(FACTS)}); it cannot be given"
+            )
         fields[key.strip()] = value.strip()
     return fields
 

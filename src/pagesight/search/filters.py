@@ -12,7 +12,10 @@ A document's fields (``document_fields``): ``id``, ``path`` (its source), ``type
 ``pages``, ``size``, ``modified`` (the file's date, ``YYYY-MM-DD``), ``year`` (of ``modified``, or of
 the PDF's creation date), the PDF's ``author``, ``subject``, ``keywords`` and ``created``, and the
 fields given at ingestion (``ingest --meta key=value``, ``Index.add(meta=...)``, a
-``<file>.meta.json`` beside the file), which take precedence.
+``<file>.meta.json`` beside the file), which take precedence over the descriptive ones (``title``,
+``year``, ``author``, ...) but never over the catalog's facts (``FACTS``: ``id``, ``path``, ``type``,
+``pages``, ``size``, ``modified``, ``language``), so no writer can make a document pass a filter
+on those that it does not pass.
 
 A search keeps the documents that pass (``matching``) and ranks only their tiles, in both stores,
 so ``k`` hits come back however few documents pass.
@@ -32,6 +35,8 @@ from typing import Any
 from pagesight.errors import PagesightError
 
 OPERATORS = ("<=", ">=", "!=", "^=", "=", "<", ">")
+FACTS = ("id", "path", "type", "pages", "size", "modified", "language")  # the catalog's, never given
+MAX_WHERE = 4000  # characters of an expression
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -83,7 +88,10 @@ class Filter:
 
 @lru_cache(maxsize=256)
 def parse(text: str) -> Filter:
-    """The filter ``text`` says; ``PagesightError`` naming the token where it goes wrong."""
+    """The filter ``text`` says; ``PagesightError`` naming the token where it goes wrong, or when it
+    is longer than ``MAX_WHERE`` characters (expressions are kept parsed)."""
+    if len(text) > MAX_WHERE:
+        raise PagesightError(f"where: the expression is longer than {MAX_WHERE} characters")
     tokens = _tokens(text)
     clauses = []
     position = 0
@@ -141,7 +149,8 @@ def document_fields(row) -> dict[str, Any]:
     fields.update(pdf)
     if str(pdf.get("created", ""))[:4].isdigit():
         fields["year"] = int(str(pdf["created"])[:4])
-    fields.update(meta.get("fields") or {})
+    given = meta.get("fields") or {}
+    fields.update({name: value for name, value in given.items() if name not in FACTS})
     return fields
 
 

@@ -11,7 +11,11 @@ A tenant sees the documents whose fields pass its ``where`` (default ``tenant = 
 its uploads carry), and nothing else: searches and answers rank only those documents, and a
 document, page, tile or job of another tenant is answered 404 as if it did not exist. Its uploads
 are saved under a name of its own (``NAME--file.pdf``, so never over another tenant's document)
-and carry ``tenant = NAME``. ``--api-key KEY`` is the operator's key, which sees and writes
+and carry ``tenant = NAME``. A name is letters and digits, joined by single ``-`` or ``_`` and
+starting with a letter: it holds no ``--``, so the first ``--`` of an upload's id ends its
+tenant's name and no tenant's upload can take another's id (``acme`` and ``acme--eu`` would
+share ``acme--eu--report``), and no name reads as a number (``1`` and ``01``). The default filter
+quotes the name, so it is compared as text. ``--api-key KEY`` is the operator's key, which sees and writes
 everything. Keys are compared in constant time, every key each time. The MCP tools at /mcp take
 the caller's tenant from the request the guard saw (``serve.mcp.caller``), and see the same.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +32,9 @@ from pagesight.errors import PagesightError
 from pagesight.search.filters import document_fields, parse
 
 FIELD = "tenant"  # the field a tenant's uploads carry
+SEPARATOR = "--"  # between a tenant's name and an uploaded file's name
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*")
+MAX_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ def load_keys(path: Path) -> dict[str, Tenant]:
         raise PagesightError(f"{path}: the keys file is not JSON ({exc})") from None
     if not isinstance(data, dict) or not data:
         raise PagesightError(f'{path}: the keys file must be an object of keys, {{"KEY": {{"name": ...}}}}')
-    keys = {}
+    keys, names = {}, set()
     for number, (key, entry) in enumerate(data.items(), 1):
         where = f"{path}: key {number}"
         if not isinstance(key, str) or len(key) < 16:
@@ -73,15 +81,52 @@ def load_keys(path: Path) -> dict[str, Tenant]:
         if unknown:
             raise PagesightError(f"{where}: unknown {', '.join(sorted(unknown))} (name, where, write)")
         name = entry["name"]
-        if not name.replace("-", "").replace("_", "").isalnum():
-            raise PagesightError(f"{where}: the name '{name}' must be letters, digits, - and _")
-        filtered = entry.get("where") or f"{FIELD} = {name}"
+        problem = name_problem(name)
+        if problem:
+            raise PagesightError(f"{where}: {problem}")
+        if name in names:
+            raise PagesightError(f"{where}: the name '{name}' is another key's already")
+        names.add(name)
+        filtered = entry.get("where") or own_documents(name)
         try:
             parse(filtered)
         except PagesightError as exc:
             raise PagesightError(f"{where}: {exc}") from None
         keys[key] = Tenant(name, filtered, bool(entry.get("write", False)))
     return keys
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a tenant's (see the module docstring), or None."""
+    if len(name) > MAX_NAME or not _NAME.fullmatch(name):
+        return (
+            f"the name '{name[:MAX_NAME]}' must start with a letter and be letters and digits, "
+            f"joined by single - or _ (at most {MAX_NAME} characters)"
+        )
+    return None
+
+
+def own_documents(name: str) -> str:
+    """The filter of the documents tenant ``name`` owns: its field, compared as text."""
+    return f'{FIELD} = "{name}"'
+
+
+def upload_name(tenant: Tenant, name: str) -> str:
+    """The name an upload ``name`` is saved under for ``tenant``: its own (``NAME--name``) for a
+    tenant that sees only some documents, as given for a key that sees them all."""
+    return name if tenant.where is None else f"{tenant.name}{SEPARATOR}{name}"
+
+
+def shown(documents: list[dict], tenant: Tenant) -> list[dict]:
+    """Listed documents (``Index.document_list``) as ``tenant`` is shown them: the operator sees
+    where each source is on the server, every other caller its file name alone."""
+    if tenant is OPERATOR:
+        return documents
+    named = []
+    for row in documents:
+        name = Path(row["source"]).name
+        named.append({**row, "source": name, "fields": {**row["fields"], "path": name}})
+    return named
 
 
 def identify(given: str, keys: dict[str, Tenant]) -> Tenant | None:
