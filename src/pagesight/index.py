@@ -270,9 +270,10 @@ class Index:
 
     # Reading -----------------------------------------------------------------------------------
 
-    def page_image(self, doc_id: str, page: int) -> Image.Image:
-        """The page rendered again from its source at the index DPI (a few pages are cached)."""
-        return self.renderer.page_image(doc_id, page)
+    def page_image(self, doc_id: str, page: int, max_pixels: int | None = None) -> Image.Image:
+        """The page rendered again from its source at the index DPI (a few pages are cached), or
+        at a lower one when that would be more than ``max_pixels`` pixels."""
+        return self.renderer.page_image(doc_id, page, max_pixels)
 
     def tile_image(
         self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False

@@ -30,6 +30,9 @@ MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rsf", "rrf")
 MAX_K = 1000
 MAX_QUERY = 4000  # characters
+MAX_DOCUMENTS = 1000  # documents one request may name
+MAX_PAGE = 1_000_000  # a page number a request may name (a larger one is no page of any document)
+MAX_TILE = 100_000  # a tile number a request may name
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,9 @@ class SearchRequest:
         ge=0,
         le=100,
     )
-    doc_ids: tuple[str, ...] | None = _field(None, "Only these documents.", flags=("--doc",), http="doc")
+    doc_ids: tuple[str, ...] | None = _field(
+        None, "Only these documents.", flags=("--doc",), http="doc", max_length=MAX_DOCUMENTS
+    )
     where: str | None = _field(
         None,
         "Only documents whose fields pass, e.g. 'type = pdf and year >= 2020 and path ^= reports/'.",
@@ -226,7 +231,8 @@ def check(name: str, value: Any, rules: Spec) -> None:
     if rules.choices is not None and value not in rules.choices:
         raise PagesightError(f"{name} must be one of {', '.join(rules.choices)}, got '{value}'")
     if rules.max_length is not None and len(value) > rules.max_length:
-        raise PagesightError(f"{name} is longer than {rules.max_length} characters")
+        what = "items" if isinstance(value, tuple) else "characters"
+        raise PagesightError(f"{name} is longer than {rules.max_length} {what}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value != value or (rules.ge is not None and value < rules.ge):  # NaN is out of every range
             raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")

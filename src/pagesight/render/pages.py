@@ -12,6 +12,7 @@ a web page is put together from its tiles.
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections import OrderedDict
 from contextlib import closing
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from pagesight.store.base import Catalog
     from pagesight.store.rows import DocumentRow, TileRow
 
-PAGE_CACHE = 8  # pages kept rendered; the least recently used goes first
+PAGE_CACHE_BYTES = 48 << 20  # pages kept rendered, in pixels' bytes; the least recently used goes first
+LARGE_PAGE = 16_000_000  # pixels: a larger page's tiles are rendered alone, not cut from the whole
 
 
 def crop_tile(page: Image.Image, box: Box) -> Image.Image:
@@ -83,9 +85,23 @@ def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Imag
     return images
 
 
+def _bytes(image: Image.Image) -> int:
+    return image.width * image.height * len(image.getbands())
+
+
+def _within(image: Image.Image, max_pixels: int | None) -> Image.Image:
+    """``image``, shrunk to about ``max_pixels`` when it holds more."""
+    if max_pixels is None or image.width * image.height <= max_pixels:
+        return image
+    factor = math.sqrt(max_pixels / (image.width * image.height))
+    return image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
+
+
 class PageRenderer:
-    """Pages and tiles of an index rendered again: a few pages are cached, and one browser is
-    started for web tiles the index did not keep (``close`` stops it)."""
+    """Pages and tiles of an index rendered again: pages are cached up to ``PAGE_CACHE_BYTES``
+    (a larger one is not kept), a tile of a page over ``LARGE_PAGE`` pixels is rendered alone,
+    and one browser is started for web tiles the index did not keep (``close`` stops it); so what
+    a render holds is bounded by the tile asked for, or by the ``max_pixels`` a page is asked at."""
 
     def __init__(self, catalog: Catalog, settings: Settings, location: str | os.PathLike = "index"):
         self.catalog = catalog
@@ -94,31 +110,31 @@ class PageRenderer:
         self._pages: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()
         self._web = None  # render.web.OnDemand, started when a web tile must be rendered again
 
-    def page_image(self, doc_id: str, page: int) -> Image.Image:
-        """The page rendered again from its source at the index DPI (a few pages are cached)."""
-        key = (doc_id, page)
+    def page_image(self, doc_id: str, page: int, max_pixels: int | None = None) -> Image.Image:
+        """The page rendered again from its source at the index DPI (cached), or, when that is
+        more than ``max_pixels``, at the DPI that gives about ``max_pixels``."""
+        document = self._document(doc_id, page)
+        key = (doc_id, document.sha256, page, max_pixels)
         if key in self._pages:
             self._pages.move_to_end(key)
             return self._pages[key]
-        document = self.catalog.document(doc_id)
-        if document is None:
-            raise PagesightError(f"{self.location}: no document '{doc_id}'")
-        if not 1 <= page <= document.n_pages:
-            raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
         if document.type in WEB_SOURCES:
-            image = self._web_page(document, page)
+            image = _within(self._web_page(document, page), max_pixels)
         else:
             with closing(open_source(document.source, document.type, document.sha256)) as source:
-                image = source.render(page, self.settings.dpi)
-        self._pages[key] = image
-        while len(self._pages) > PAGE_CACHE:
-            self._pages.popitem(last=False)
+                dpi = self.settings.dpi
+                width, height = source.page_size(page, dpi)
+                if max_pixels is not None and width * height > max_pixels:
+                    dpi *= math.sqrt(max_pixels / (width * height))
+                image = _within(source.render(page, dpi), max_pixels)  # an image's pixels are its own
+        self._keep(key, image)
         return image
 
     def tile_image(
         self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False
     ) -> Image.Image:
-        """A tile cut from its re-rendered page, each side divided by sqrt(``compression``).
+        """A tile cut from its re-rendered page (or rendered alone, on a large page), each side
+        divided by sqrt(``compression``).
 
         Web page tiles come from the image kept in the index, or are rendered again from their
         source (always, with ``rerender``), pixel-identical to the first render.
@@ -126,10 +142,32 @@ class PageRenderer:
         row = self.catalog.tile_at(doc_id, page, tile)
         if row is None:
             raise PagesightError(f"{doc_id}: no tile {tile} on page {page}")
-        document = self.catalog.document(doc_id)
-        if document is not None and document.type in WEB_SOURCES and row.region is None:
+        document = self._document(doc_id, page)
+        if document.type in WEB_SOURCES and row.region is None:
             return downscale(self._web_tiles(document, [row], rerender)[0], compression)
+        width, height = row.page_size
+        if document.type not in WEB_SOURCES and width * height > LARGE_PAGE:
+            with closing(open_source(document.source, document.type, document.sha256)) as source:
+                return downscale(source.render(page, self.settings.dpi, row.box), compression)
         return downscale(crop_tile(self.page_image(doc_id, page), row.box), compression)
+
+    def _document(self, doc_id: str, page: int) -> DocumentRow:
+        document = self.catalog.document(doc_id)
+        if document is None:
+            raise PagesightError(f"{self.location}: no document '{doc_id}'")
+        if not 1 <= page <= document.n_pages:
+            raise PagesightError(f"{doc_id}: page {page} out of range 1..{document.n_pages}")
+        return document
+
+    def _keep(self, key: tuple, image: Image.Image) -> None:
+        """``image`` cached under ``key`` when it takes at most half the budget; the least recently
+        used go until the rest fits."""
+        size = _bytes(image)
+        if size > PAGE_CACHE_BYTES // 2:
+            return
+        self._pages[key] = image
+        while sum(_bytes(kept) for kept in self._pages.values()) > PAGE_CACHE_BYTES:
+            self._pages.popitem(last=False)
 
     def _web_tiles(
         self, document: DocumentRow, rows: list[TileRow], rerender: bool = False

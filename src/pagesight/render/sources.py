@@ -26,7 +26,7 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from pagesight.errors import InputError
 from pagesight.read.textlayer import text_layer_spans
-from pagesight.records import Span
+from pagesight.records import Box, Span
 from pagesight.render.office import OFFICE_SUFFIXES
 
 PDF_SUFFIXES = {".pdf"}
@@ -133,9 +133,26 @@ class PdfSource:
         return max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))
 
     @_pdfium
-    def render(self, number: int, dpi: float) -> Image.Image:
-        bitmap = self._page(number).render(scale=dpi / 72, may_draw_forms=True)
-        return bitmap.to_pil().convert("RGB")
+    def render(self, number: int, dpi: float, box: Box | None = None) -> Image.Image:
+        """Page ``number`` at ``dpi``; with ``box`` (whole pixels of that rendering) only that
+        part, drawn alone (the memory of the part, not of the page), pixel for pixel the same."""
+        page = self._page(number)
+        scale = dpi / 72
+        if box is None or page.get_rotation():
+            bitmap = page.render(scale=scale, may_draw_forms=True)
+            image = bitmap.to_pil().convert("RGB")
+            return image if box is None else image.crop(tuple(round(v) for v in box))
+        width, height = (value * scale for value in page.get_size())
+        x0, y0, x1, y1 = (round(v) for v in box)
+        crop = (
+            x0 / scale,
+            (height - y1) / scale,
+            (width - x1) / scale,
+            y0 / scale,
+        )  # left, bottom, right, top
+        bitmap = page.render(scale=scale, crop=crop, may_draw_forms=True)
+        image = bitmap.to_pil().convert("RGB")
+        return image if image.size == (x1 - x0, y1 - y0) else image.resize((x1 - x0, y1 - y0))
 
     @_pdfium
     def text_layer(self, number: int, dpi: float) -> list[Span]:
@@ -203,8 +220,10 @@ class ImageSource:
     def page_size(self, number: int, dpi: float) -> tuple[int, int]:
         return self._frame(number).size
 
-    def render(self, number: int, dpi: float) -> Image.Image:
+    def render(self, number: int, dpi: float, box: Box | None = None) -> Image.Image:
         frame = self._frame(number)
+        if box is not None:
+            frame = frame.crop(tuple(round(v) for v in box))
         if frame.mode in ("RGBA", "LA", "PA") or (frame.mode == "P" and "transparency" in frame.info):
             background = Image.new("RGB", frame.size, "white")
             background.paste(frame.convert("RGBA"), mask=frame.convert("RGBA").getchannel("A"))

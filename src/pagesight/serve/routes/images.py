@@ -13,13 +13,18 @@ from PIL import Image
 from pagesight.answer.show import draw_boxes
 from pagesight.errors import PagesightError
 from pagesight.records import Box
-from pagesight.render.tiles import downscale
+from pagesight.render.tiles import downscale, scaled_size
+from pagesight.request import MAX_PAGE, MAX_TILE
 from pagesight.serve.routes.common import ApiError, Caller, Server, given_boxes, lookup
 
 router = APIRouter(tags=["images"])
 Compression = Annotated[float, Query(ge=1, le=64, description="Each side shrinks by sqrt(c).")]
 Boxes = Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")]
+Doc = Annotated[str, Query(max_length=1000, description="The document id.")]
 PNG = {200: {"content": {"image/png": {}}, "description": "PNG"}}
+# A page is served at most this large (a 5,000 x 5,000 rendering): a 100-inch page is drawn smaller,
+# never held whole in memory at the index DPI.
+MAX_PAGE_PIXELS = 25_000_000
 
 
 @router.get("/api/tile", response_class=Response, responses=PNG)
@@ -27,9 +32,9 @@ def tile_png(
     server: Server,
     tenant: Caller,
     request: Request,
-    doc: str,
-    page: Annotated[int, Query(ge=1)],
-    tile: Annotated[int, Query(ge=0)] = 0,
+    doc: Doc,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)],
+    tile: Annotated[int, Query(ge=0, le=MAX_TILE)] = 0,
     c: Compression = 1.0,
     boxes: Boxes = None,
     explain: Annotated[
@@ -70,12 +75,13 @@ def page_png(
     server: Server,
     tenant: Caller,
     request: Request,
-    doc: str,
-    page: Annotated[int, Query(ge=1)],
+    doc: Doc,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)],
     c: Compression = 1.0,
     boxes: Boxes = None,
 ) -> Response:
-    """A whole page rendered again at the index DPI, evidence boxes drawn on request."""
+    """A whole page rendered again at the index DPI (smaller when that is over 25 million
+    pixels), evidence boxes drawn on request."""
     drawn = given_boxes(boxes, "boxes") if boxes else []
     with server.pool.reading() as idx:
         document = lookup(idx, doc, tenant)
@@ -84,9 +90,15 @@ def page_png(
         tag = _etag(document.sha256, "page", page, c, drawn)
         if _fresh(request, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        full = idx.page_image(doc, page)
-    image = downscale(full, c)
-    scale = image.width / full.width
+        rendered = idx.page_image(doc, page, max_pixels=MAX_PAGE_PIXELS)
+        first = idx.catalog.tile_at(doc, page, 0)
+    width, height = first.page_size if first is not None else rendered.size
+    if rendered.width >= width:  # at the index DPI
+        image = downscale(rendered, c)
+    else:  # drawn smaller already: shrunk further only as far as c asks
+        wanted = scaled_size(width, height, c)
+        image = rendered.resize(wanted) if wanted[0] < rendered.width else rendered
+    scale = image.width / width
     return _png(image, [_moved(box, 0, 0, scale) for box in drawn], tag)
 
 
