@@ -1,5 +1,5 @@
 """What every front-end does the same way, under the CLI (``cli/``), the HTTP API (``serve/app.py``)
-and the MCP tools (``serve/mcp.py``): readers built from a request and kept, hits as one JSON
+and the MCP tools (``serve/mcp.py``): readers built from a request, hits as one JSON
 payload, boxes and query images read from what a user typed or uploaded.
 
 The requests themselves are ``request.SearchRequest`` and ``request.AskRequest``; the verbs are
@@ -9,8 +9,6 @@ front-end words them its way (a line on stderr, a JSON error with its status, a 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -24,19 +22,21 @@ from pagesight.render.tiles import scaled_size
 from pagesight.request import AskRequest
 
 MAX_BOXES = 200  # boxes one request may have drawn
+MAX_QUERY_PIXELS = 40_000_000  # a query image's pixels (a 6,300 x 6,300 photograph)
 
 
 def build_reader(request: AskRequest, **local: Any) -> Reader:
     """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
     endpoint's base URL and key, a device: what the machine serving it decides)."""
-    options = _reader_options(request, local)
+    options = reader_options(request, local)
     try:
         return make_reader(request.reader, **options)
     except TypeError:
         raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
 
 
-def _reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
+def reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
+    """The options ``build_reader`` builds ``request``'s reader with."""
     options = {
         **request.reader_options(),
         **{key: value for key, value in local.items() if value is not None},
@@ -44,22 +44,6 @@ def _reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any
     if request.reader == "openai" and request.strategy == "weighted":
         options["logprobs"] = True  # weighted selection weighs each answer by its probability
     return options
-
-
-class Readers:
-    """Readers built once per name and options, for a server: a model reader loads its model once."""
-
-    def __init__(self, **local: Any):
-        self.local = local
-        self._built: dict[str, Reader] = {}
-        self._lock = threading.Lock()
-
-    def get(self, request: AskRequest) -> Reader:
-        key = json.dumps([request.reader, _reader_options(request, self.local)], sort_keys=True, default=str)
-        with self._lock:
-            if key not in self._built:
-                self._built[key] = build_reader(request, **self.local)
-            return self._built[key]
 
 
 def hits_payload(hits: Sequence[Hit], compression: float = 1.0, token_model: str = "qwen2-vl") -> dict:
@@ -103,9 +87,15 @@ def parse_region(text: str | None, name: str = "region") -> Box | None:
 
 def open_image(source: str | IO[bytes], name: str) -> Image.Image:
     """A query image from a path or an open file, as RGB; ``PagesightError`` naming ``name`` when
-    Pillow cannot read it."""
+    Pillow cannot read it or it has more than ``MAX_QUERY_PIXELS`` pixels (told from its header,
+    before it is decoded)."""
     try:
         with Image.open(source) as opened:
+            if opened.width * opened.height > MAX_QUERY_PIXELS:
+                raise PagesightError(
+                    f"{name}: {opened.width}x{opened.height} is more than a query image's "
+                    f"{MAX_QUERY_PIXELS:,} pixels"
+                )
             return opened.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise PagesightError(f"{name}: not an image Pillow can read ({exc})") from None

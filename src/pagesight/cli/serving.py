@@ -54,12 +54,37 @@ def serve(
     workers: Annotated[
         int, typer.Option(help="Server processes over the index, each on a core of its own (stateless /mcp).")
     ] = 1,
+    reader: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A model reader requests may choose beside the extractive one: openai (needs --model "
+            "and --base-url)."
+        ),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(help="A model requests may name for --reader (repeatable; the first is the default)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PAGESIGHT_OPENAI_BASE_URL", help="--reader openai: the endpoint the models run at."
+        ),
+    ] = None,
+    rerank: Annotated[
+        list[str] | None,
+        typer.Option(help="A reranker requests may choose (repeatable): cross-encoder, vlm-openai, ..."),
+    ] = None,
+    max_tokens: Annotated[
+        int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
+    ] = 1024,
     device: DeviceOption = "auto",
 ) -> None:
     """Serve the index over HTTP: a web page and a JSON API.
 
     The API is documented at /docs (OpenAPI). Binds to 127.0.0.1; with --api-key every request needs
-    the key, and uploads and deletes are allowed.
+    the key, and uploads and deletes are allowed. Requests choose among the readers, models and
+    rerankers given here: by default the extractive reader and no reranker.
     """
     if host not in LOOPBACK and not (api_key or keys) and not insecure:
         _fail(
@@ -71,7 +96,8 @@ def serve(
 
     config = ServeConfig(
         index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
-        str(keys) if keys else None,
+        str(keys) if keys else None, tuple(reader or ()), tuple(model or ()), base_url, tuple(rerank or ()),
+        max_tokens,
     )  # fmt: skip
     try:
         check(config)

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 
 from pagesight.errors import PagesightError
 from pagesight.index import Index
+from pagesight.serve.offer import DEFAULT_MAX_TOKENS, Offer
 from pagesight.serve.tenants import load_keys
 
 CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the key is not in it)
@@ -47,6 +48,21 @@ class ServeConfig:
     device: str = "auto"
     workers: int = 1
     keys: str | None = None  # a keys file binding keys to tenants (serve.tenants)
+    # what requests may choose (serve.offer): model readers, their models and endpoint, rerankers
+    offer_readers: tuple[str, ...] = ()
+    offer_models: tuple[str, ...] = ()
+    base_url: str | None = None
+    rerankers: tuple[str, ...] = ()
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def offer(self) -> Offer:
+        return Offer(
+            tuple(self.offer_readers),
+            tuple(self.offer_models),
+            self.base_url,
+            tuple(self.rerankers),
+            self.max_tokens,
+        )
 
 
 def check(config: ServeConfig) -> None:
@@ -57,6 +73,7 @@ def check(config: ServeConfig) -> None:
         )
     if config.keys is not None:
         load_keys(Path(config.keys))  # a missing or malformed keys file stops the server with one line
+    config.offer()  # a model reader without its models or endpoint stops it too
     with Index.open(config.index, create=False, device=config.device) as index:
         if config.uploads is None and not index.root.is_dir():
             raise PagesightError(
@@ -73,13 +90,14 @@ def build(config: ServeConfig, api_key: str | None) -> FastAPI:
     from pagesight.store.local import LocalStore
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
+    offer = config.offer()
     index = Index.open(config.index, create=False, device=config.device)
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
     mcp = None
     if isinstance(index.store, LocalStore):
         tools = Index.open(config.index, create=False, device=config.device)
-        mcp = http_app(tools, host=config.host, stateless=config.workers > 1)
+        mcp = http_app(tools, host=config.host, stateless=config.workers > 1, offer=offer)
     return create_app(
         index,
         api_key=api_key,
@@ -88,12 +106,17 @@ def build(config: ServeConfig, api_key: str | None) -> FastAPI:
         readers=config.readers,
         uploads=Path(config.uploads) if config.uploads else None,
         mcp_app=mcp,
+        offer=offer,
+        host=config.host,
     )
 
 
 def app_from_environment() -> FastAPI:
     """The app of a process that ``run`` started (uvicorn's factory)."""
-    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    given = json.loads(os.environ[CONFIG_ENV])
+    config = ServeConfig(
+        **{key: tuple(value) if isinstance(value, list) else value for key, value in given.items()}
+    )
     return build(config, os.environ.get(KEY_ENV) or None)
 
 

@@ -4,6 +4,7 @@ answer 404, as if absent), and boxes parsed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -15,9 +16,10 @@ from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.serve.jobs import Jobs
+from pagesight.serve.offer import Offer, Readers
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.tenants import PUBLIC, Tenant
-from pagesight.service import MAX_BOXES, Readers, parse_boxes
+from pagesight.service import MAX_BOXES, parse_boxes
 
 API_KEY_ENV = "PAGESIGHT_API_KEY"
 NO_WRITES = (
@@ -32,13 +34,16 @@ class ApiError(HTTPException):
 
 @dataclass
 class Served:
-    """What the routes serve from: the index pool, the ingestion jobs, the readers built so far and
-    the uploads folder."""
+    """What the routes serve from: the index pool, the ingestion jobs, the readers built so far,
+    the uploads folder, what requests may choose (``serve.offer``) and the scrub of the server's
+    folders from messages (``app.Scrub``)."""
 
     pool: IndexPool
     jobs: Jobs
     readers: Readers
     uploads: Path
+    offer: Offer
+    scrub: Callable[[str], str]
 
 
 def served(request: Request) -> Served:

@@ -20,9 +20,6 @@ from pagesight.service import hits_payload, open_image
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["search"])
-# Readers whose model a request may name: the name goes to an endpoint the server's environment
-# configures. A local reader would load whatever folder or hub id a request named.
-REMOTE_READERS = {"openai"}
 
 SearchQuery = request_model(
     SearchRequest,
@@ -41,7 +38,7 @@ AskBody = request_model(
 @router.get("/api/search")
 def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
     """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
-    request = make(SearchRequest, query)
+    request = server.offer.check(make(SearchRequest, query))
     request = request.replace(where=tenant.within(request.where))
     with server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
@@ -76,10 +73,8 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
 
     With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
     ``{"event": "error", ...}``)."""
-    request = make(AskRequest, body)
+    request = server.offer.check(make(AskRequest, body))
     request = request.replace(where=tenant.within(request.where))
-    if request.model is not None and request.reader not in REMOTE_READERS:
-        raise ApiError(400, f"reader '{request.reader}' runs here: its model is the server's to choose")
     reader = server.readers.get(request)
     if not body.stream:
         with server.pool.reading() as idx:
@@ -98,7 +93,7 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
                 answer = idx.ask(request, reader, hits=hits)
                 yield _line({"event": "answer", "answer": answer.to_dict()})
             except PagesightError as exc:
-                yield _line({"event": "error", "error": str(exc)})
+                yield _line({"event": "error", "error": server.scrub(str(exc))})
             except Exception:
                 log.exception("streamed answer failed")
                 yield _line({"event": "error", "error": "internal error (see the server log)"})
