@@ -49,7 +49,7 @@ def search_text(
     mode = check_mode(store, request.mode)
     if not query.strip():
         raise PagesightError("the query is empty")
-    check_request(store, k, doc_ids)
+    check_request(store, k, doc_ids, request.where)
     doc_ids = passing(store, doc_ids, request.where)
     current = store.retrievers()
     allowed = _allowed(store, doc_ids)
@@ -111,7 +111,7 @@ def search_image(
                 f"region {list(region)} is not inside the {image.width}x{image.height} query image"
             )
         image = image.crop((round(x0), round(y0), round(x1), round(y1)))
-    check_request(store, k, doc_ids)
+    check_request(store, k, doc_ids, where)
     doc_ids = passing(store, doc_ids, where)
     allowed = _allowed(store, doc_ids)
     if allowed is not None and not allowed.doc_ids:
@@ -164,12 +164,21 @@ def passing(store: Store, doc_ids: Sequence[str] | None, where: str | None) -> l
     return [doc_id for doc_id in found if doc_id in asked]
 
 
-def check_request(store: Store, k: int, doc_ids: Sequence[str] | None) -> None:
+def check_request(store: Store, k: int, doc_ids: Sequence[str] | None, where: str | None = None) -> None:
+    """``k`` and the documents ``doc_ids`` asked for: each must be in the index and, with ``where``,
+    pass it. A document the filter leaves out is answered as one that is missing, in the same
+    words, so a filter that bounds what a caller sees (a tenant's) does not tell which ids exist."""
     if k <= 0:
         raise PagesightError(f"k must be 1 or more, got {k}")
-    missing = [doc_id for doc_id in doc_ids or () if store.catalog.document(doc_id) is None]
+    if not doc_ids:
+        return
+    known = set(doc_ids) if where is None else set(passing(store, doc_ids, where) or ())
+    if where is None:
+        known = {doc_id for doc_id in known if store.catalog.document(doc_id) is not None}
+    missing = [doc_id for doc_id in doc_ids if doc_id not in known]
     if missing:
-        raise PagesightError(f"{store.location}: no document {', '.join(map(repr, missing))} in the index")
+        scope = " passing the filter" if where is not None else ""
+        raise PagesightError(f"no document {', '.join(map(repr, missing))}{scope} in the index")
 
 
 def check_mode(store: Store, mode: str | None) -> str:

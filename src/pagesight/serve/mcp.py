@@ -45,9 +45,11 @@ from pagesight.answer.openai_chat import png_base64
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.render.tiles import downscale
-from pagesight.request import AskRequest, SearchRequest
+from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
+from pagesight.search.filters import MAX_WHERE
 from pagesight.serve.fields import tool_parameters, tool_request
-from pagesight.serve.tenants import OPERATOR, Tenant
+from pagesight.serve.offer import Offer
+from pagesight.serve.tenants import OPERATOR, Tenant, shown
 from pagesight.service import hits_payload
 
 INSTRUCTIONS = (
@@ -61,17 +63,24 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # The ask tool answers with the reader the server was started with.
 SERVER_CHOOSES = ("reader", "model", "max_tokens", "inputs")
 Compression = Annotated[
-    float, Field(ge=1, description="Images shrink by sqrt(compression) per side: 4 halves each side.")
+    float,
+    Field(ge=1, le=64, description="Images shrink by sqrt(compression) per side: 4 halves each side."),
 ]
 
 
-def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer:
-    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name)."""
+def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer | None = None) -> MCPServer:
+    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name).
+    ``offer``: the rerankers a search may name (``serve.offer``; None: any, for an agent that
+    launched the server itself). Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     lock = threading.Lock()
-    answering = {"reader": reader}  # a reader named is made on the first ask: it may load a model
+    answering = {"reader": reader}
+    root, resolved = (
+        str(index.root),
+        str(index.root.resolve()),
+    )  # a reader named is made on the first ask: it may load a model
 
     @contextmanager
     def using_index() -> Iterator[None]:
@@ -80,7 +89,7 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
             try:
                 yield
             except PagesightError as exc:
-                raise ToolError(str(exc)) from None
+                raise ToolError(str(exc).replace(resolved, "<index>").replace(root, "<index>")) from None
 
     def search(**arguments) -> CallToolResult:
         """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of
@@ -89,6 +98,8 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
         images, compression = arguments.pop("images"), arguments.pop("compression")
         with using_index():
             request = tool_request(SearchRequest, arguments)
+            if offer is not None:
+                request = offer.check(request)
             hits = index.search(request.replace(where=tenant.within(request.where)))
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
@@ -137,9 +148,9 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
     @server.tool(annotations=_READ_ONLY)
     def get_page(
         doc_id: Annotated[str, Field(description="The document id.")],
-        page: Annotated[int, Field(ge=1, description="The page number, from 1.")],
+        page: Annotated[int, Field(ge=1, le=MAX_PAGE, description="The page number, from 1.")],
         tile: Annotated[
-            int | None, Field(ge=0, description="A tile of the page (from 0) instead of it all.")
+            int | None, Field(ge=0, le=MAX_TILE, description="A tile of the page (from 0) instead of it all.")
         ] = None,
         compression: Compression = 1.0,
         explain: Annotated[
@@ -175,14 +186,18 @@ def build_server(index: Index, reader: str | Reader = "extractive") -> MCPServer
     def list_documents(
         where: Annotated[
             str | None,
-            Field(description="Only documents whose fields pass, e.g. 'type = pdf and year >= 2020'."),
+            Field(
+                max_length=MAX_WHERE,
+                description="Only documents whose fields pass, e.g. 'type = pdf and year >= 2020'.",
+            ),
         ] = None,
         ctx: Context = None,
     ) -> CallToolResult:
         """The documents: id, type, pages, source, size in bytes, notes made when they were read, and
         the fields a search's ``where`` reads."""
         with using_index():
-            documents = index.document_list(caller(ctx).within(where))
+            tenant = caller(ctx)
+            documents = shown(index.document_list(tenant.within(where)), tenant)
         return CallToolResult(
             content=[_text({"documents": documents})], structured_content={"documents": documents}
         )
@@ -197,15 +212,17 @@ def http_app(
     path: str = "/",
     host: str = "127.0.0.1",
     stateless: bool = False,
+    offer: Offer | None = None,
 ) -> Starlette:
     """The tools over streamable HTTP as an ASGI app answering at ``path`` (``/``: where it is mounted).
 
     ``host`` is where the app is served: on a loopback address the SDK refuses requests whose Host or
     Origin header is not a loopback one (DNS rebinding). Run the app's lifespan (see the module
     docstring): it starts the session manager. ``stateless``: each request stands alone, for
-    several server processes behind one address (``serve --workers``).
+    several server processes behind one address (``serve --workers``). ``offer``: what a search
+    may choose (``build_server``).
     """
-    return build_server(index, reader).streamable_http_app(
+    return build_server(index, reader, offer).streamable_http_app(
         streamable_http_path=path, host=host, stateless_http=stateless
     )
 
