@@ -1,22 +1,37 @@
-"""Uploaded files and the ingestion jobs that index them, one at a time, beside the searches.
+"""Uploaded files and the ingestion jobs that index them, beside the searches.
 
-An upload is saved under the uploads folder with a name made from the uploaded one (letters,
-digits, ``.``, ``-`` and ``_``; the rest replaced), never a path a client chose, and then goes
-through ``Index.add`` like any file: read in a worker process with time and memory limits, a
-failure reported for that file alone. Its document id is the saved name's stem.
+An upload is saved with a name made from the uploaded one (letters, digits, ``.``, ``-`` and
+``_``; the rest replaced), never a path a client chose, first in a staging folder of its job
+(``uploads/.staging/JOB/``). It goes through ``Index.add`` like any file: read in a worker process
+with time and memory limits, a failure reported for that file alone. Only a file that was ingested
+is swapped in under ``uploads/`` (its document's source moved there), so a damaged re-upload fails
+alone and the good version stays listed, searchable and rendered. Its document id is its name's stem.
+
+Jobs are fair between tenants: each tenant's jobs wait in a queue of its own, and the ingestion
+thread takes a few files (``chunk``) of the first job of each queue in turn, so one tenant's twenty
+slow files hold another's upload back by one turn, not twenty; each file has the ingestion's time
+limit (``IngestOptions.timeout``).
+
+A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server that starts
+takes over the jobs whose process is gone (killed, crashed): their files still to do are queued
+again, or, when their staged files are gone, the job fails saying so; none stays ``queued`` or
+``running`` for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +47,11 @@ from pagesight.serve.tenants import FIELD
 log = logging.getLogger(__name__)
 KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint
 JOB_WAIT = 3600.0  # seconds a job waits for the store's writer (another process's ingestion)
+STAGING = ".staging"  # uploads/.staging/JOB/: files waiting to be ingested
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+PENDING = ("queued", "running")
+MAX_WAITING_FILES = 200  # files one tenant may have waiting to be ingested (on disk, staged)
 
 
 class UploadError(PagesightError):
@@ -51,9 +69,9 @@ def safe_name(filename: str) -> str:
     suffix = Path(name).suffix.lower()
     if suffix not in SUFFIXES:
         accepted = ", ".join(sorted(SUFFIXES))
-        raise UploadError(f"{filename or 'upload'}: unsupported file type; accepted: {accepted}")
+        raise UploadError(f"{filename[:200] or 'upload'}: unsupported file type; accepted: {accepted}")
     if not Path(name).stem:
-        raise UploadError(f"{filename}: the file name has no usable stem", status=422)
+        raise UploadError(f"{filename[:200]}: the file name has no usable stem", status=422)
     return name
 
 
@@ -80,6 +98,34 @@ def save(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def this_process() -> str:
+    """This process as a job's record names it: its pid and start time (a pid is reused)."""
+    return f"{os.getpid()}:{_started(os.getpid())}"
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot ('' where /proc cannot tell)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's name
+
+
+def _alive(worker: str | None) -> bool:
+    """Whether the process a record names still runs."""
+    if not worker:
+        return False
+    pid, _, started = worker.partition(":")
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process of that pid: not ours
+        return False
+    return not started or _started(int(pid)) == started
+
+
 @dataclass
 class Job:
     """An ingestion of uploaded files: what the web page polls to show progress."""
@@ -97,45 +143,92 @@ class Job:
     notes: list[dict] = field(default_factory=list)  # {"file", "note"}
     error: str | None = None
     tenant: str | None = None  # whose upload (serve.tenants); None: the operator's
+    # what the server keeps to run it, or run it again after a crash (not shown to clients)
+    remaining: list[str] = field(default_factory=list)  # files not ingested yet
+    fields: dict = field(default_factory=dict)  # the documents' fields (an upload's meta, tenant)
+    language: str | None = None
+    worker: str | None = None  # the process running it (this_process)
 
     def to_dict(self) -> dict:
-        return dict(vars(self))
+        """What a client is shown."""
+        hidden = {"remaining", "fields", "language", "worker"}
+        return {key: value for key, value in vars(self).items() if key not in hidden}
 
 
 class Jobs:
-    """Ingestion jobs run one after another in a background thread, each job's record kept as a
-    JSON file in ``folder``: every server process over the index (``serve --workers``) reads the
-    same records, whichever of them took the upload. A job waits for another process's ingestion
-    to end (the store's single writer), up to ``JOB_WAIT`` seconds."""
+    """Ingestion jobs, run by one background thread in turns between tenants (the module
+    docstring), each job's record kept as a JSON file in ``uploads/.jobs``: every server process
+    over the index (``serve --workers``) reads the same records, whichever of them took the upload.
+    A job waits for another process's ingestion to end (the store's single writer), up to
+    ``JOB_WAIT`` seconds. ``chunk``: files of one job ingested in one turn (default: the ingestion's
+    reader processes, one per core)."""
 
-    def __init__(self, pool: IndexPool, folder: Path, ingest_options: IngestOptions | None = None):
+    def __init__(
+        self,
+        pool: IndexPool,
+        uploads: Path,
+        ingest_options: IngestOptions | None = None,
+        chunk: int | None = None,
+    ):
         self.pool = pool
-        self.folder = folder
+        self.uploads = uploads
+        self.folder = uploads / ".jobs"
         self.options = ingest_options
-        self._lock = threading.Lock()
-        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pagesight-ingest")
+        readers = ingest_options.jobs if ingest_options is not None else None
+        self.chunk = max(1, chunk or readers or os.cpu_count() or 1)
+        self._lock = threading.Lock()  # records written whole, one at a time
+        self._turns: OrderedDict[str | None, deque[Job]] = OrderedDict()  # tenant -> its jobs, in turn
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="pagesight-ingest", daemon=True)
+        self._thread.start()
+        self.recover()
+
+    # Submitting and following ------------------------------------------------------------------
+
+    def stage(self, job_id: str, name: str, data: bytes) -> Path:
+        """An uploaded file saved where job ``job_id`` will read it (not yet a document's source)."""
+        return save(self._staging(job_id), name, data)
+
+    def new_id(self, tenant: str | None, files: int) -> str:
+        """A new job's id, once ``tenant`` (None: the operator) may queue ``files`` more files:
+        ``UploadError`` (429) past ``MAX_WAITING_FILES`` waiting."""
+        with self._wake:
+            waiting = sum(len(job.remaining) for job in self._turns.get(tenant, ()))
+        if waiting + files > MAX_WAITING_FILES:
+            raise UploadError(
+                f"{waiting} files are waiting to be ingested already; at most {MAX_WAITING_FILES}: "
+                "upload again when they are done",
+                status=429,
+            )
+        return uuid.uuid4().hex
 
     def submit(
         self,
-        paths: list[Path],
+        job_id: str,
+        names: list[str],
         tenant: str | None = None,
         fields: dict | None = None,
         language: str | None = None,
     ) -> Job:
-        """Ingest ``paths`` in the background, each document with ``fields`` and its pages in
-        ``language`` (None: detected); a ``tenant``'s documents carry ``tenant = NAME`` over any
-        ``fields`` of that name."""
-        job = Job(uuid.uuid4().hex, [path.name for path in paths], tenant=tenant)
+        """Ingest the files ``names`` staged for ``job_id``, each document with ``fields`` and its
+        pages in ``language`` (None: detected); a ``tenant``'s documents carry ``tenant = NAME`` over
+        any ``fields`` of that name."""
+        owned = {FIELD: tenant} if tenant is not None else {}
+        job = Job(
+            job_id,
+            list(names),
+            tenant=tenant,
+            remaining=list(names),
+            fields={**(fields or {}), **owned},
+            language=language,
+            worker=this_process(),
+        )
         self._save(job)
-        finished = [kept for kept in self.all() if kept.state in ("done", "failed")]
+        finished = [kept for kept in self.all() if kept.state not in PENDING]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
-        # searches first: the job's thread and its reader processes run in the background
-        options = IngestOptions.given(self.options, nice=BACKGROUND, language=language)
-        owned = {FIELD: tenant} if tenant is not None else {}
-        if fields or owned:
-            options = IngestOptions.given(options, meta={**options.meta, **(fields or {}), **owned})
-        self._runner.submit(self._run, job, paths, options)
+        self._queue(job)
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -143,55 +236,159 @@ class Jobs:
             return None
         try:
             return Job(**json.loads((self.folder / f"{job_id}.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+        except (OSError, ValueError, TypeError):
             return None
 
     def all(self) -> list[Job]:
         """The jobs kept, oldest first."""
-        paths = sorted(
-            self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns if path.exists() else 0
-        )
-        found = (self.get(path.stem) for path in paths)
+
+        def written(path: Path) -> int:
+            with contextlib.suppress(OSError):
+                return path.stat().st_mtime_ns
+            return 0
+
+        found = (self.get(path.stem) for path in sorted(self.folder.glob("*.json"), key=written))
         return [job for job in found if job is not None]
+
+    def recover(self) -> None:
+        """Take over the pending jobs whose process is gone: their files still to do are queued
+        again here; a job whose staged files are all gone fails, saying so. Several processes
+        starting at once take each job once (a lock on the jobs folder)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for job in self.all():
+                if job.state not in PENDING or _alive(job.worker):
+                    continue
+                staged = self._staging(job.id)
+                job.remaining = [name for name in job.remaining if (staged / name).exists()]
+                job.worker = this_process()
+                if job.remaining:
+                    job.state = "queued"
+                    self._save(job)
+                    self._queue(job)
+                    log.warning("ingestion job %s taken over after its server stopped", job.id)
+                else:
+                    job.state, job.error = "failed", "the server stopped before ingesting it; upload it again"
+                    self._save(job)
+                    shutil.rmtree(staged, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop after the turn running now; the jobs still waiting stay on disk, released to the
+        next server that starts (``recover``)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+        self._thread.join()
+        for waiting in self._turns.values():
+            for job in waiting:
+                job.worker = None
+                self._save(job)
+
+    # The ingestion thread ----------------------------------------------------------------------
+
+    def _queue(self, job: Job) -> None:
+        with self._wake:
+            self._turns.setdefault(job.tenant, deque()).append(job)
+            self._wake.notify_all()
+
+    def _next(self) -> Job | None:
+        """The first job of the tenant whose turn it is; that tenant goes to the end of the turns."""
+        with self._wake:
+            while not self._closed:
+                for tenant, waiting in self._turns.items():
+                    if waiting:
+                        self._turns.move_to_end(tenant)
+                        return waiting[0]
+                self._wake.wait()
+            return None
+
+    def _loop(self) -> None:
+        lower_this_thread()  # searches first: ingestion and its reader processes run in the background
+        while (job := self._next()) is not None:
+            try:
+                self._turn(job)
+            except Exception as exc:  # a bug: the job says so, the log has the traceback
+                log.exception("ingestion job %s failed", job.id)
+                job.error, job.state, job.remaining = f"{type(exc).__name__}: {exc}", "failed", []
+            if not job.remaining or job.state == "failed":
+                with self._wake:
+                    self._turns[job.tenant].popleft()
+                self._finish(job)
+            self._save(job)
+
+    def _turn(self, job: Job) -> None:
+        """Ingest the next ``chunk`` files of ``job``; those ingested are swapped in."""
+        names, staged = job.remaining[: self.chunk], self._staging(job.id)
+        paths = [staged / name for name in names]
+        ingested: list[Path] = []
+        job.state = "running"
+        self._save(job)
+
+        def planned(n: int) -> None:
+            job.total = len(job.files)
+
+        def progress(path: str, outcome: str, n_pages: int) -> None:
+            job.done += 1
+            job.pages += n_pages
+            if outcome != "failed":
+                ingested.append(Path(path))
+            self._save(job)
+
+        options = IngestOptions.given(self.options, nice=BACKGROUND, language=job.language)
+        if job.fields:
+            options = IngestOptions.given(options, meta={**options.meta, **job.fields})
+        try:
+            with self.pool.writing() as index:
+                report = retry_locked(
+                    lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
+                )
+                for path in ingested:
+                    self._swap_in(index, path)
+        except PagesightError as exc:
+            job.error, job.state, job.remaining = str(exc), "failed", []
+            return
+        job.remaining = job.remaining[len(names) :]
+        job.added += report.added
+        job.replaced += report.replaced
+        job.unchanged += report.unchanged
+        job.failed += [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
+        job.notes += [{"file": Path(path).name, "note": note} for path, note in report.notes]
+        for path in paths:
+            path.unlink(missing_ok=True)  # a failed file's staged copy: the good version stays
+
+    def _swap_in(self, index, staged: Path) -> None:
+        """A staged file that was ingested becomes its document's source under ``uploads/``: linked
+        into place (replacing an earlier version at once), the catalog told, the staged name
+        removed. Readers see the staged file until the catalog says otherwise."""
+        final = self.uploads / staged.name
+        temporary = self.uploads / f".swap-{uuid.uuid4().hex}"
+        os.link(staged, temporary)
+        os.replace(temporary, final)
+        doc_id = final.stem
+        if index.catalog.document(doc_id) is not None:
+            retry_locked(lambda: _moved(index, doc_id, final))
+        staged.unlink(missing_ok=True)
+
+    def _finish(self, job: Job) -> None:
+        if job.state != "failed":
+            job.state = "done"
+        shutil.rmtree(self._staging(job.id), ignore_errors=True)
+
+    # Records -----------------------------------------------------------------------------------
+
+    def _staging(self, job_id: str) -> Path:
+        return self.uploads / STAGING / job_id
 
     def _save(self, job: Job) -> None:
         """The job's record written whole (a temporary file renamed into place)."""
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".job-", delete=False) as handle:
-                json.dump(job.to_dict(), handle)
+                json.dump(vars(job), handle)
             os.replace(handle.name, self.folder / f"{job.id}.json")
 
-    def _run(self, job: Job, paths: list[Path], options: IngestOptions) -> None:
-        lower_this_thread()
-        job.state = "running"
-        self._save(job)
 
-        def planned(n: int) -> None:
-            job.total = n
-            self._save(job)
-
-        def progress(path: str, outcome: str, n_pages: int) -> None:
-            job.done += 1
-            job.pages += n_pages
-            self._save(job)
-
-        try:
-            with self.pool.writing() as index:
-                report = retry_locked(
-                    lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
-                )
-        except PagesightError as exc:
-            job.error, job.state = str(exc), "failed"
-        except Exception as exc:  # a bug: the job says so, the log has the traceback
-            log.exception("ingestion job %s failed", job.id)
-            job.error, job.state = f"{type(exc).__name__}: {exc}", "failed"
-        else:
-            job.added, job.replaced, job.unchanged = report.added, report.replaced, report.unchanged
-            job.failed = [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
-            job.notes = [{"file": Path(path).name, "note": note} for path, note in report.notes]
-            job.state = "done"
-        self._save(job)
-
-    def close(self) -> None:
-        self._runner.shutdown(wait=True, cancel_futures=True)
+def _moved(index, doc_id: str, source: Path) -> None:
+    with index.store.writing():
+        index.catalog.touch_document(doc_id, str(source), source.stat().st_mtime_ns)

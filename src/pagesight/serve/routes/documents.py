@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
@@ -9,13 +10,16 @@ from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import meta_fields
 from pagesight.read.language import check_language
-from pagesight.serve.jobs import check_content, safe_name, save
+from pagesight.render.office import OFFICE_SUFFIXES, sandbox_problem
+from pagesight.serve.jobs import check_content, safe_name
 from pagesight.serve.pool import retry_locked
 from pagesight.serve.routes.common import ApiError, Caller, Server, lookup, writable
-from pagesight.serve.tenants import Tenant
+from pagesight.serve.tenants import Tenant, shown, upload_name
 
 router = APIRouter(tags=["documents"])
 MAX_FILES = 20  # files in one upload
+MAX_FIELDS = 50  # meta fields of one upload
+MAX_FIELD = 1000  # characters of a meta field
 
 
 @router.get("/api/documents")
@@ -28,14 +32,14 @@ def documents(
 ) -> dict:
     """Each document: id, type, pages, source, bytes, notes, and the fields ``where`` reads."""
     with server.pool.reading() as idx:
-        return {"documents": idx.document_list(tenant.within(where))}
+        return {"documents": shown(idx.document_list(tenant.within(where)), tenant)}
 
 
 @router.get("/api/documents/{doc_id:path}")
 def document_info(server: Server, tenant: Caller, doc_id: str) -> dict:
     with server.pool.reading() as idx:
         lookup(idx, doc_id, tenant)
-        return next(row for row in idx.document_list() if row["id"] == doc_id)
+        return shown([row for row in idx.document_list() if row["id"] == doc_id], tenant)[0]
 
 
 @router.delete("/api/documents/{doc_id:path}", dependencies=[Depends(writable)])
@@ -66,30 +70,43 @@ def upload(
     """Save the files and ingest them in the background; poll ``/api/jobs/{id}`` for progress.
 
     A file of a type not ingested is refused (415) before anything is saved; a file that
-    cannot be read fails alone in the job's ``failed``. ``meta`` fields go with every file, as
-    ``ingest --meta`` does. A tenant's files are saved as ``NAME--file`` and carry ``tenant =
-    NAME`` (``serve.tenants``), whatever ``meta`` says."""
+    cannot be read fails alone in the job's ``failed``, and an earlier version of it stays.
+    ``meta`` fields go with every file, as ``ingest --meta`` does (the built-in fields are the
+    catalog's: ``id``, ``path``, ``type``, ... cannot be given). A tenant's files are saved as
+    ``NAME--file`` and carry ``tenant = NAME`` (``serve.tenants``), whatever ``meta`` says; a name
+    that is another tenant's document is refused (409)."""
     if len(files) > MAX_FILES:
         raise ApiError(413, f"at most {MAX_FILES} files in one upload")
+    given = [item for item in meta or [] if item.strip()]
+    if len(given) > MAX_FIELDS or any(len(item) > MAX_FIELD for item in given):
+        raise ApiError(422, f"meta: at most {MAX_FIELDS} fields of at most {MAX_FIELD} characters")
     try:
-        fields = meta_fields([item for item in meta or [] if item.strip()], "meta")
+        fields = meta_fields(given, "meta")
         if language:
             check_language(language)
     except PagesightError as exc:
         raise ApiError(422, str(exc)) from None
     received = []
     for upload in files:
-        name = safe_name(upload.filename or "")
-        if tenant.where is not None:
-            name = f"{tenant.name}--{name}"  # never over another tenant's document
+        name = upload_name(tenant, safe_name(upload.filename or ""))
+        if Path(name).suffix.lower() in OFFICE_SUFFIXES and (problem := sandbox_problem()):
+            raise ApiError(415, f"{name}: {problem}")
         data = upload.file.read()
         check_content(name, data)
         received.append((name, data))
     if len({name for name, _ in received}) < len(received):
         raise ApiError(422, "two uploaded files have the same name")
-    paths = [save(server.uploads, name, data) for name, data in received]
+    with server.pool.reading() as idx:
+        for name, _ in received:
+            found = idx.catalog.document(Path(name).stem)
+            if found is not None and not tenant.sees(found):  # an id the operator gave another
+                raise ApiError(409, f"{name}: the name is taken; upload it under another name")
     owner = tenant.name if tenant.where is not None else None
-    return {"job": server.jobs.submit(paths, owner, fields, language or None).to_dict()}
+    job_id = server.jobs.new_id(owner, len(received))
+    for name, data in received:
+        server.jobs.stage(job_id, name, data)
+    job = server.jobs.submit(job_id, [name for name, _ in received], owner, fields, language or None)
+    return {"job": job.to_dict()}
 
 
 @router.get("/api/jobs")

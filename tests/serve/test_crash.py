@@ -1,0 +1,156 @@
+"""A real `pagesight serve` process attacked from outside: killed with SIGKILL in the middle of an
+ingestion and started again (no job stays queued or running for ever, every uploaded file ends up
+ingested once), and asked for a page of a hundred inches square (its memory comes back)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from tests.conftest import make_pdf
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+KEY = "crash-test-key-0123456789"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+class Server:
+    """``pagesight serve`` in a process group of its own, on a free loopback port."""
+
+    def __init__(self, index: Path):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable,
+            "-m",
+            "pagesight",
+            "serve",
+            "--index",
+            str(index),
+            "--port",
+            str(self.port),
+        ]
+        env = {**os.environ, "PAGESIGHT_API_KEY": KEY}
+        self.process = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
+        until(lambda: self.answers(), 90, "the server answers")
+
+    def answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"the server exited: {self.process.stderr.read().decode()[-2000:]}")
+        try:
+            return httpx.get(f"{self.url}/api/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def get(self, path: str, **options) -> httpx.Response:
+        return httpx.get(self.url + path, headers=AUTH, timeout=60, **options)
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]) / 1024
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+
+
+def until(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+@pytest.mark.timeout(300)
+def test_jobs_killed_with_their_server_are_finished_by_the_next_one(tmp_path: Path):
+    index = tmp_path / "ix"
+    Index.open(index, settings={"dense_model": None}).close()
+    files = [
+        (
+            "files",
+            (
+                f"report{n}.pdf",
+                make_pdf(
+                    tmp_path / f"r{n}.pdf", [[f"annual report {n} page {p}"] for p in range(6)]
+                ).read_bytes(),
+            ),
+        )
+        for n in range(12)
+    ]
+    server = Server(index)
+    try:
+        big = httpx.post(f"{server.url}/api/documents", files=files, headers=AUTH, timeout=60).json()["job"][
+            "id"
+        ]
+        one = make_pdf(tmp_path / "memo.pdf", [["a memo queued behind the reports"]]).read_bytes()
+        small = httpx.post(
+            f"{server.url}/api/documents", files={"files": ("memo.pdf", one)}, headers=AUTH, timeout=60
+        ).json()["job"]["id"]
+        until(lambda: server.get(f"/api/jobs/{big}").json()["done"] >= 1, 120, "the first files ingested")
+        server.kill()  # SIGKILL: no clean-up runs
+    finally:
+        server.stop()
+    records = {path.stem: path.read_text() for path in (index / "uploads" / ".jobs").glob("*.json")}
+    assert '"state": "running"' in records[big] and '"state": "queued"' in records[small]
+    again = Server(index)
+    try:
+        for job in (big, small):
+            until(
+                lambda job=job: again.get(f"/api/jobs/{job}").json()["state"] in ("done", "failed"), 180, job
+            )
+            assert again.get(f"/api/jobs/{job}").json()["state"] == "done"
+        ids = {row["id"] for row in again.get("/api/documents").json()["documents"]}
+        assert ids == {f"report{n}" for n in range(12)} | {"memo"}
+        hits = again.get("/api/search", params={"q": "annual report 11"}).json()["hits"]
+        assert hits[0]["doc_id"] == "report11"
+    finally:
+        again.stop()
+    assert not any((index / "uploads" / ".staging").iterdir())  # every staged file swapped in
+
+
+@pytest.mark.timeout(300)
+def test_a_page_of_a_hundred_inches_does_not_keep_the_servers_memory(tmp_path: Path):
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "poster.pdf"
+    poster = canvas.Canvas(str(path), pagesize=(7200, 7200))
+    poster.setFont("Helvetica", 48)
+    poster.drawString(100, 7000, "a poster of a hundred inches square")
+    poster.showPage()
+    poster.save()
+    assert path.stat().st_size < 4000
+    index = tmp_path / "ix"
+    with Index.open(index, settings={"dense_model": None}) as made:
+        assert made.add([path], jobs=1).ok
+    server = Server(index)
+    try:
+        assert server.get("/api/search", params={"q": "poster"}).json()["hits"]
+        before = server.rss_mb()
+        for _ in range(4):
+            page = server.get("/api/page", params={"doc": "poster", "page": 1})
+            assert page.status_code == 200 and len(page.content) > 0
+        tile = server.get("/api/tile", params={"doc": "poster", "page": 1, "tile": 0})
+        assert tile.status_code == 200
+        after = server.rss_mb()
+    finally:
+        server.stop()
+    assert after - before < 600, (before, after)  # a whole rendering at 100 dpi is 400 MB a copy
