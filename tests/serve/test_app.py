@@ -152,11 +152,11 @@ def test_ask_whole_and_streamed(keyed):
 
 @pytest.mark.timeout(60)
 def test_ask_refusals(keyed):
-    assert "unknown reader" in error_of(
-        keyed.post("/api/ask", json={"question": "x", "reader": "oracle"}), 400
+    assert "reader 'oracle' is not offered here" in error_of(
+        keyed.post("/api/ask", json={"question": "x", "reader": "oracle"}), 403
     )
     local_model = keyed.post("/api/ask", json={"question": "x", "model": "/tmp/weights"})
-    assert "its model is the server's to choose" in error_of(local_model, 400)
+    assert "its model is the server's to choose" in error_of(local_model, 403)
     agent = keyed.post("/api/ask", json={"question": "x", "agent": True, "max_searches": 2})
     assert "cannot call tools" in error_of(agent, 400)  # reaches Index.ask: the extractive reader
     too_many = keyed.post("/api/ask", json={"question": "x", "max_tokens": 9})

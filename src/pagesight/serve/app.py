@@ -10,20 +10,24 @@
     DELETE /api/documents/ID                      remove a document
     GET    /api/jobs[/ID]                         ingestion jobs and their progress
     GET    /                                      the web page (``static/``); /docs: OpenAPI
+                                                  (its scripts served from here, no CDN)
 
 The routes are in ``routes/``, a router per group; this module makes the app: the server's state,
 the key and size guard, the errors, the web page and /mcp.
 
 Safe by default: with no API key reads are open (the CLI binds to loopback) and writes are refused;
 with a key every request under /api (but health) and /mcp needs it, as ``Authorization: Bearer KEY``
-or ``X-API-Key: KEY``. Errors are JSON ``{"error": message}`` with their status; a bug answers 500
-with no traceback (the server log has it). Blocking library calls run in the threadpool (plain
+or ``X-API-Key: KEY``. A server bound to a loopback address answers only requests whose Host, and
+Origin when sent, are loopback ones, on every route (a page of another site that rebinds its name to
+127.0.0.1 reads nothing). Errors are JSON ``{"error": message}`` with their status, the server's
+own folders never named in them; a bug answers 500 with no traceback (the server log has it). Blocking library calls run in the threadpool (plain
 ``def`` endpoints), each on an index of its own (``pool.py``), so searches answer while an upload is
 being ingested.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from contextlib import asynccontextmanager, nullcontext
@@ -33,6 +37,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 
 from pagesight import __version__
@@ -40,11 +45,11 @@ from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
+from pagesight.serve.offer import NotOffered, Offer, Readers
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
 from pagesight.serve.tenants import OPERATOR, PUBLIC, Tenant, identify
-from pagesight.service import Readers
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -61,6 +66,8 @@ def create_app(
     uploads: Path | None = None,
     ingest_options: IngestOptions | None = None,
     mcp_app=None,
+    offer: Offer | None = None,
+    host: str | None = None,
 ) -> FastAPI:
     """The app serving ``index``.
 
@@ -71,11 +78,15 @@ def create_app(
     ``uploads``: where uploaded files are kept (they are the documents' sources; default
     ``uploads/`` in the index directory). ``ingest_options`` (``IngestOptions``: ocr, jobs,
     timeouts, memory) are the uploads'. ``mcp_app``: an ASGI app mounted at /mcp behind the same key (``serve.mcp.http_app``,
-    given an ``Index`` of its own), its lifespan run by this app's.
+    given an ``Index`` of its own), its lifespan run by this app's. ``offer``: the readers, models
+    and rerankers requests may choose (``serve.offer``; default: the extractive reader, no
+    reranker). ``host``: the address served; a loopback one makes every route refuse requests
+    whose Host or Origin is not loopback (DNS rebinding).
     """
     pool = IndexPool(index, readers)
     uploads = Path(uploads) if uploads is not None else index.root / "uploads"
-    jobs = Jobs(pool, uploads / ".jobs", ingest_options)
+    jobs = Jobs(pool, uploads, ingest_options)
+    scrub = Scrub({index.root: "<index>", uploads: "<uploads>"})
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -85,17 +96,21 @@ def create_app(
         jobs.close()
         pool.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs with its scripts from the package, not a CDN
         title="pagesight",
         version=__version__,
         summary="Search page images and answer with cited regions.",
         lifespan=lifespan,
     )
-    _install_errors(app)
+    _install_errors(app, scrub)
 
-    app.add_middleware(Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb)
+    loopback_only = host is not None and is_loopback(host)
+    app.add_middleware(
+        Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb, loopback_only=loopback_only
+    )
 
-    app.state.served = Served(pool, jobs, Readers(), uploads)
+    offer = offer or Offer()
+    app.state.served = Served(pool, jobs, Readers(offer), uploads, offer, scrub)
     for router in ROUTERS:  # serve/routes/: each reads the state above through Depends
         app.include_router(router)
 
@@ -116,8 +131,17 @@ class Guard:
     HTTP middleware decorator wraps each request in a task and streams of its own (226 -> 238
     lexical searches/s, BENCHMARKS "Serving")."""
 
-    def __init__(self, app, *, api_key: str | None, keys: dict[str, Tenant], max_upload_mb: float):
+    def __init__(
+        self,
+        app,
+        *,
+        api_key: str | None,
+        keys: dict[str, Tenant],
+        max_upload_mb: float,
+        loopback_only: bool = False,
+    ):
         self.app = app
+        self.loopback_only = loopback_only
         self.keys = {**keys, api_key: OPERATOR} if api_key else dict(keys)  # the operator's is one more
         self.max_upload_mb = max_upload_mb
         self.max_bytes = int(max_upload_mb * (1 << 20))
@@ -133,6 +157,9 @@ class Guard:
             await send(message)
 
         request = Request(scope)
+        if self.loopback_only and (refusal := _foreign(request)) is not None:
+            await refusal(scope, receive, send_with_worker)
+            return
         path = request.url.path
         guarded = (path.startswith("/api/") and path != "/api/health") or path.startswith("/mcp")
         tenant = self.caller(request) if guarded else None
@@ -169,11 +196,55 @@ class Guard:
 
 
 def _given_key(request: Request) -> str:
-    given = request.headers.get("x-api-key")
-    if given is None:
+    """The key a request carries: its X-API-Key, else its bearer token (an empty header is none)."""
+    given = request.headers.get("x-api-key", "").strip()
+    if not given:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         given = token.strip() if scheme.lower() == "bearer" else ""
     return given
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, an IPv6 one bracketed or not) is this machine's
+    loopback."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _foreign(request: Request) -> JSONResponse | None:
+    """The refusal of a request to a loopback server whose Host or Origin is not loopback."""
+    hostname = request.url.hostname or ""  # from the Host header
+    if not is_loopback(hostname):
+        return _error(421, "this server answers requests to a loopback address only (Host)")
+    origin = request.headers.get("origin")
+    if origin is not None:
+        from urllib.parse import urlsplit
+
+        if not is_loopback(urlsplit(origin).hostname or ""):
+            return _error(403, "this server answers pages of loopback origins only (Origin)")
+    return None
+
+
+class Scrub:
+    """Error messages with the server's folders named by placeholders: a client is never told
+    where the index or the uploads are on the server's disk."""
+
+    def __init__(self, folders: dict[Path, str]):
+        pairs = {}
+        for folder, name in folders.items():
+            for form in (str(folder), str(Path(folder).resolve()), str(Path(folder).absolute())):
+                pairs[form] = name
+        self.pairs = sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
+
+    def __call__(self, message: str) -> str:
+        for form, name in self.pairs:
+            message = message.replace(form, name)
+        return message
 
 
 # Responses -----------------------------------------------------------------------------------
@@ -183,12 +254,13 @@ def _error(status: int, message: str, headers: dict | None = None) -> JSONRespon
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _install_errors(app: FastAPI) -> None:
-    """Every error as ``{"error": message}`` with its status; never a traceback."""
+def _install_errors(app: FastAPI, scrub: Scrub) -> None:
+    """Every error as ``{"error": message}`` with its status; never a traceback, never a folder
+    of the server."""
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+        return _error(exc.status_code, scrub(str(exc.detail)), getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -200,15 +272,19 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(UploadError)
     async def refused(request: Request, exc: UploadError) -> JSONResponse:
-        return _error(exc.status, str(exc))
+        return _error(exc.status, scrub(str(exc)))
+
+    @app.exception_handler(NotOffered)
+    async def not_offered(request: Request, exc: NotOffered) -> JSONResponse:
+        return _error(403, str(exc))
 
     @app.exception_handler(IndexLockedError)
     async def locked(request: Request, exc: IndexLockedError) -> JSONResponse:
-        return _error(409, f"{exc}; try again when it ends")
+        return _error(409, f"{scrub(str(exc))}; try again when it ends")
 
     @app.exception_handler(PagesightError)
     async def refused_by_library(request: Request, exc: PagesightError) -> JSONResponse:
-        return _error(400, str(exc))
+        return _error(400, scrub(str(exc)))
 
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:
