@@ -191,11 +191,11 @@ class Jobs:
         return save(self._staging(job_id), name, data)
 
     def new_id(self, tenant: str | None, files: int) -> str:
-        """A new job's id, once ``tenant`` (None: the operator) may queue ``files`` more files:
-        ``UploadError`` (429) past ``MAX_WAITING_FILES`` waiting."""
+        """A new job's id, once ``tenant`` may queue ``files`` more files: ``UploadError`` (429)
+        past ``MAX_WAITING_FILES`` waiting (a tenant's; the operator's uploads are not counted)."""
         with self._wake:
             waiting = sum(len(job.remaining) for job in self._turns.get(tenant, ()))
-        if waiting + files > MAX_WAITING_FILES:
+        if tenant is not None and waiting + files > MAX_WAITING_FILES:
             raise UploadError(
                 f"{waiting} files are waiting to be ingested already; at most {MAX_WAITING_FILES}: "
                 "upload again when they are done",
@@ -363,7 +363,10 @@ class Jobs:
         removed. Readers see the staged file until the catalog says otherwise."""
         final = self.uploads / staged.name
         temporary = self.uploads / f".swap-{uuid.uuid4().hex}"
-        os.link(staged, temporary)
+        try:
+            os.link(staged, temporary)
+        except OSError:  # a file system without hard links: a copy, renamed into place all the same
+            shutil.copy2(staged, temporary)
         os.replace(temporary, final)
         doc_id = final.stem
         if index.catalog.document(doc_id) is not None:
