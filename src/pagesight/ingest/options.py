@@ -61,7 +61,9 @@ class IngestOptions:
     its fields is taken too). ``ray``: read and encode on a Ray cluster (True: a local Ray, a
     string: a cluster's address, or ``RayOptions``); web pages are then refused. ``meta``: fields
     every document of the run carries, for ``where`` filters (``search.filters``; a file's own, from
-    ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence)."""
+    ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence). ``stands_for``:
+    files read where they are but recorded as another path, whose stem is the document's id and
+    which is its source (a server's staged upload, standing for the file it replaces once read)."""
 
     ocr: str = "auto"
     jobs: int | None = None
@@ -73,6 +75,7 @@ class IngestOptions:
     meta: Mapping[str, str | float] = field(default_factory=dict)
     nice: int = 0  # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
     language: str | None = None  # every page's language (read.language); None: detected a page
+    stands_for: Mapping[str, str] = field(default_factory=dict)  # read path -> recorded path
 
     def __post_init__(self) -> None:
         if self.language is not None:

@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,43 +78,48 @@ def expand(paths: Iterable[str | os.PathLike], report: IngestReport) -> list[Pat
     return files
 
 
-def plan(catalog: Catalog, files: list[Path]) -> tuple[list[Job], list[Read]]:
+def plan(
+    catalog: Catalog, files: list[Path], stands_for: Mapping[str, str] | None = None
+) -> tuple[list[Job], list[Read]]:
     """Jobs for the files that may have changed, and what the plan settles already: unchanged
-    files (same path, size, mtime) and files that cannot be taken."""
+    files (same path, size, mtime) and files that cannot be taken. A file of ``stands_for`` is
+    read where it is and planned as the path it stands for: its id, its owner, its source."""
     jobs: list[Job] = []
     settled: list[Read] = []
     claimed: dict[str, Path] = {}
     for path in files:
-        planned = _plan_file(catalog, path, claimed)
+        recorded = Path(stands_for[str(path)]) if stands_for and str(path) in stands_for else None
+        planned = _plan_file(catalog, path, claimed, recorded)
         (jobs if isinstance(planned, Job) else settled).append(planned)
     return jobs, settled
 
 
-def _plan_file(catalog: Catalog, path: Path, claimed: dict[str, Path]) -> Job | Read:
-    doc_id = path.stem
+def _plan_file(
+    catalog: Catalog, path: Path, claimed: dict[str, Path], recorded: Path | None = None
+) -> Job | Read:
+    """``path``'s job, or what settles it; with ``recorded``, the file is that one's new content."""
+    named = recorded or path  # its id, its source
+    label, doc_id = str(path), named.stem
     if path.suffix.lower() not in SUFFIXES:
-        return Read(str(path), doc_id, InputError(f"unsupported file type '{path.suffix or path.name}'"))
+        return Read(label, doc_id, InputError(f"unsupported file type '{path.suffix or path.name}'"))
     if doc_id in claimed:
-        return Read(
-            str(path), doc_id, InputError(f"document id '{doc_id}' is also the id of {claimed[doc_id]}")
-        )
-    claimed[doc_id] = path
+        return Read(label, doc_id, InputError(f"document id '{doc_id}' is also the id of {claimed[doc_id]}"))
+    claimed[doc_id] = named
     known = catalog.document(doc_id)
-    if known is not None and known.source.resolve() != path.resolve() and known.source.exists():
-        return Read(
-            str(path), doc_id, InputError(f"document id '{doc_id}' is already taken by {known.source}")
-        )
+    if known is not None and known.source.resolve() != named.resolve() and known.source.exists():
+        return Read(label, doc_id, InputError(f"document id '{doc_id}' is already taken by {known.source}"))
     try:
         stat = path.stat()
     except OSError as exc:
-        return Read(str(path), doc_id, InputError(f"cannot read file ({exc.strerror or exc})"))
+        return Read(label, doc_id, InputError(f"cannot read file ({exc.strerror or exc})"))
     if (
-        known is not None
+        recorded is None
+        and known is not None
         and known.source.resolve() == path.resolve()
         and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     ):
-        return Read(str(path), doc_id, Unchanged(str(path)))
-    return Job(path, doc_id, known.sha256 if known else None)
+        return Read(label, doc_id, Unchanged(str(path)))
+    return Job(path, doc_id, known.sha256 if known else None, recorded)
 
 
 def run(
@@ -148,7 +153,7 @@ def run(
         )
     settings = catalog.settings
     limit = TimeLimit(timeout, options.page_timeout)
-    todo, settled = plan(catalog, files)
+    todo, settled = plan(catalog, files, options.stands_for)
     web_options = dataclasses.replace(
         options.web, width=settings.viewport_width, tile_height=settings.tile_height, timeout=timeout
     )
@@ -218,7 +223,10 @@ def _job_read(job: Job, outcome, **encoded) -> Read:
     """A file's reading as the loop takes it; the same content under a new mtime is unchanged, the
     mtime noted so the next run skips it."""
     if outcome == UNCHANGED:
-        outcome = Unchanged(str(job.path), job.path.stat().st_mtime_ns)
+        recorded = job.recorded or job.path
+        outcome = Unchanged(str(recorded), recorded.stat().st_mtime_ns)
+    elif job.recorded is not None and isinstance(outcome, Document):
+        outcome.source = str(job.recorded)
     return Read(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None, **encoded)
 
 

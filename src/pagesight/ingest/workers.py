@@ -55,6 +55,7 @@ class Job:
     path: Path
     doc_id: str
     known_sha256: str | None
+    recorded: Path | None = None  # the path it stands for (IngestOptions.stands_for), if another
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from pagesight.serve.pool import IndexPool, retry_locked
 from pagesight.serve.tenants import FIELD
 
 log = logging.getLogger(__name__)
-KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint
+KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint, a tenant's own
 JOB_WAIT = 3600.0  # seconds a job waits for the store's writer (another process's ingestion)
 STAGING = ".staging"  # uploads/.staging/JOB/: files waiting to be ingested
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
@@ -161,7 +161,8 @@ class Jobs:
     over the index (``serve --workers``) reads the same records, whichever of them took the upload.
     A job waits for another process's ingestion to end (the store's single writer), up to
     ``JOB_WAIT`` seconds. ``chunk``: files of one job ingested in one turn (default: the ingestion's
-    reader processes, one per core)."""
+    reader processes, one per core). ``scrub``: what a job's reasons and notes are passed through
+    before a client reads them (``app.Scrub``: no server folder named)."""
 
     def __init__(
         self,
@@ -169,8 +170,10 @@ class Jobs:
         uploads: Path,
         ingest_options: IngestOptions | None = None,
         chunk: int | None = None,
+        scrub=None,
     ):
         self.pool = pool
+        self.scrub = scrub or (lambda message: message)  # the server's folders out of what clients read
         self.uploads = uploads
         self.folder = uploads / ".jobs"
         self.options = ingest_options
@@ -225,7 +228,7 @@ class Jobs:
             worker=this_process(),
         )
         self._save(job)
-        finished = [kept for kept in self.all() if kept.state not in PENDING]
+        finished = [kept for kept in self.all() if kept.state not in PENDING and kept.tenant == tenant]
         for kept in finished[: max(0, len(finished) - KEPT_JOBS)]:
             (self.folder / f"{kept.id}.json").unlink(missing_ok=True)
         self._queue(job)
@@ -318,10 +321,10 @@ class Jobs:
             self._save(job)
 
     def _turn(self, job: Job) -> None:
-        """Ingest the next ``chunk`` files of ``job``; those ingested are swapped in."""
+        """Ingest the next ``chunk`` files of ``job``, each standing for its name under ``uploads/``
+        (its document's id and source) and swapped in there as soon as it is committed."""
         names, staged = job.remaining[: self.chunk], self._staging(job.id)
         paths = [staged / name for name in names]
-        ingested: list[Path] = []
         job.state = "running"
         self._save(job)
 
@@ -332,10 +335,13 @@ class Jobs:
             job.done += 1
             job.pages += n_pages
             if outcome != "failed":
-                ingested.append(Path(path))
+                self._swap_in(Path(path))
             self._save(job)
 
-        options = IngestOptions.given(self.options, nice=BACKGROUND, language=job.language)
+        stands_for = {str(path): str(self.uploads / path.name) for path in paths}
+        options = IngestOptions.given(
+            self.options, nice=BACKGROUND, language=job.language, stands_for=stands_for
+        )
         if job.fields:
             options = IngestOptions.given(options, meta={**options.meta, **job.fields})
         try:
@@ -343,24 +349,23 @@ class Jobs:
                 report = retry_locked(
                     lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
                 )
-                for path in ingested:
-                    self._swap_in(index, path)
         except PagesightError as exc:
-            job.error, job.state, job.remaining = str(exc), "failed", []
+            job.error, job.state, job.remaining = self.scrub(str(exc)), "failed", []
             return
         job.remaining = job.remaining[len(names) :]
         job.added += report.added
         job.replaced += report.replaced
         job.unchanged += report.unchanged
-        job.failed += [{"file": Path(path).name, "reason": reason} for path, reason in report.failed]
-        job.notes += [{"file": Path(path).name, "note": note} for path, note in report.notes]
+        job.failed += [
+            {"file": Path(path).name, "reason": self.scrub(reason)} for path, reason in report.failed
+        ]
+        job.notes += [{"file": Path(path).name, "note": self.scrub(note)} for path, note in report.notes]
         for path in paths:
             path.unlink(missing_ok=True)  # a failed file's staged copy: the good version stays
 
-    def _swap_in(self, index, staged: Path) -> None:
-        """A staged file that was ingested becomes its document's source under ``uploads/``: linked
-        into place (replacing an earlier version at once), the catalog told, the staged name
-        removed. Readers see the staged file until the catalog says otherwise."""
+    def _swap_in(self, staged: Path) -> None:
+        """A staged file whose document was just committed (its source already the path under
+        ``uploads/``) put in place there, replacing an earlier version at once."""
         final = self.uploads / staged.name
         temporary = self.uploads / f".swap-{uuid.uuid4().hex}"
         try:
@@ -368,10 +373,6 @@ class Jobs:
         except OSError:  # a file system without hard links: a copy, renamed into place all the same
             shutil.copy2(staged, temporary)
         os.replace(temporary, final)
-        doc_id = final.stem
-        if index.catalog.document(doc_id) is not None:
-            retry_locked(lambda: _moved(index, doc_id, final))
-        staged.unlink(missing_ok=True)
 
     def _finish(self, job: Job) -> None:
         if job.state != "failed":
@@ -390,8 +391,3 @@ class Jobs:
             with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".job-", delete=False) as handle:
                 json.dump(vars(job), handle)
             os.replace(handle.name, self.folder / f"{job.id}.json")
-
-
-def _moved(index, doc_id: str, source: Path) -> None:
-    with index.store.writing():
-        index.catalog.touch_document(doc_id, str(source), source.stat().st_mtime_ns)
