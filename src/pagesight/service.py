@@ -22,7 +22,7 @@ from pagesight.render.tiles import scaled_size
 from pagesight.request import AskRequest
 
 MAX_BOXES = 200  # boxes one request may have drawn
-MAX_QUERY_PIXELS = 40_000_000  # a query image's pixels (a 6,300 x 6,300 photograph)
+MAX_QUERY_PIXELS = 16_000_000  # a query image's pixels (a 4,000 x 4,000 photograph)
 
 
 def build_reader(request: AskRequest, **local: Any) -> Reader:

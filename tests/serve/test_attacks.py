@@ -17,6 +17,7 @@ from pagesight import Index
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions, meta_fields
 from pagesight.serve.tenants import load_keys
+from pagesight.service import open_image
 from tests.answer.test_openai_reader import ChatServer, Reply, completion
 from tests.conftest import cli, make_pdf
 
@@ -270,17 +271,19 @@ def test_the_mcp_tools_answer_another_tenants_id_as_a_missing_one(tmp_path: Path
             huge = await client.call_tool("get_page", {"doc_id": "blue", "page": 10**23})
             long_where = await client.call_tool("list_documents", {"where": "team = " + "x" * 5000})
             reranked = await client.call_tool("search", {"query": "owls", "rerank": "vlm-openai"})
-            return said, huge, long_where, reranked
+            asked = await client.call_tool("ask", {"question": "owls?", "rerank": "vlm-openai"})
+            return said, huge, long_where, reranked, asked
 
     try:
-        said, huge, long_where, reranked = anyio.run(session)
+        said, huge, long_where, reranked, asked = anyio.run(session)
     finally:
         live.stop()
         index.close()
     assert said["red"] == said["no-such-document"] and all(error for error, _ in said["red"])
     assert all(str(tmp_path) not in text for _, text in said["red"])
     assert huge.is_error and long_where.is_error
-    assert reranked.is_error and "not offered here" in reranked.content[0].text
+    for refused in (reranked, asked):  # an ask's reranker spends what a search's would
+        assert refused.is_error and "not offered here" in refused.content[0].text
 
 
 # Requests out of bounds ----------------------------------------------------------------------------
@@ -328,7 +331,9 @@ def test_uploads_and_query_images_are_bounded(tenants, tmp_path: Path, monkeypat
     searched = client.post(
         "/api/search/image", files={"image": ("q.png", bomb.read_bytes())}, headers=as_(RED)
     )
-    assert searched.status_code == 415 and "pixels" in searched.json()["error"]
+    assert searched.status_code == 400 and "no visual vectors" in searched.json()["error"]  # never decoded
+    with pytest.raises(PagesightError, match="pixels"):
+        open_image(str(bomb), "q.png")  # an index with visual vectors refuses it from its header
 
 
 @pytest.mark.timeout(60)
@@ -426,3 +431,72 @@ def test_one_tenants_many_files_do_not_hold_back_anothers_upload(tenants, tmp_pa
         time.sleep(0.05)
     assert finished[quick] < finished[bulk]  # blue's one file went between red's sixteen
     assert len(client.get("/api/documents", headers=as_(RED)).json()["documents"]) == 17
+
+
+@pytest.mark.timeout(120)
+def test_a_good_reupload_replaces_and_no_reason_names_a_server_path(tenants, tmp_path: Path):
+    client, index = tenants
+    first = make_pdf(tmp_path / "v1.pdf", [["the first version speaks of herons"]])
+    second = make_pdf(tmp_path / "v2.pdf", [["the second version speaks of cormorants"]])
+    job = upload(client, RED, ("plan.pdf", first.read_bytes())).json()["job"]["id"]
+    assert wait_for(client, job, RED)["added"] == ["red--plan"]
+    job = upload(client, RED, ("plan.pdf", second.read_bytes())).json()["job"]["id"]
+    assert wait_for(client, job, RED)["replaced"] == ["red--plan"]
+    hits = client.get("/api/search", params={"q": "cormorants"}, headers=as_(RED)).json()["hits"]
+    assert [hit["doc_id"] for hit in hits] == ["red--plan"]
+    assert client.get("/api/search", params={"q": "herons"}, headers=as_(RED)).json()["hits"] == []
+    assert (index.root / "uploads" / "red--plan.pdf").read_bytes() == second.read_bytes()
+    # a name the operator gave a file elsewhere, for red: the job says so without saying where
+    elsewhere = tmp_path / "operators-own-folder"
+    elsewhere.mkdir()
+    assert index.add(
+        [make_pdf(elsewhere / "red--budget.pdf", [["budget"]])], jobs=1, meta={"tenant": "red"}
+    ).ok
+    job = upload(client, RED, ("budget.pdf", first.read_bytes())).json()["job"]["id"]
+    reason = wait_for(client, job, RED)["failed"][0]["reason"]
+    assert "already taken" in reason and "operators-own-folder" not in reason and "/" not in reason
+
+
+@pytest.mark.timeout(60)
+def test_a_tenant_cannot_filter_on_where_its_files_are(tenants):
+    client, _ = tenants
+    probed = client.get("/api/documents", params={"where": 'path ^= "/tmp/"'}, headers=as_(RED))
+    assert probed.status_code == 400 and "'path' is not a field" in probed.json()["error"]
+    searched = client.get("/api/search", params={"q": "owls", "where": "path ^= /"}, headers=as_(RED))
+    assert searched.status_code == 400
+    assert client.get("/api/documents", params={"where": 'path ^= "/"'}, headers=as_(OPERATOR)).json()[
+        "documents"
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_boxes_far_beyond_a_tile_are_drawn_at_its_edge(tenants):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    client, _ = tenants
+    huge = ";".join(f"{-1e6 + n},{-1e6 + n},{1e6 - n},{1e6 - n}" for n in range(200))
+    answer = client.get(
+        "/api/tile", params={"doc": "red", "page": 1, "tile": 0, "boxes": huge}, headers=as_(RED)
+    )
+    assert answer.status_code == 200
+    image = np.asarray(Image.open(io.BytesIO(answer.content)).convert("RGB")).astype(int)
+    red = (image[..., 0] > 200) & (image[..., 1] < 80) & (image[..., 2] < 80)
+    assert red[:, :3].any() and not red[image.shape[0] // 2, image.shape[1] // 4 : image.shape[1] // 2].any()
+
+
+@pytest.mark.timeout(120)
+def test_one_tenants_jobs_never_push_out_anothers_records(tenants, tmp_path: Path, monkeypatch):
+    from pagesight.serve import jobs
+
+    client, _ = tenants
+    monkeypatch.setattr(jobs, "KEPT_JOBS", 2)
+    pdf = make_pdf(tmp_path / "a.pdf", [["a page"]]).read_bytes()
+    blues = upload(client, BLUE, ("mine.pdf", pdf)).json()["job"]["id"]
+    wait_for(client, blues, BLUE)
+    for n in range(4):
+        wait_for(client, upload(client, RED, (f"r{n}.pdf", pdf)).json()["job"]["id"], RED)
+    assert client.get(f"/api/jobs/{blues}", headers=as_(BLUE)).status_code == 200
+    assert len(client.get("/api/jobs", headers=as_(RED)).json()["jobs"]) <= 3

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 PAGE_CACHE_BYTES = 48 << 20  # pages kept rendered, in pixels' bytes; the least recently used goes first
 LARGE_PAGE = 16_000_000  # pixels: a larger page's tiles are rendered alone, not cut from the whole
+# A page a server shows (HTTP, MCP) is drawn at most this large (5,000 x 5,000): a 100-inch page is
+# drawn smaller, never held whole in memory at the index DPI.
+MAX_SERVED_PIXELS = 25_000_000
 
 
 def crop_tile(page: Image.Image, box: Box) -> Image.Image:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 
@@ -85,8 +86,8 @@ def create_app(
     """
     pool = IndexPool(index, readers)
     uploads = Path(uploads) if uploads is not None else index.root / "uploads"
-    jobs = Jobs(pool, uploads, ingest_options)
     scrub = Scrub({index.root: "<index>", uploads: "<uploads>"})
+    jobs = Jobs(pool, uploads, ingest_options, scrub=scrub)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -231,20 +232,23 @@ def _foreign(request: Request) -> JSONResponse | None:
 
 
 class Scrub:
-    """Error messages with the server's folders named by placeholders: a client is never told
-    where the index or the uploads are on the server's disk."""
+    """Error messages with the server's folders named by placeholders and any other absolute
+    path by its file's name: a client is never told where anything is on the server's disk."""
 
     def __init__(self, folders: dict[Path, str]):
         pairs = {}
-        for folder, name in folders.items():
-            for form in (str(folder), str(Path(folder).resolve()), str(Path(folder).absolute())):
+        for folder, name in folders.items():  # absolute forms: a relative one could be any word
+            for form in (str(Path(folder).resolve()), str(Path(folder).absolute())):
                 pairs[form] = name
         self.pairs = sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
 
     def __call__(self, message: str) -> str:
         for form, name in self.pairs:
             message = message.replace(form, name)
-        return message
+        return _PATH.sub(r"\1", message)  # any other absolute path: its file's name alone
+
+
+_PATH = re.compile(r"(?<![\w.>])/(?:[^\s'\"()<>/]+/)+([^\s'\"()<>/]+)")
 
 
 # Responses -----------------------------------------------------------------------------------

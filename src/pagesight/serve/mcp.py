@@ -44,6 +44,7 @@ from pagesight.answer.base import Reader, make_reader
 from pagesight.answer.openai_chat import png_base64
 from pagesight.errors import PagesightError
 from pagesight.index import Index
+from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
 from pagesight.search.filters import MAX_WHERE
@@ -70,8 +71,8 @@ Compression = Annotated[
 
 def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer | None = None) -> MCPServer:
     """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name).
-    ``offer``: the rerankers a search may name (``serve.offer``; None: any, for an agent that
-    launched the server itself). Errors never name the index's folder."""
+    ``offer``: the rerankers a search or an ask may name (``serve.offer``; None: any, for an agent
+    that launched the server itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
@@ -130,6 +131,8 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
             if isinstance(answering["reader"], str):
                 answering["reader"] = make_reader(answering["reader"])
             request = tool_request(AskRequest, arguments)
+            if offer is not None:
+                request = offer.check(request)
             answer = index.ask(request.replace(where=tenant.within(request.where)), answering["reader"])
         data = answer.to_dict()
         result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
@@ -174,7 +177,7 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
                 picture = downscale(index.explain(explain, doc_id, page, tile).draw(), compression)
                 what = f"{doc_id} page {page} tile {tile}, its similarity map to {explain!r}"
             elif tile is None:
-                picture = downscale(index.page_image(doc_id, page), compression)
+                picture = downscale(index.page_image(doc_id, page, max_pixels=MAX_SERVED_PIXELS), compression)
                 what = f"{doc_id} page {page}"
             else:
                 picture = index.tile_image(doc_id, page, tile, compression)

@@ -49,10 +49,17 @@ class Tenant:
 
     def within(self, where: str | None) -> str | None:
         """``where`` narrowed to this tenant's documents (clauses only join by ``and``, so nothing
-        a caller writes widens it)."""
+        a caller writes widens it). A tenant's own filter may not read ``path``: where its files
+        are on the server is not its to learn, a character at a time."""
         if self.where is None:
             return where
-        return self.where if where is None else f"{self.where} and {where}"
+        if where is None:
+            return self.where
+        if any(clause.field == "path" for clause in parse(where).clauses):
+            raise PagesightError(
+                "where: 'path' is not a field a tenant's filter reads (the file's id is 'id')"
+            )
+        return f"{self.where} and {where}"
 
 
 OPERATOR = Tenant("operator", None, True)  # the --api-key: everything

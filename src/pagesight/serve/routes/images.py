@@ -13,6 +13,7 @@ from PIL import Image
 from pagesight.answer.show import draw_boxes
 from pagesight.errors import PagesightError
 from pagesight.records import Box
+from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.tiles import downscale, scaled_size
 from pagesight.request import MAX_PAGE, MAX_TILE
 from pagesight.serve.routes.common import ApiError, Caller, Server, given_boxes, lookup
@@ -22,9 +23,6 @@ Compression = Annotated[float, Query(ge=1, le=64, description="Each side shrinks
 Boxes = Annotated[str | None, Query(description="x0,y0,x1,y1;... in page pixels, drawn.")]
 Doc = Annotated[str, Query(max_length=1000, description="The document id.")]
 PNG = {200: {"content": {"image/png": {}}, "description": "PNG"}}
-# A page is served at most this large (a 5,000 x 5,000 rendering): a 100-inch page is drawn smaller,
-# never held whole in memory at the index DPI.
-MAX_PAGE_PIXELS = 25_000_000
 
 
 @router.get("/api/tile", response_class=Response, responses=PNG)
@@ -90,7 +88,7 @@ def page_png(
         tag = _etag(document.sha256, "page", page, c, drawn)
         if _fresh(request, tag):
             return Response(status_code=304, headers={"ETag": tag})
-        rendered = idx.page_image(doc, page, max_pixels=MAX_PAGE_PIXELS)
+        rendered = idx.page_image(doc, page, max_pixels=MAX_SERVED_PIXELS)
         first = idx.catalog.tile_at(doc, page, 0)
     width, height = first.page_size if first is not None else rendered.size
     if rendered.width >= width:  # at the index DPI
@@ -107,6 +105,17 @@ def _moved(box: Box, x0: float, y0: float, scale: float) -> Box:
     return ((box[0] - x0) * scale, (box[1] - y0) * scale, (box[2] - x0) * scale, (box[3] - y0) * scale)
 
 
+def _within(boxes: list[Box], width: int, height: int) -> list[Box]:
+    """``boxes`` cut to the image (a line drawn around a box a million pixels wide costs seconds),
+    those wholly outside it left out."""
+    kept = []
+    for x0, y0, x1, y1 in boxes:
+        x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, width - 1), min(y1, height - 1)
+        if x0 < x1 and y0 < y1:
+            kept.append((x0, y0, x1, y1))
+    return kept
+
+
 def _etag(*parts) -> str:
     return '"' + hashlib.sha256(repr(parts).encode()).hexdigest()[:32] + '"'
 
@@ -116,6 +125,7 @@ def _fresh(request: Request, tag: str) -> bool:
 
 
 def _png(image: Image.Image, boxes: list[Box], tag: str) -> Response:
+    boxes = _within(boxes, image.width, image.height)
     if boxes:
         image = draw_boxes(image, boxes, width=max(2, round(3 * image.width / 1000)))
     buffer = io.BytesIO()

@@ -56,6 +56,8 @@ def search_image(
     doc: Annotated[list[str] | None, Form(description="Only this document (repeatable).")] = None,
 ) -> dict:
     """The best tiles for an image, or a region of it (an index with a visual encoder)."""
+    if not server.pool.index.settings.visual_encoder:  # told before the image is decoded
+        raise ApiError(400, "this index has no visual vectors: search it by text")
     try:
         query = open_image(image.file, image.filename or "image")
     except PagesightError as exc:
