@@ -1,5 +1,5 @@
 """Deleting from the local store moves the retriever pointer and rewrites no file; the next
-ingestion rebuilds the files without the removed tiles."""
+ingestion adds a segment of its own and keeps the deleted tiles as tombstones, never counted."""
 
 from __future__ import annotations
 
@@ -61,17 +61,23 @@ def test_a_delete_lists_the_removed_tiles_and_searches_never_return_them(owls: I
     assert len(_pointer(root)["removed"]) == len(barn_tiles) + 1
 
 
-def test_the_next_ingestion_rebuilds_the_files_without_removed_tiles(owls: Index, tmp_path: Path):
+def test_the_next_ingestion_adds_a_segment_and_keeps_the_tombstones(owls: Index, tmp_path: Path):
     barn_tiles = owls.catalog.tile_ids_of(["barn"])
     assert owls.delete("barn")
+    before = _files(owls.root)
     make_pdf(tmp_path / "eagle.pdf", [["golden eagles hunt hares"]])
     assert owls.add([tmp_path / "eagle.pdf"]).ok
     pointer = _pointer(owls.root)
-    assert "removed" not in pointer
-    saved = np.load(owls.root / "retrievers" / pointer["lexical"] / "tile_ids.npy")
-    assert not np.isin(barn_tiles, saved).any()
-    assert sorted(saved.tolist()) == sorted(owls.catalog.tile_ids().tolist())
+    assert sorted(pointer["removed"]) == sorted(barn_tiles.tolist())
+    (old,) = [name for name in pointer["segments"] if name in before]
+    assert _files(owls.root)[old] == before[old]  # the first segment is not written again
+    (new,) = [name for name in pointer["segments"] if name not in before]
+    assert (
+        np.load(owls.root / "retrievers" / new / "tile_ids.npy").tolist()
+        == owls.catalog.tile_ids_of(["eagle"]).tolist()
+    )
     assert [h.doc_id for h in owls.search("eagles hares", k=1)] == ["eagle"]
+    assert "barn" not in {h.doc_id for h in owls.search("barn owls hunt", k=10)}
 
 
 def test_a_delete_imports_neither_bm25s_nor_faiss(owls: Index):

@@ -1,160 +1,357 @@
-"""The local store's BM25 index over tile text: bm25s (Lucene's BM25), the analysis of
-``encode.lexical``, ids of the catalog's tiles."""
+"""The local store's BM25 index over tile text, in segments, as Lucene and tantivy keep theirs.
+
+Each commit's new tiles become a new segment: their terms (``encode.lexical.tokenize``, the same
+analysis for tiles and questions, phrases and all) with each term's postings, the tiles holding it
+and how often. A segment is never changed again: a deleted tile is a tombstone its segment's
+searches skip, and segments merge into larger ones by a tiered policy (``plan_merges``: ten of a
+size into one of the next size, up to ``MAX_MERGED`` tiles; a segment more than half deleted
+alone), the tombstoned tiles left out. So a commit costs what it adds, not what the index holds.
+
+A search scores with the statistics of the whole collection as it is, deletes honoured: the live
+tiles, their mean length and each term's document frequency, read from the postings of every
+segment the query's terms reach; a word's weight (``encode.lexical.burst_weights``, its
+burstiness) comes from the same counts. The scores are bm25s' Lucene variant to the last float32
+bit, so a collection ranks the same in one segment or twenty, and after any deletes as a
+collection built without the deleted tiles.
+
+Terms are kept by a 64-bit hash of each, sorted (``_hashes``): words and phrase terms alike, 16
+bytes a term and no dictionary of strings (IRPAPERS has 464,000 pair types beside 40,000 words).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 
-from pagesight.encode.lexical import burst_weights, query_weights, tokenize
+from pagesight.encode.lexical import BURST_FLOOR, BURST_SCALE, query_weights, tokenize
 from pagesight.read.language import query_language
+
+K1, B = 1.2, 0.75  # bm25s' defaults, Lucene's
+MERGE_FACTOR = 10  # segments of one tier merged into one of the next
+SMALLEST_TIER = 1000  # tiles: segments up to this size are all of the first tier
+MAX_MERGED = 50_000  # tiles: no merge makes a larger segment (its postings are merged in memory)
+FILES = ("tile_ids", "lengths", "terms", "indptr", "docs", "tfs")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Postings of some tiles, never changed once made: ``terms`` (sorted hashes), ``indptr`` (where
+    each term's postings start in ``docs`` and ``tfs``), ``docs`` (positions in ``tile_ids``, sorted
+    within a term), ``tfs`` (the term's count in that tile), ``lengths`` (each tile's terms)."""
+
+    tile_ids: np.ndarray  # int64
+    lengths: np.ndarray  # float32
+    terms: np.ndarray  # uint64, sorted
+    indptr: np.ndarray  # int64, len(terms) + 1
+    docs: np.ndarray  # int32
+    tfs: np.ndarray  # float32
+    languages: tuple[str, ...]
+    name: str | None = None  # its folder under retrievers/, once saved
+
+    def __len__(self) -> int:
+        return len(self.tile_ids)
+
+    @classmethod
+    def build(cls, tile_ids: np.ndarray, tokens: Sequence[list[str]], languages: Sequence[str]) -> Segment:
+        """The segment of tiles ``tile_ids`` whose analysed terms are ``tokens``."""
+        vocab: dict[str, int] = {}
+        flat = [vocab.setdefault(term, len(vocab)) for terms in tokens for term in terms]
+        lengths = np.array([len(terms) for terms in tokens], dtype=np.int64)
+        held = tuple(sorted(set(languages) | {"en"}))
+        if not vocab:
+            return cls._of(tile_ids, lengths, np.zeros(0, np.uint64), [], [], [], held)
+        terms, rank = np.unique(_hashes(list(vocab)), return_inverse=True)
+        n = max(1, len(tile_ids))
+        key = rank[np.asarray(flat, dtype=np.int64)].astype(np.int64) * n + np.repeat(
+            np.arange(len(tile_ids), dtype=np.int64), lengths
+        )
+        pairs, counts = np.unique(key, return_counts=True)
+        return cls._of(tile_ids, lengths, terms, pairs // n, pairs % n, counts, held)
+
+    @classmethod
+    def _of(cls, tile_ids, lengths, terms, term_of, docs, tfs, languages) -> Segment:
+        """A segment from postings sorted by term, then tile (``term_of``: each one's term index)."""
+        counts = np.bincount(np.asarray(term_of, dtype=np.int64), minlength=len(terms))
+        return cls(
+            np.asarray(tile_ids, dtype=np.int64),
+            np.asarray(lengths, dtype=np.float32),
+            terms,
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.asarray(docs, dtype=np.int32),
+            np.asarray(tfs, dtype=np.float32),
+            languages,
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[tuple[Segment, np.ndarray]]) -> Segment:
+        """One segment of the live tiles of ``parts`` (each a segment and its tombstones), from their
+        postings: nothing is analysed again."""
+        tile_ids, lengths, hashes, docs, tfs, languages = [], [], [], [], [], set()
+        offset = 0
+        for segment, removed in parts:
+            live = ~removed
+            position = np.full(len(segment), -1, dtype=np.int64)
+            position[live] = np.arange(int(live.sum())) + offset
+            of_posting = np.repeat(segment.terms, np.diff(segment.indptr))
+            kept = live[segment.docs]
+            hashes.append(of_posting[kept])
+            docs.append(position[segment.docs[kept]])
+            tfs.append(segment.tfs[kept])
+            tile_ids.append(segment.tile_ids[live])
+            lengths.append(segment.lengths[live])
+            languages.update(segment.languages)
+            offset += int(live.sum())
+        hashes, docs, tfs = np.concatenate(hashes), np.concatenate(docs), np.concatenate(tfs)
+        order = np.lexsort((docs, hashes))
+        terms, term_of = np.unique(hashes[order], return_inverse=True)
+        return cls._of(
+            np.concatenate(tile_ids),
+            np.concatenate(lengths),
+            terms,
+            term_of,
+            docs[order],
+            tfs[order],
+            tuple(sorted(languages)),
+        )
+
+    def postings(self, term: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+        """The tiles (positions) holding the term of hash ``term`` and how often."""
+        at = int(np.searchsorted(self.terms, term))
+        if at >= len(self.terms) or self.terms[at] != term:
+            return _NONE, _NO_TFS
+        start, end = self.indptr[at], self.indptr[at + 1]
+        return self.docs[start:end], self.tfs[start:end]
+
+    def save(self, folder: Path) -> Segment:
+        """Written to ``folder`` (new), and named after it."""
+        folder.mkdir(parents=True)
+        for name in FILES:
+            np.save(folder / f"{name}.npy", getattr(self, name))
+        (folder / "segment.json").write_text(json.dumps({"tiles": len(self), "languages": self.languages}))
+        return Segment(*(getattr(self, name) for name in FILES), self.languages, folder.name)
+
+    @classmethod
+    def load(cls, folder: Path) -> Segment:
+        about = json.loads((folder / "segment.json").read_text())
+        arrays = [np.load(folder / f"{name}.npy") for name in FILES]
+        return cls(*arrays, tuple(about["languages"]), folder.name)
+
+
+_NONE = np.zeros(0, dtype=np.int32)
+_NO_TFS = np.zeros(0, dtype=np.float32)
 
 
 class LexicalRetriever:
+    """BM25 over segments and their tombstones (the module docstring). Immutable in use: adding a
+    segment, removing tiles or merging gives a new retriever, so searches running over this one
+    go on undisturbed."""
+
     def __init__(
         self,
-        model: bm25s.BM25 | None,
-        tile_ids: np.ndarray,
-        phrases: PhraseIds | None = None,
-        bursts: dict[str, float] | None = None,
-        languages: tuple[str, ...] = ("en",),
+        segments: Sequence[Segment],
+        removed: Sequence[np.ndarray] | None = None,
+        *,
+        phrases: bool = False,
+        term_weights: bool = False,
     ):
-        self.model = model
-        self.tile_ids = tile_ids
-        # the index's phrase terms (encode.lexical.with_phrases); None when it has none
-        self.phrases = phrases
-        # the collection's bursty words (encode.lexical.burst_weights); None: every word weighs 1
-        self.bursts = bursts
-        self.languages = languages  # of its tiles' pages (read.language): a query is read in one of them
-        self._removed = np.zeros(len(tile_ids), dtype=bool)  # deleted tiles the model still counts
-
-    def remove(self, tile_ids: np.ndarray) -> None:
-        """Leave ``tile_ids`` out of every result; the BM25 statistics keep them until a rebuild."""
-        self._removed |= np.isin(self.tile_ids, tile_ids)
+        self.segments = tuple(segments)
+        self.removed = (
+            tuple(removed) if removed is not None else tuple(np.zeros(len(s), bool) for s in segments)
+        )
+        self.phrases = phrases  # the index's phrase terms (encode.lexical.with_phrases)
+        self.term_weights = term_weights  # words weigh by their burstiness (encode.lexical.burst_weights)
+        live = [~gone for gone in self.removed]
+        self.live_tiles = sum(int(mask.sum()) for mask in live)
+        self.live_length = float(
+            sum(float(s.lengths[mask].sum(dtype=np.float64)) for s, mask in zip(segments, live))
+        )
+        # the languages of its tiles' pages (read.language): a query is read in one of them
+        self.languages = tuple(sorted({code for s in segments for code in s.languages} | {"en"}))
+        self.bursts = Bursts(self) if term_weights else None
 
     @classmethod
     def build(
         cls,
         tile_ids: np.ndarray,
         texts: list[str],
-        k1: float = 1.2,
-        b: float = 0.75,
         phrases: bool = False,
         term_weights: bool = False,
         languages: list[str] | None = None,
     ) -> LexicalRetriever:
-        """``languages``: each text's (None: all English)."""
-        tokens = tokenize(texts, phrases, languages)
-        bursts = burst_weights(tokens) if term_weights else None
-        held = tuple(sorted(set(languages or ()) | {"en"}))
-        empty = PhraseIds.empty() if phrases else None
-        if not any(tokens):  # no tile has a single term yet: nothing to index
-            return cls(None, tile_ids, empty, bursts, held)
-        model = bm25s.BM25(k1=k1, b=b, method="lucene")
-        model.index(tokens, show_progress=False)
-        return cls(model, tile_ids, PhraseIds.take(model) if phrases else None, bursts, held)
+        """One segment of ``texts`` (the tiles' indexed text, ``encode.lexical.indexed_text``), each
+        analysed in its language (``languages``; None: all English)."""
+        return cls([segment(tile_ids, texts, phrases, languages)], phrases=phrases, term_weights=term_weights)
 
-    def save(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(folder / "tile_ids.npy", self.tile_ids)
-        if self.model is not None:
-            self.model.save(folder, show_progress=False)
-        if self.phrases is not None:
-            self.phrases.save(folder)
-        if self.bursts is not None:
-            (folder / "bursts.json").write_text(json.dumps(self.bursts))
-        complete = {
-            "tiles": len(self.tile_ids),
-            "phrases": self.phrases is not None,
-            "languages": self.languages,
-        }
-        (folder / "complete.json").write_text(json.dumps(complete))
+    @property
+    def tile_ids(self) -> np.ndarray:
+        """Every tile of its segments, tombstoned ones too."""
+        if not self.segments:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([s.tile_ids for s in self.segments])
 
-    @classmethod
-    def load(cls, folder: Path) -> LexicalRetriever:
-        tile_ids = np.load(folder / "tile_ids.npy")
-        model = (
-            bm25s.BM25.load(folder, show_progress=False) if (folder / "params.index.json").exists() else None
+    def with_segment(self, added: Segment) -> LexicalRetriever:
+        return self._like([*self.segments, added], [*self.removed, np.zeros(len(added), bool)])
+
+    def remove(self, tile_ids: np.ndarray) -> LexicalRetriever:
+        """This retriever with ``tile_ids`` tombstoned."""
+        gone = np.asarray(tile_ids, dtype=np.int64)
+        return self._like(
+            self.segments, [was | np.isin(s.tile_ids, gone) for s, was in zip(self.segments, self.removed)]
         )
-        complete = json.loads((folder / "complete.json").read_text())
-        bursts = (
-            json.loads((folder / "bursts.json").read_text()) if (folder / "bursts.json").exists() else None
-        )
-        phrases = PhraseIds.load(folder) if complete.get("phrases") else None
-        return cls(model, tile_ids, phrases, bursts, tuple(complete.get("languages", ("en",))))
+
+    def merged(self) -> LexicalRetriever:
+        """Its segments merged as ``plan_merges`` says (itself when nothing is due)."""
+        plans = plan_merges([len(s) for s in self.segments], [int(r.sum()) for r in self.removed])
+        if not plans:
+            return self
+        merged = {i for plan in plans for i in plan}
+        segments = [s for i, s in enumerate(self.segments) if i not in merged]
+        removed = [r for i, r in enumerate(self.removed) if i not in merged]
+        for plan in plans:
+            merged_segment = Segment.merge([(self.segments[i], self.removed[i]) for i in plan])
+            if len(merged_segment):  # a segment whose tiles are all deleted is dropped
+                segments.append(merged_segment)
+                removed.append(np.zeros(len(merged_segment), bool))
+        return self._like(segments, removed)
+
+    def _like(self, segments, removed) -> LexicalRetriever:
+        return LexicalRetriever(segments, removed, phrases=self.phrases, term_weights=self.term_weights)
+
+    def counts(self, term: str) -> tuple[int, float]:
+        """The live tiles holding ``term`` and its occurrences in them."""
+        held, occurrences = 0, 0.0
+        for _, docs, tfs in self._postings(_hash(term)):
+            held += len(docs)
+            occurrences += float(tfs.sum(dtype=np.float64))
+        return held, occurrences
+
+    def _postings(self, term: np.uint64):
+        """(segment index, live docs, their tfs) of each segment holding the term."""
+        for i, (segment, removed) in enumerate(zip(self.segments, self.removed)):
+            docs, tfs = segment.postings(term)
+            if len(docs):
+                live = ~removed[docs]
+                if not live.all():
+                    docs, tfs = docs[live], tfs[live]
+                if len(docs):
+                    yield i, docs, tfs
 
     def search(
         self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
     ) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, score) pairs with a positive score, best first; the query read in
         ``language`` (None: told from it, among the index's languages)."""
-        if self.model is None:
+        if not self.live_tiles:
             return []
-        vocab = self.model.vocab_dict
         language = language or query_language(query, self.languages)
-        weights = query_weights(query, self.phrases is not None, self.bursts, language)
-        held = {term: vocab[term] for term in weights if term in vocab}  # the words: phrases are apart
-        if self.phrases is not None:
-            held.update(self.phrases.found([term for term in weights if " " in term]))
-        if not held:
+        weights = query_weights(query, self.phrases, self.bursts, language)
+        # bm25s' order: the words first, then the phrase terms
+        ordered = [t for t in weights if " " not in t] + [t for t in weights if " " in t]
+        hashes = _hashes(ordered)
+        held = np.zeros(len(ordered), dtype=np.int64)  # each term's live tiles, over all segments
+        touched = []  # (segment, its terms' positions in ``ordered``, their live docs, their tfs)
+        for i, (part, removed) in enumerate(zip(self.segments, self.removed)):
+            if not len(part.terms):
+                continue
+            at = np.minimum(np.searchsorted(part.terms, hashes), len(part.terms) - 1)
+            matched = np.flatnonzero(part.terms[at] == hashes)
+            if not len(matched):
+                continue
+            spans = [(part.indptr[at[j]], part.indptr[at[j] + 1]) for j in matched]
+            docs = np.concatenate([part.docs[start:end] for start, end in spans])
+            tfs = np.concatenate([part.tfs[start:end] for start, end in spans])
+            term = np.repeat(matched, [end - start for start, end in spans])
+            live = ~removed[docs]
+            if not live.all():
+                docs, tfs, term = docs[live], tfs[live], term[live]
+            held += np.bincount(term, minlength=len(ordered))
+            touched.append((i, term, docs, tfs))
+        if not held.any():
             return []
-        scores = _weighted_scores(self.model, list(held.values()), [weights[term] for term in held])
-        keep = (
-            ~self._removed
-            if allowed is None
-            else np.isin(self.tile_ids, np.asarray(allowed)) & ~self._removed
+        total, average = self.live_tiles, self.live_length / self.live_tiles
+        # bm25s' arithmetic: idf in float32, each posting's score idf * tfc kept in float32, times
+        # the term's weight and summed in float32, term after term (np.add.at adds in order)
+        idf = np.array(
+            [np.float32(math.log(1 + (total - df + 0.5) / (df + 0.5))) for df in held.tolist()],
+            dtype=np.float64,
         )
-        scores = np.where(keep, scores, 0.0)
-        return _top(self.tile_ids, scores, n)
+        weight = np.array([weights[term] for term in ordered], dtype=np.float32)
+        scores: dict[int, np.ndarray] = {}
+        for i, term, docs, tfs in touched:
+            lengths = self.segments[i].lengths[docs].astype(np.float64)
+            tfc = tfs / (K1 * ((1 - B) + B * lengths / average) + tfs)
+            into = scores[i] = np.zeros(len(self.segments[i]), dtype=np.float32)
+            np.add.at(into, docs, weight[term] * (idf[term] * tfc).astype(np.float32))
+        ids = np.concatenate([self.segments[i].tile_ids for i in scores])
+        values = np.concatenate([np.where(self.removed[i], 0, scores[i]) for i in scores])
+        if allowed is not None:
+            values = np.where(np.isin(ids, np.asarray(allowed)), values, 0)
+        return _top(ids, values, n)
 
 
-class PhraseIds:
-    """The BM25 model's term ids of its phrase terms, by a 64-bit hash of each, sorted.
+class Bursts:
+    """A word's weight in a question (``encode.lexical.burst_weights``: ``BURST_FLOOR`` to 1), read
+    from the collection's counts the first time it is asked: what ``burst_weights`` gives over the
+    live tiles, without listing every word of the collection."""
 
-    bm25s keeps its vocabulary as a dict of strings, which is fine for words but not for word pairs:
-    IRPAPERS has 464,000 pair types beside 40,000 words, 140 MB of dict at load against 12 MB.
-    Two arrays (16 bytes a pair) hold the same, and the model's vocabulary keeps the words only.
-    Every pair is kept, so the scores are those of the whole vocabulary (and of the Qdrant store).
-    """
+    def __init__(self, lexical: LexicalRetriever):
+        self.lexical = lexical
+        self._known: dict[str, float | None] = {}
 
-    def __init__(self, hashes: np.ndarray, ids: np.ndarray):
-        self.hashes = hashes
-        self.term_ids = ids
+    def get(self, term: str, default: float | None = None) -> float | None:
+        if term not in self._known:
+            self._known[term] = self._weight(term)
+        found = self._known[term]
+        return default if found is None else found
 
-    @classmethod
-    def empty(cls) -> PhraseIds:
-        return cls(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+    def _weight(self, term: str) -> float | None:
+        if " " in term:  # phrase terms weigh by their words
+            return None
+        held, occurrences = self.lexical.counts(term)
+        n = self.lexical.live_tiles
+        if not held:
+            return None
+        residual = -math.log2(held / n) + math.log2(-math.expm1(-occurrences / n))
+        weight = min(1.0, residual / BURST_SCALE)
+        return round(weight, 4) if weight > BURST_FLOOR else None
 
-    @classmethod
-    def take(cls, model: bm25s.BM25) -> PhraseIds:
-        """The phrase terms of ``model``'s vocabulary, which is left with its words."""
-        pairs = [(term, term_id) for term, term_id in model.vocab_dict.items() if " " in term]
-        model.vocab_dict = {term: term_id for term, term_id in model.vocab_dict.items() if " " not in term}
-        hashes = _hashes([term for term, _ in pairs])
-        order = np.argsort(hashes, kind="stable")
-        return cls(hashes[order], np.array([term_id for _, term_id in pairs], dtype=np.int64)[order])
 
-    def found(self, terms: list[str]) -> dict[str, int]:
-        """The term id of each of ``terms`` the index holds."""
-        if not len(self.hashes) or not terms:
-            return {}
-        wanted = _hashes(terms)
-        at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
-        return {
-            term: int(self.term_ids[i]) for term, i, hit in zip(terms, at, self.hashes[at] == wanted) if hit
-        }
+def segment(tile_ids: np.ndarray, texts: list[str], phrases: bool, languages: list[str] | None) -> Segment:
+    """The segment of tiles ``tile_ids`` of indexed text ``texts``, each in its language."""
+    return Segment.build(tile_ids, tokenize(texts, phrases, languages), languages or ["en"] * len(texts))
 
-    def save(self, folder: Path) -> None:
-        np.save(folder / "phrase_hashes.npy", self.hashes)
-        np.save(folder / "phrase_ids.npy", self.term_ids)
 
-    @classmethod
-    def load(cls, folder: Path) -> PhraseIds:
-        return cls(np.load(folder / "phrase_hashes.npy"), np.load(folder / "phrase_ids.npy"))
+def plan_merges(sizes: Sequence[int], removed: Sequence[int]) -> list[list[int]]:
+    """Which segments (by position) to merge: ``MERGE_FACTOR`` of a tier (sizes within a factor of
+    ten, all up to ``SMALLEST_TIER`` in the first) into one, the smallest first, as long as the
+    merged segment stays within ``MAX_MERGED`` tiles; and a segment more than half deleted alone."""
+    plans: list[list[int]] = []
+    taken: set[int] = set()
+    for i, (size, gone) in enumerate(zip(sizes, removed)):
+        if size and gone * 2 > size:
+            plans.append([i])
+            taken.add(i)
+    tiers: dict[int, list[int]] = {}
+    for i, (size, gone) in enumerate(zip(sizes, removed)):
+        if i not in taken:
+            tiers.setdefault(int(math.log10(max(size - gone, SMALLEST_TIER) / SMALLEST_TIER)), []).append(i)
+    for members in tiers.values():
+        members.sort(key=lambda i: sizes[i] - removed[i])
+        while len(members) >= MERGE_FACTOR:
+            group, members = members[:MERGE_FACTOR], members[MERGE_FACTOR:]
+            if sum(sizes[i] - removed[i] for i in group) <= MAX_MERGED:
+                plans.append(group)
+    return plans
+
+
+def _hash(term: str) -> np.uint64:
+    return np.uint64(int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little"))
 
 
 def _hashes(terms: list[str]) -> np.ndarray:
@@ -163,17 +360,6 @@ def _hashes(terms: list[str]) -> np.ndarray:
         [int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") for t in terms],
         dtype=np.uint64,
     )
-
-
-def _weighted_scores(model: bm25s.BM25, term_ids: list[int], weights: list[float]) -> np.ndarray:
-    """Each tile's sum of the terms' BM25 scores times their weights: bm25s' sum over its
-    precomputed matrix (``get_scores_from_ids``), with a weight for each term."""
-    data, indices, indptr = model.scores["data"], model.scores["indices"], model.scores["indptr"]
-    scores = np.zeros(model.scores["num_docs"], dtype=np.float32)
-    for term_id, weight in zip(term_ids, weights):
-        start, end = indptr[term_id], indptr[term_id + 1]
-        np.add.at(scores, indices[start:end], weight * data[start:end])
-    return scores
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:

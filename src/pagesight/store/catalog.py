@@ -236,16 +236,25 @@ class Catalog:
     def tile_texts(self) -> Iterator[tuple[int, str]]:
         yield from self.db.execute("SELECT id, text FROM tiles ORDER BY id")
 
-    def tile_contexts(self) -> Iterator[tuple[int, str, str, str]]:
+    def tile_contexts(self, since: int = 0) -> Iterator[tuple[int, str, str, str]]:
         """(tile id, text, the context naming its document, the heading of its page), by tile id:
-        ``read.titles.tile_fields``."""
+        ``read.titles.tile_fields``; the tiles from id ``since`` on (a document's tiles are
+        committed together, so they are all of them or none)."""
         from pagesight.read.titles import context, tile_fields
 
-        documents = self.db.execute("SELECT id, meta FROM documents").fetchall()
-        named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
         tiles = self.db.execute(
-            "SELECT id, doc_id, page, idx, region, text FROM tiles ORDER BY doc_id, page, idx"
-        )
+            "SELECT id, doc_id, page, idx, region, text FROM tiles WHERE id >= ? ORDER BY doc_id, page, idx",
+            (since,),
+        ).fetchall()
+        ids = sorted({row[1] for row in tiles})
+        documents = []
+        for start in range(0, len(ids), 900):
+            batch = ids[start : start + 900]
+            marks = ",".join("?" * len(batch))
+            documents += self.db.execute(
+                f"SELECT id, meta FROM documents WHERE id IN ({marks})", batch
+            ).fetchall()
+        named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
         rows = []
         for doc_id, group in itertools.groupby(tiles, key=lambda row: row[1]):
             group = list(group)
@@ -296,10 +305,12 @@ class Catalog:
             read.update((tile_id, (sys.intern(doc_id), page)) for tile_id, doc_id, page in rows)
         return read
 
-    def tile_languages(self) -> dict[int, str]:
-        """Each tile's language: its page's (``read.language``)."""
+    def tile_languages(self, since: int = 0) -> dict[int, str]:
+        """Each tile's language (from tile id ``since`` on): its page's (``read.language``)."""
         rows = self.db.execute(
-            "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page"
+            "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
+            "WHERE t.id >= ?",
+            (since,),
         )
         return dict(rows.fetchall())
 

@@ -125,6 +125,8 @@ class LocalStore:
                 self.refresh()
                 if self._retrievers is None or self._retrievers.generation != generation:
                     self._retrievers = files.load(self.root)
+                if self._retrievers is None:  # files that cannot be read back: searched from memory
+                    self._retrievers = files.build(self.catalog, None, self._dense_dim())
             finally:
                 lock.release()
         else:  # a writer is at work and will save its own; search what is committed so far
@@ -192,8 +194,8 @@ class LocalStore:
         # ``build`` updates the vector stores it is given: only ones this store built itself, never
         # ones other stores of the process may be searching.
         previous = self._retrievers if self._retrievers is self._refreshed else files.load(self.root)
-        self._retrievers = self._refreshed = files.build(self.catalog, previous, self._dense_dim())
-        files.save(self.root, self._retrievers)
+        built = files.build(self.catalog, previous, self._dense_dim())
+        self._retrievers = self._refreshed = files.save(self.root, built)
 
     def _dense_dim(self) -> int | None:
         from pagesight.encode.dense import dense_dim

@@ -1,21 +1,26 @@
-"""Retriever files derived from the catalog: BM25 and FAISS, tagged with a catalog generation.
+"""Retriever files derived from the catalog: BM25 segments and FAISS, tagged with a catalog
+generation.
 
 Layout inside the index directory::
 
-    retrievers/current.json       {"generation": G, "lexical": "bm25-G", "dense": "dense-G",
+    retrievers/current.json       {"generation": G, "segments": ["bm25-...", ...], "dense": "dense-G",
                                    "visual": "visual-G", "removed": [tile ids]}
-    retrievers/bm25-G/            bm25s index + tile_ids.npy
+    retrievers/bm25-G-PID-R/      one BM25 segment (store/bm25.py): its tiles' postings
     retrievers/dense-G            the text chunks' vectors: a VectorIndex file (store/dense.py)
     retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
 
-New files are written under new names and ``current.json`` is replaced atomically, so a reader
-sees either the old set or the new one. Files that ``current.json`` does not name are leftovers of
-a crash or of an older generation and are removed by the next writer.
+A commit adds a segment of its new tiles' terms: the tiles of the catalog past the segments' last
+(tile ids only grow), analysed alone, so BM25 costs what a commit adds; segments are merged by
+``bm25.plan_merges`` as they pile up, a merged segment written before the pointer names it. New
+files are written under new names and ``current.json`` is replaced atomically, so a reader sees
+either the old set or the new one, and a process killed while writing a segment or a merge leaves
+the old set. Files that ``current.json`` does not name are leftovers of a crash or of an older
+generation and are removed by the next writer.
 
 Deleting documents rewrites no file: the pointer moves to the new generation and lists the tiles
-gone (``removed``), which every reader drops from the loaded stores (Lucene's deleted documents).
-So a delete costs a pointer write, whatever the index size, and BM25 statistics count the removed
-tiles until the next ingestion rebuilds the files without them.
+gone (``removed``), tombstones that every reader drops from the loaded stores (Lucene's deleted
+documents) and BM25's statistics leave out. So a delete costs a pointer write, whatever the index
+size; a merge drops the tombstoned tiles for good.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,16 +44,18 @@ POINTER = "current.json"
 
 
 def current_generation(root: Path) -> int | None:
-    """The catalog generation the saved retrievers match, None when there are none."""
+    """The catalog generation the saved retrievers match, None when there are none (or they are an
+    older build's single BM25 index, which is built again as segments)."""
     try:
-        return json.loads((root / FOLDER / POINTER).read_text())["generation"]
+        pointer = json.loads((root / FOLDER / POINTER).read_text())
     except FileNotFoundError:
         return None
+    return pointer["generation"] if "segments" in pointer else None
 
 
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
-    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.bm25 import LexicalRetriever, Segment
     from pagesight.store.dense import DenseRetriever
     from pagesight.store.visual import VisualRetriever
 
@@ -55,13 +63,22 @@ def load(root: Path) -> Retrievers | None:
     for _ in range(3):  # a writer may swap the files between reading the pointer and the files
         try:
             pointer = json.loads((folder / POINTER).read_text())
-            lexical = LexicalRetriever.load(folder / pointer["lexical"])
+            if "segments" not in pointer:  # an older build's single BM25 index: built again
+                return None
+            settings = pointer.get("lexical", {})
+            lexical = LexicalRetriever(
+                [Segment.load(folder / name) for name in pointer["segments"]],
+                phrases=settings.get("phrases", False),
+                term_weights=settings.get("term_weights", False),
+            )
             dense = DenseRetriever.load(folder / pointer["dense"]) if pointer.get("dense") else None
             visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
             removed = np.array(pointer.get("removed", []), dtype=np.int64)
-            for store in (lexical, dense, visual):
-                if store is not None and len(removed):
-                    store.remove(removed)
+            if len(removed):
+                lexical = lexical.remove(removed)
+                for store in (dense, visual):
+                    if store is not None:
+                        store.remove(removed)
             return Retrievers(pointer["generation"], lexical, dense, visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
@@ -75,9 +92,12 @@ def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
     folder = root / FOLDER
     try:
         pointer = json.loads((folder / POINTER).read_text())
-        saved = np.load(folder / pointer["lexical"] / "tile_ids.npy")
+        if "segments" not in pointer:
+            return None
+        saved = [np.load(folder / name / "tile_ids.npy") for name in pointer["segments"]]
     except FileNotFoundError:
         return None
+    saved = np.concatenate(saved) if saved else np.zeros(0, dtype=np.int64)
     if not np.isin(tile_ids, saved).all():
         return None
     return np.setdiff1d(saved, tile_ids)
@@ -92,26 +112,41 @@ def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
 
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
-    """Retrievers for the catalog as it is now; the dense and visual indexes are updated from
-    ``previous``."""
+    """Retrievers for the catalog as it is now, from ``previous``: BM25 gains a segment of the tiles
+    it lacks and tombstones the tiles gone (everything is analysed when there is no ``previous``);
+    the dense and visual indexes are updated in place."""
     from pagesight.encode.lexical import indexed_text
-    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.bm25 import LexicalRetriever, segment
     from pagesight.store.dense import DenseRetriever
     from pagesight.store.visual import VisualRetriever
 
     with catalog.snapshot():
         generation = catalog.generation()
         settings = catalog.settings
-        rows = list(catalog.tile_contexts())
-        tile_ids = np.array([row[0] for row in rows], dtype=np.int64)
-        languages = catalog.tile_languages()
-        lexical = LexicalRetriever.build(
-            tile_ids,
-            [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
-            phrases=settings.phrases,
-            term_weights=settings.term_weights,
-            languages=[languages.get(tile_id, "en") for tile_id in tile_ids.tolist()],
-        )
+        tile_ids = catalog.tile_ids()
+        lexical = previous.lexical if previous is not None else None
+        if lexical is None or (lexical.phrases, lexical.term_weights) != (
+            settings.phrases,
+            settings.term_weights,
+        ):
+            lexical = LexicalRetriever([], phrases=settings.phrases, term_weights=settings.term_weights)
+        have = lexical.tile_ids
+        gone = np.setdiff1d(have, tile_ids)
+        if len(gone):
+            lexical = lexical.remove(gone)
+        new = np.setdiff1d(tile_ids, have)
+        if len(new):
+            rows = list(catalog.tile_contexts(since=int(new[0])))
+            rows = [row for row in rows if row[0] in set(new.tolist())]
+            languages = catalog.tile_languages(since=int(new[0]))
+            lexical = lexical.with_segment(
+                segment(
+                    np.array([row[0] for row in rows], dtype=np.int64),
+                    [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
+                    settings.phrases,
+                    [languages.get(row[0], "en") for row in rows],
+                )
+            )
         dense = None
         if dim is not None:
             dense = (previous.dense if previous is not None else None) or DenseRetriever.empty(dim)
@@ -137,25 +172,47 @@ def _sync(retriever: MutableVectorStore, tile_ids: np.ndarray, fetch) -> None:
     retriever.add(*fetch(np.setdiff1d(tile_ids, have).tolist()))
 
 
-def save(root: Path, retrievers: Retrievers) -> None:
-    """Write ``retrievers`` under fresh names, switch ``current.json`` to them, drop the rest."""
+def save(root: Path, retrievers: Retrievers) -> Retrievers:
+    """Write what ``retrievers`` hold that is not on disk yet under fresh names (BM25 segments
+    merged first, as ``bm25.plan_merges`` says), switch ``current.json`` to them, drop the rest;
+    the retrievers as saved (their segments named)."""
+    from pagesight.store.bm25 import LexicalRetriever
+
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    pointer = {"generation": retrievers.generation, "lexical": f"bm25-{tag}", "dense": None, "visual": None}
-    retrievers.lexical.save(folder / pointer["lexical"])
+    lexical = retrievers.lexical.merged()
+    segments, written = [], set()
+    for part in lexical.segments:
+        if part.name is None or not (folder / part.name).is_dir():
+            part = part.save(folder / f"bm25-{tag}-{uuid.uuid4().hex[:8]}")
+            written.add(part.name)
+        segments.append(part)
+    lexical = LexicalRetriever(
+        segments, lexical.removed, phrases=lexical.phrases, term_weights=lexical.term_weights
+    )
+    removed = lexical.tile_ids[np.concatenate(lexical.removed)] if segments else np.zeros(0, dtype=np.int64)
+    pointer = {
+        "generation": retrievers.generation,
+        "segments": [part.name for part in segments],
+        "lexical": {"phrases": lexical.phrases, "term_weights": lexical.term_weights},
+        "dense": None,
+        "visual": None,
+        "removed": [int(i) for i in removed],
+    }
     if retrievers.dense is not None:
         pointer["dense"] = f"dense-{tag}"
         retrievers.dense.save(folder / pointer["dense"])
     if retrievers.visual is not None:
         pointer["visual"] = f"visual-{tag}"
         retrievers.visual.save(folder / pointer["visual"])
-    _fsync_tree(folder)
+    _fsync_tree(folder, {*written, pointer["dense"], pointer["visual"]})
     _write_pointer(folder, pointer)
-    keep = {POINTER, pointer["lexical"], pointer["dense"], pointer["visual"]}
+    keep = {POINTER, *pointer["segments"], pointer["dense"], pointer["visual"]}
     for entry in folder.iterdir():
         if entry.name not in keep:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+    return Retrievers(retrievers.generation, lexical, retrievers.dense, retrievers.visual)
 
 
 def _write_pointer(folder: Path, pointer: dict) -> None:
@@ -168,8 +225,13 @@ def _write_pointer(folder: Path, pointer: dict) -> None:
     os.replace(temporary, folder / POINTER)
 
 
-def _fsync_tree(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
+def _fsync_tree(folder: Path, names: set) -> None:
+    """The files of the entries ``names`` of ``folder`` on disk (the ones written by this save)."""
+    for name in names:
+        if name is None:
+            continue
+        entry = folder / name
+        for path in [entry] if entry.is_file() else entry.rglob("*"):
+            if path.is_file():
+                with path.open("rb") as handle:
+                    os.fsync(handle.fileno())

@@ -1,0 +1,270 @@
+"""BM25 in segments (store/bm25.py, store/retrievers.py): a commit adds a segment and rewrites
+none, an index built in many commits with deletes between ranks as one built at once, segments
+merge by tiers with the same rankings, a merge killed midway leaves the previous set, a search
+keeps the segments it opened while a merge replaces them, and an older build's single BM25 index
+is built again as segments."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pagesight import Index
+from pagesight.store import bm25
+from pagesight.store.bm25 import LexicalRetriever, Segment, plan_merges
+from tests.conftest import make_pdf
+
+pytestmark = pytest.mark.timeout(240)
+
+WORDS = [
+    "glacier",
+    "moraine",
+    "basalt",
+    "cliff",
+    "owl",
+    "heron",
+    "vole",
+    "tundra",
+    "lemming",
+    "reservoir",
+    "flood",
+    "delta",
+    "estuary",
+    "sediment",
+    "erosion",
+    "quarry",
+    "granite",
+    "limestone",
+    "aquifer",
+    "spring",
+    "meadow",
+    "hedgerow",
+    "orchard",
+    "vineyard",
+]
+QUERIES = [
+    "glacier moraine",
+    "owl vole tundra",
+    "basalt cliff heron",
+    "reservoir flood delta",
+    "granite quarry",
+]
+
+
+def corpus(folder: Path, n: int, seed: int = 7) -> list[Path]:
+    """``n`` PDFs of one or two pages whose lines mix the words above unevenly."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for number in range(n):
+        favourite = WORDS[number % len(WORDS)]
+        pages = [
+            [
+                " ".join(rng.choice(WORDS + [favourite] * 4) for _ in range(rng.randint(4, 12)))
+                for _ in range(3)
+            ]
+            for _ in range(rng.randint(1, 2))
+        ]
+        files.append(make_pdf(folder / f"doc{number:02d}.pdf", pages))
+    return files
+
+
+def pointer(root: Path) -> dict:
+    return json.loads((root / "retrievers" / "current.json").read_text())
+
+
+def ranked(index: Index) -> dict[str, list[tuple[str, int, float]]]:
+    return {
+        query: [
+            (hit.page_id, hit.tile, round(hit.score, 5)) for hit in index.search(query, k=10, mode="lexical")
+        ]
+        for query in QUERIES
+    }
+
+
+def test_an_index_built_in_twenty_commits_with_deletes_ranks_as_one_built_at_once(tmp_path: Path):
+    files = corpus(tmp_path / "docs", 30)
+    settings = {"dense_model": None}
+    with Index.open(tmp_path / "many", settings=settings) as many:
+        for step in range(20):
+            assert many.add(files[step], jobs=1).ok
+            if step % 4 == 3:
+                assert many.delete(files[step - 2].stem)  # a delete between commits
+        assert many.add(files[20:], jobs=1).ok
+        assert len(pointer(many.root)["segments"]) > 1 and pointer(many.root)["removed"]
+        kept = [path for path in files if many.catalog.document(path.stem) is not None]
+        in_commits = ranked(many)
+    with Index.open(tmp_path / "once", settings=settings) as once:
+        assert once.add(kept, jobs=1).ok
+        assert len(pointer(once.root)["segments"]) == 1
+        at_once = ranked(once)
+    assert in_commits == at_once and all(at_once.values())
+
+
+def test_a_commit_writes_one_segment_and_rewrites_none(tmp_path: Path):
+    files = corpus(tmp_path / "docs", 3)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add(files[:2], jobs=1).ok
+        folder = index.root / "retrievers"
+        before = pointer(index.root)["segments"]
+        written = {p.name: p.stat().st_mtime_ns for name in before for p in (folder / name).iterdir()}
+        assert index.add(files[2:], jobs=1).ok
+        after = pointer(index.root)["segments"]
+        assert set(before) < set(after) and len(after) == len(before) + 1
+        assert {p.name: p.stat().st_mtime_ns for name in before for p in (folder / name).iterdir()} == written
+        (new,) = set(after) - set(before)
+        assert (
+            np.load(folder / new / "tile_ids.npy").tolist()
+            == index.catalog.tile_ids_of([files[2].stem]).tolist()
+        )
+
+
+def test_segments_merge_by_tier_and_rank_the_same(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    files = corpus(tmp_path / "docs", 8)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        counts = []
+        for path in files:
+            assert index.add([path], jobs=1).ok
+            counts.append(len(pointer(index.root)["segments"]))
+            if path.stem == "doc01":
+                assert index.delete("doc00")
+        assert max(counts) <= 3 and counts[2] < 3  # three segments of a tier became one
+        assert 0 not in [len(np.load(index.root / "retrievers" / name / "tile_ids.npy"))
+                         for name in pointer(index.root)["segments"]]  # fmt: skip
+        merged = ranked(index)
+        tombstones = pointer(index.root)["removed"]
+    assert not set(tombstones) & set(np.concatenate(
+        [np.load(tmp_path / "ix" / "retrievers" / n / "tile_ids.npy") for n in pointer(tmp_path / "ix")["segments"]]
+    ).tolist()) - set(tombstones)  # fmt: skip
+    with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
+        assert once.add(files[1:], jobs=1).ok
+        assert ranked(once) == merged
+
+
+def test_plan_merges_takes_full_tiers_smallest_first_and_mostly_deleted_segments_alone():
+    assert plan_merges([10] * 9, [0] * 9) == []
+    assert plan_merges([10] * 12, [0] * 12) == [list(range(10))]
+    assert plan_merges([5000] + [10] * 10, [0] * 11) == [list(range(1, 11))]  # another tier waits
+    assert plan_merges([100, 10], [60, 0]) == [[0]]  # more than half deleted: compacted alone
+    big = bm25.MAX_MERGED // 5
+    assert plan_merges([big] * 10, [0] * 10) == []  # the merged segment would be too large
+
+
+def test_merging_segments_keeps_postings_and_drops_tombstones():
+    texts = ["owl vole owl", "heron basalt", "", "owl heron heron tundra"]
+    one = LexicalRetriever.build(np.arange(4), texts, phrases=True, term_weights=True)
+    split = LexicalRetriever(
+        [
+            bm25.segment(np.arange(2), texts[:2], True, None),
+            bm25.segment(np.arange(2, 4), texts[2:], True, None),
+        ],
+        phrases=True,
+        term_weights=True,
+    ).remove(np.array([1]))
+    merged = Segment.merge(list(zip(split.segments, split.removed)))
+    assert merged.tile_ids.tolist() == [0, 2, 3] and merged.lengths.tolist() == [
+        one.segments[0].lengths[i] for i in (0, 2, 3)
+    ]
+    alone = LexicalRetriever.build(np.array([0, 2, 3]), [texts[i] for i in (0, 2, 3)], True, True)
+    for query in ("owl", "heron tundra", "owl vole", "basalt"):
+        assert LexicalRetriever([merged], phrases=True, term_weights=True).search(query, 5) == alone.search(
+            query, 5
+        )
+        assert split.search(query, 5) == alone.search(query, 5)
+        assert split.bursts.get(query.split()[0], 0.5) == alone.bursts.get(query.split()[0], 0.5)
+
+
+KILL_IN_MERGE = """
+import os, signal, sys
+from pathlib import Path
+from pagesight import Index
+from pagesight.store import bm25
+
+bm25.MERGE_FACTOR = 3
+save = bm25.Segment.save
+
+def save_then_die(self, folder):
+    saved = save(self, folder)
+    if len(self) > int(sys.argv[3]):  # the merged segment: written, not yet named by the pointer
+        os.kill(os.getpid(), signal.SIGKILL)
+    return saved
+
+bm25.Segment.save = save_then_die
+index = Index.open(sys.argv[1], create=False)
+index.add([Path(sys.argv[2])], jobs=1)
+"""
+
+
+def test_a_merge_killed_midway_leaves_the_previous_set(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    files = corpus(tmp_path / "docs", 3)
+    root = tmp_path / "ix"
+    with Index.open(root, settings={"dense_model": None}) as index:
+        for path in files[:2]:
+            assert index.add([path], jobs=1).ok
+        largest = max(
+            len(np.load(root / "retrievers" / n / "tile_ids.npy")) for n in pointer(root)["segments"]
+        )
+        before = pointer(root)
+        expected = ranked(index)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_IN_MERGE, str(root), str(files[2]), str(largest)],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert pointer(root) == before  # the pointer still names the old segments
+    leftovers = {p.name for p in (root / "retrievers").iterdir()} - {*before["segments"], "current.json"}
+    assert leftovers  # the merged segment written before the kill, named by nothing
+    with Index.open(root, create=False) as index:
+        assert index.catalog.document(files[2].stem) is not None  # committed before the merge
+        found = ranked(index)  # the files repaired by this first reader: the new tiles searched
+        assert found != expected
+    assert not ({p.name for p in (root / "retrievers").iterdir()} & leftovers)  # tidied by the repair
+    with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
+        assert once.add(files, jobs=1).ok
+        assert ranked(once) == found
+
+
+def test_a_search_keeps_the_segments_it_opened_while_a_merge_replaces_them(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    files = corpus(tmp_path / "docs", 4)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as writer:
+        for path in files[:2]:
+            assert writer.add([path], jobs=1).ok
+        reader = Index.open(tmp_path / "ix", create=False)
+        opened = reader.store.retrievers()
+        before = opened.lexical.search("glacier moraine", 10)
+        for path in files[2:]:
+            assert writer.add([path], jobs=1).ok  # the third commit merges the reader's segments
+        assert not set(s.name for s in opened.lexical.segments) & set(pointer(writer.root)["segments"])
+        assert opened.lexical.search("glacier moraine", 10) == before  # its own set, in memory
+        assert {hit.doc_id for hit in reader.search("glacier moraine", k=20, mode="lexical")} >= {
+            hit.doc_id for hit in writer.search("glacier moraine", k=20, mode="lexical")
+        }
+        reader.close()
+
+
+def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: Path):
+    files = corpus(tmp_path / "docs", 3)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add(files, jobs=1).ok
+        expected = ranked(index)
+    old = {
+        "generation": pointer(tmp_path / "ix")["generation"],
+        "lexical": "bm25-1-1",
+        "dense": None,
+        "visual": None,
+    }
+    (tmp_path / "ix" / "retrievers" / "current.json").write_text(json.dumps(old))
+    with Index.open(tmp_path / "ix", create=False) as index:
+        assert ranked(index) == expected
+    assert "segments" in pointer(tmp_path / "ix")
