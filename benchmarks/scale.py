@@ -1,0 +1,228 @@
+"""An index of N tiles through the real write path, and what a change and a search cost at that size
+(issue 39's numbers).
+
+    python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--json]
+
+The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlongbench-dev), read
+once (text layer, no OCR; kept in a pickle beside the index) and committed again and again under
+other ids, each copy's lines shuffled within its tiles, so the term statistics stay those of real
+documents. Each batch of documents is committed as ``pagesight ingest`` commits them (the
+pipeline's ``_Storing``: analysis, dense vectors, the catalog) and made searchable by the store's
+refresh, as a commit of that size is. Every copy carries a field ``shard`` (0-99), so
+``shard = 7`` passes 1 % of the documents.
+
+Then, on the index as built (or as ``--reuse`` found it):
+
+- add_seconds: a whole ``pagesight ingest`` process adding one 2-page PDF, with its peak memory;
+- delete_seconds: a whole ``pagesight delete`` process removing it again;
+- search p50/p99, warm and in-process, over IRPAPERS' 180 questions: lexical, and hybrid with the
+  learned ranker; filtered_p50_ms: hybrid within ``shard = 7``;
+- cold_search_seconds: a whole ``pagesight search`` process, start to answer;
+- server_rss_mb: a ``pagesight serve`` process after 100 hybrid searches;
+- disk_bytes_per_tile.
+
+Prints one JSON line. Run it on a quiet machine: every figure is a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import pickle
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from pagesight import Index
+from pagesight.encode.dense import dense_model
+from pagesight.ingest.extract import extract
+from pagesight.ingest.options import PageReading
+from pagesight.ingest.outcome import Read
+from pagesight.ingest.pipeline import IngestReport, _Storing
+from pagesight.request import SearchRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SETS = ("irpapers", "financebench-dev", "mmlongbench-dev")
+
+
+def sources(cache: Path, settings) -> list:
+    """Every shared PDF read once (text layer only), kept in ``cache``."""
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
+    documents = []
+    for name in SETS:
+        for path in sorted((DATA / name).rglob("*.pdf")):
+            try:
+                read = extract(str(path), path.stem, None, settings, PageReading(ocr="never"))
+            except Exception as exc:  # a damaged file of the sets: left out
+                print(f"{path.name}: {exc}", file=sys.stderr)
+                continue
+            documents.append(read)
+    cache.write_bytes(pickle.dumps(documents))
+    return documents
+
+
+def copy_of(document, number: int, rng: random.Random):
+    """Document ``document`` under another id, its lines shuffled within each tile."""
+    made = copy.deepcopy(document)
+    made.id = f"{document.id}--c{number}"
+    made.meta.setdefault("fields", {})["shard"] = number % 100
+    for page in made.pages:
+        for tile in page.tiles:
+            texts = [span.text for span in tile.spans]
+            rng.shuffle(texts)
+            for span, text in zip(tile.spans, texts):
+                span.text = text
+    return made
+
+
+def tiles_of(document) -> int:
+    return sum(len(page.tiles) for page in document.pages)
+
+
+def build(root: Path, n_tiles: int, batch: int, cache: Path) -> dict:
+    index = Index.open(root)
+    documents = sources(cache, index.settings)
+    rng = random.Random(39)
+    started = time.perf_counter()
+    stored, number, commits = index.catalog.counts()["tiles"], 0, 0
+    text = dense_model(index.settings.dense_model) if index.settings.dense_model else None
+    while stored < n_tiles:
+        with index.store.writing():
+            storing = _Storing(index.catalog, IngestReport(), None, None)
+            storing.text = text
+            in_batch = 0
+            while in_batch < batch and stored < n_tiles:
+                made = copy_of(documents[number % len(documents)], number, rng)
+                number += 1
+                storing(Read(made.source, made.id, made))
+                in_batch += tiles_of(made)
+                stored += tiles_of(made)
+            index.store.refresh()
+            commits += 1
+        print(f"{stored} tiles, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    index.close()
+    return {"build_seconds": round(time.perf_counter() - started, 1), "commits": commits}
+
+
+def timed_process(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds and peak RSS (MB) of a whole process, and what it printed."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    output = process.stdout.read()
+    if status != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {output[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, output
+
+
+def percentiles(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    return round(statistics.median(ordered) * 1000, 2), round(
+        ordered[int(0.99 * (len(ordered) - 1))] * 1000, 2
+    )
+
+
+def measure(root: Path) -> dict:
+    pagesight = [sys.executable, "-m", "pagesight"]
+    queries = [json.loads(line)["text"] for line in (DATA / "irpapers" / "queries.jsonl").open()]
+    result: dict = {}
+    with Index.open(root, create=False) as index:
+        counts = index.catalog.counts()
+        result["tiles"], result["documents"] = counts["tiles"], counts["documents"]
+        for name, request in (
+            ("lexical", SearchRequest("", k=10, mode="lexical")),
+            ("hybrid", SearchRequest("", k=10)),
+            ("filtered", SearchRequest("", k=10, where="shard = 7")),
+        ):
+            index.search(request.replace(query="warm up"))
+            latencies = []
+            for query in queries:
+                start = time.perf_counter()
+                index.search(request.replace(query=query))
+                latencies.append(time.perf_counter() - start)
+            result[f"{name}_p50_ms"], result[f"{name}_p99_ms"] = percentiles(latencies)
+    with tempfile.TemporaryDirectory() as scratch:
+        added = Path(scratch) / "scale-added-report.pdf"
+        from reportlab.pdfgen import canvas
+
+        pdf = canvas.Canvas(str(added))
+        for page in ("the quarterly revenue of the western region grew", "the supplier replaces the old one"):
+            pdf.drawString(72, 720, page)
+            pdf.showPage()
+        pdf.save()
+        seconds, peak, _ = timed_process([*pagesight, "ingest", str(added), "--index", str(root)])
+        result["add_seconds"], result["add_peak_rss_mb"] = round(seconds, 2), round(peak)
+        seconds, _, _ = timed_process([*pagesight, "delete", added.stem, "--index", str(root)])
+        result["delete_seconds"] = round(seconds, 2)
+    seconds, peak, _ = timed_process([*pagesight, "search", queries[0], "--index", str(root), "-k", "10"])
+    result["cold_search_seconds"], result["cold_search_rss_mb"] = round(seconds, 2), round(peak)
+    result["server_rss_mb"] = server_rss(root, queries[:100])
+    size = sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+    result["disk_bytes_per_tile"] = round(size / max(1, result["tiles"]))
+    return result
+
+
+def server_rss(root: Path, queries: list[str]) -> float:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pagesight", "serve", "--index", str(root), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(f"{url}/api/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.5)
+        with httpx.Client(timeout=120) as client:
+            for query in queries:
+                client.get(f"{url}/api/search", params={"q": query, "k": 10}).raise_for_status()
+        status = Path(f"/proc/{server.pid}/status").read_text()
+        return round(
+            int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]) / 1024
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiles", type=int, required=True, help="tiles to build the index to")
+    parser.add_argument("--out", type=Path, help="the index folder (default: a folder per size in /tmp)")
+    parser.add_argument("--reuse", type=Path, help="an index this script built: measured as it is")
+    parser.add_argument("--batch", type=int, default=5000, help="tiles a commit adds while building")
+    parser.add_argument("--json", action="store_true", help="the JSON line only")
+    args = parser.parse_args()
+    root = args.reuse or args.out or Path(tempfile.gettempdir()) / f"pagesight-scale-{args.tiles}"
+    result: dict = {"batch": args.batch}
+    if args.reuse is None:
+        result.update(build(root, args.tiles, args.batch, root.parent / "pagesight-scale-sources.pickle"))
+    result.update(measure(root))
+    result["index"] = str(root)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
