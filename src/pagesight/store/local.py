@@ -193,7 +193,8 @@ class LocalStore:
             return
         # ``build`` updates the vector stores it is given: only ones this store built itself, never
         # ones other stores of the process may be searching.
-        previous = self._retrievers if self._retrievers is self._refreshed else files.load(self.root)
+        mine = self._retrievers is not None and self._retrievers is self._refreshed
+        previous = self._retrievers if mine else files.load(self.root)
         built = files.build(self.catalog, previous, self._dense_dim())
         self._retrievers = self._refreshed = files.save(self.root, built)
 
