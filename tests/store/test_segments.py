@@ -222,7 +222,11 @@ def test_a_merge_killed_midway_leaves_the_previous_set(tmp_path: Path, monkeypat
     )
     assert killed.returncode == -9, killed.stderr
     assert pointer(root) == before  # the pointer still names the old segments
-    leftovers = {p.name for p in (root / "retrievers").iterdir()} - {*before["segments"], "current.json"}
+    leftovers = {p.name for p in (root / "retrievers").iterdir()} - {
+        *before["segments"],
+        "current.json",
+        "merging.lock",
+    }
     assert leftovers  # the merged segment written before the kill, named by nothing
     with Index.open(root, create=False) as index:
         assert index.catalog.document(files[2].stem) is not None  # committed before the merge
@@ -268,3 +272,58 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
     with Index.open(tmp_path / "ix", create=False) as index:
         assert ranked(index) == expected
     assert "segments" in pointer(tmp_path / "ix")
+
+
+def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
+    from pagesight.store import merging
+
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    monkeypatch.setattr(merging, "INLINE_MERGE", 0)  # every merge left to the merging process
+    monkeypatch.setattr(merging, "start", lambda root: None)  # run below, in this process
+    files = corpus(tmp_path / "docs", 5)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as writer:
+        for path in files[:3]:
+            assert writer.add([path], jobs=1).ok
+        assert writer.delete(files[0].stem)
+        parts = pointer(writer.root)["segments"]
+        assert len(parts) == 3  # no commit merged
+        reader = Index.open(tmp_path / "ix", create=False)
+        before = ranked(reader)
+        generation = pointer(writer.root)["generation"]
+        assert merging.merge_due(writer.root) >= 1
+        after = pointer(writer.root)
+        assert after["generation"] == generation and not set(parts) & set(after["segments"])
+        assert after["removed"] == []  # the deleted tiles were dropped by the merge
+        assert not any((writer.root / "retrievers" / name).exists() for name in parts)
+        assert ranked(reader) == before  # its own segments, in memory
+        assert ranked(Index.open(tmp_path / "ix", create=False)) == before  # a new reader: the merged one
+        for path in files[3:]:
+            assert writer.add([path], jobs=1).ok  # the writer goes on from the merged segments
+        assert set(after["segments"]) <= set(pointer(writer.root)["segments"])
+        final = ranked(writer)
+        reader.close()
+    with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
+        assert once.add(files[1:], jobs=1).ok
+        assert ranked(once) == final
+
+
+def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
+    from pagesight.store import merging
+
+    monkeypatch.setattr(merging, "INLINE_MERGE", 0)
+    monkeypatch.setattr(merging, "start", lambda root: None)
+    files = corpus(tmp_path / "docs", bm25.MERGE_FACTOR)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        for path in files:
+            assert index.add([path], jobs=1).ok
+        assert len(pointer(index.root)["segments"]) == bm25.MERGE_FACTOR
+        expected = ranked(index)
+    done = subprocess.run(
+        [sys.executable, "-m", "pagesight.store.merging", str(tmp_path / "ix")],
+        capture_output=True,
+        timeout=200,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(pointer(tmp_path / "ix")["segments"]) == 1
+    with Index.open(tmp_path / "ix", create=False) as index:
+        assert ranked(index) == expected

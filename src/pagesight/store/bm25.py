@@ -5,7 +5,8 @@ analysis for tiles and questions, phrases and all) with each term's postings, th
 and how often. A segment is never changed again: a deleted tile is a tombstone its segment's
 searches skip, and segments merge into larger ones by a tiered policy (``plan_merges``: ten of a
 size into one of the next size, up to ``MAX_MERGED`` tiles; a segment more than half deleted
-alone), the tombstoned tiles left out. So a commit costs what it adds, not what the index holds.
+alone), the tombstoned tiles left out: small merges by the commit, larger ones in a process of
+their own (``store.merging``). So a commit costs what it adds, not what the index holds.
 
 A search scores with the statistics of the whole collection as it is, deletes honoured: the live
 tiles, their mean length and each term's document frequency, read from the postings of every
@@ -205,9 +206,18 @@ class LexicalRetriever:
             self.segments, [was | np.isin(s.tile_ids, gone) for s, was in zip(self.segments, self.removed)]
         )
 
-    def merged(self) -> LexicalRetriever:
-        """Its segments merged as ``plan_merges`` says (itself when nothing is due)."""
-        plans = plan_merges([len(s) for s in self.segments], [int(r.sum()) for r in self.removed])
+    def merges(self) -> list[list[int]]:
+        """The merges due (``plan_merges``), each a list of segment positions."""
+        return plan_merges([len(s) for s in self.segments], [int(r.sum()) for r in self.removed])
+
+    def merged(self, limit: int | None = None) -> LexicalRetriever:
+        """Its segments merged as ``plan_merges`` says, those merges only that make a segment of
+        at most ``limit`` live tiles (None: all); itself when none is due."""
+        plans = [
+            plan
+            for plan in self.merges()
+            if limit is None or sum(len(self.segments[i]) - int(self.removed[i].sum()) for i in plan) <= limit
+        ]
         if not plans:
             return self
         merged = {i for plan in plans for i in plan}

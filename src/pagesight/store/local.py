@@ -194,6 +194,8 @@ class LocalStore:
         # ``build`` updates the vector stores it is given: only ones this store built itself, never
         # ones other stores of the process may be searching.
         mine = self._retrievers is not None and self._retrievers is self._refreshed
+        if mine and [s.name for s in self._retrievers.lexical.segments] != files.segment_names(self.root):
+            mine = False  # a merge swapped segments in meanwhile (store.merging): start from the files
         previous = self._retrievers if mine else files.load(self.root)
         built = files.build(self.catalog, previous, self._dense_dim())
         self._retrievers = self._refreshed = files.save(self.root, built)

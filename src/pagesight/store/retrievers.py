@@ -108,7 +108,7 @@ def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
     folder = root / FOLDER
     pointer = json.loads((folder / POINTER).read_text())
     pointer.update(generation=generation, removed=[int(i) for i in removed])
-    _write_pointer(folder, pointer)
+    write_pointer(folder, pointer)
 
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
@@ -176,12 +176,13 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     """Write what ``retrievers`` hold that is not on disk yet under fresh names (BM25 segments
     merged first, as ``bm25.plan_merges`` says), switch ``current.json`` to them, drop the rest;
     the retrievers as saved (their segments named)."""
+    from pagesight.store import merging
     from pagesight.store.bm25 import LexicalRetriever
 
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    lexical = retrievers.lexical.merged()
+    lexical = retrievers.lexical.merged(limit=merging.INLINE_MERGE)
     segments, written = [], set()
     for part in lexical.segments:
         if part.name is None or not (folder / part.name).is_dir():
@@ -206,16 +207,27 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     if retrievers.visual is not None:
         pointer["visual"] = f"visual-{tag}"
         retrievers.visual.save(folder / pointer["visual"])
-    _fsync_tree(folder, {*written, pointer["dense"], pointer["visual"]})
-    _write_pointer(folder, pointer)
-    keep = {POINTER, *pointer["segments"], pointer["dense"], pointer["visual"]}
+    fsync_tree(folder, {*written, pointer["dense"], pointer["visual"]})
+    write_pointer(folder, pointer)
+    keep = {POINTER, merging.LOCK, *pointer["segments"], pointer["dense"], pointer["visual"]}
+    busy = merging.running(folder)  # its segment being written is named by no pointer yet
     for entry in folder.iterdir():
-        if entry.name not in keep:
+        if entry.name not in keep and not (busy and entry.name.startswith(merging.PREFIX)):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+    if lexical.merges():  # larger merges: beside the writers and the searches
+        merging.start(root)
     return Retrievers(retrievers.generation, lexical, retrievers.dense, retrievers.visual)
 
 
-def _write_pointer(folder: Path, pointer: dict) -> None:
+def segment_names(root: Path) -> list[str] | None:
+    """The BM25 segments the pointer names now (None: no pointer of segments)."""
+    try:
+        return json.loads((root / FOLDER / POINTER).read_text()).get("segments")
+    except FileNotFoundError:
+        return None
+
+
+def write_pointer(folder: Path, pointer: dict) -> None:
     """Replace ``current.json`` atomically and durably: readers see the old pointer or the new."""
     temporary = folder / f"{POINTER}.new-{os.getpid()}"
     with temporary.open("w") as handle:
@@ -225,7 +237,7 @@ def _write_pointer(folder: Path, pointer: dict) -> None:
     os.replace(temporary, folder / POINTER)
 
 
-def _fsync_tree(folder: Path, names: set) -> None:
+def fsync_tree(folder: Path, names: set) -> None:
     """The files of the entries ``names`` of ``folder`` on disk (the ones written by this save)."""
     for name in names:
         if name is None:

@@ -1,0 +1,137 @@
+"""BM25 segments merged beside the writers and the searches, in a process of its own (Lucene's
+concurrent merge scheduler), so that no commit waits for a large merge.
+
+A commit merges small tiers itself (``INLINE_MERGE`` tiles at most, a fraction of a second); when a
+larger merge is due it starts ``python -m pagesight.store.merging DIR``, detached, unless one runs
+(``merging.lock``). That process reads the segments the pointer names, writes each merge due
+(``bm25.plan_merges``) as a new segment without holding the index's write lock, then takes the
+lock for a moment to swap it in: the pointer then names the merged segment instead of its parts,
+if they are all still named (else the merge is dropped), and keeps as tombstones only the deletes
+the merge did not see. The catalog's generation is unchanged: a merge changes no ranking. Its
+parts' folders go once no pointer names them; a search holds the segments it loaded in memory.
+A merger killed at any moment leaves the pointer as it was, and the next writer removes what no
+pointer names.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+LOCK = "merging.lock"
+PREFIX = "bm25-merged-"  # a merged segment's folder, written before a pointer names it
+INLINE_MERGE = 10_000  # tiles: a merge this small is made by the commit itself
+LOCK_WAIT = 600.0  # seconds a merge waits for the write lock to swap its segment in
+
+
+def start(root: Path) -> None:
+    """Start a merging process over the index at ``root``, detached (it outlives this one)."""
+    subprocess.Popen(
+        [sys.executable, "-m", "pagesight.store.merging", str(root)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def running(folder: Path) -> bool:
+    """Whether a process is merging the segments in ``folder`` now."""
+    try:
+        with open(folder / LOCK, "a") as probe:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def merge_due(root: Path) -> int:
+    """Make every merge due, one after another; how many were swapped in. Returns at once when
+    another process is merging this index."""
+    from pagesight.store.retrievers import FOLDER
+
+    folder = Path(root) / FOLDER
+    with open(folder / LOCK, "w") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0
+        swapped = 0
+        while (plan := _next_plan(folder)) is not None:
+            if not _merge(Path(root), folder, plan):
+                break
+            swapped += 1
+        return swapped
+
+
+def _next_plan(folder: Path) -> list[str] | None:
+    """The names of the segments of the first merge due, or None."""
+    from pagesight.store.bm25 import plan_merges
+
+    pointer = json.loads((folder / "current.json").read_text())
+    names = pointer.get("segments", [])
+    removed = np.array(pointer.get("removed", []), dtype=np.int64)
+    sizes, gone = [], []
+    for name in names:
+        tile_ids = np.load(folder / name / "tile_ids.npy")
+        sizes.append(len(tile_ids))
+        gone.append(int(np.isin(tile_ids, removed).sum()))
+    plans = plan_merges(sizes, gone)
+    return [names[i] for i in plans[0]] if plans else None
+
+
+def _merge(root: Path, folder: Path, names: list[str]) -> bool:
+    """Merge the segments ``names`` and swap the result in; False when the swap could not be made
+    (the write lock held too long, or the parts changed meanwhile)."""
+    from pagesight.store.bm25 import Segment
+    from pagesight.store.lock import WriteLock
+    from pagesight.store.retrievers import POINTER, fsync_tree, write_pointer
+
+    pointer = json.loads((folder / POINTER).read_text())
+    removed = np.array(pointer.get("removed", []), dtype=np.int64)
+    parts = [Segment.load(folder / name) for name in names]
+    merged = Segment.merge([(part, np.isin(part.tile_ids, removed)) for part in parts])
+    saved = merged.save(folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    fsync_tree(folder, {saved.name})
+    dropped = set(np.concatenate([part.tile_ids for part in parts]).tolist()) - set(saved.tile_ids.tolist())
+    lock = WriteLock(root)
+    deadline = time.monotonic() + LOCK_WAIT
+    while not lock.acquire():
+        if time.monotonic() > deadline:
+            _remove(folder / saved.name)
+            return False
+        time.sleep(0.2)
+    try:
+        now = json.loads((folder / POINTER).read_text())
+        if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
+            # a writer rebuilt the parts meanwhile
+            _remove(folder / saved.name)
+            return False
+        now["segments"] = [name for name in now["segments"] if name not in names] + [saved.name]
+        now["removed"] = [tile for tile in now.get("removed", []) if tile not in dropped]
+        write_pointer(folder, now)
+    finally:
+        lock.release()
+    for name in names:
+        _remove(folder / name)
+    return True
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    merge_due(Path(sys.argv[1]))
