@@ -210,25 +210,30 @@ class LexicalRetriever:
         """The merges due (``plan_merges``), each a list of segment positions."""
         return plan_merges([len(s) for s in self.segments], [int(r.sum()) for r in self.removed])
 
-    def merged(self, limit: int | None = None) -> LexicalRetriever:
-        """Its segments merged as ``plan_merges`` says, those merges only that make a segment of
-        at most ``limit`` live tiles (None: all); itself when none is due."""
-        plans = [
-            plan
-            for plan in self.merges()
-            if limit is None or sum(len(self.segments[i]) - int(self.removed[i].sum()) for i in plan) <= limit
-        ]
+    def live(self, plan: list[int]) -> int:
+        """The live tiles of the segments at positions ``plan``."""
+        return sum(len(self.segments[i]) - int(self.removed[i].sum()) for i in plan)
+
+    def merged(self, plans: list[list[int]]) -> LexicalRetriever:
+        """Its segments merged as ``plans`` say (of ``merges``): the segments not merged in their
+        order, then each plan's merged segment."""
         if not plans:
             return self
         merged = {i for plan in plans for i in plan}
         segments = [s for i, s in enumerate(self.segments) if i not in merged]
         removed = [r for i, r in enumerate(self.removed) if i not in merged]
         for plan in plans:
-            merged_segment = Segment.merge([(self.segments[i], self.removed[i]) for i in plan])
-            if len(merged_segment):  # a segment whose tiles are all deleted is dropped
-                segments.append(merged_segment)
-                removed.append(np.zeros(len(merged_segment), bool))
+            segments.append(Segment.merge([(self.segments[i], self.removed[i]) for i in plan]))
+            removed.append(np.zeros(len(segments[-1]), bool))
         return self._like(segments, removed)
+
+    def named(self, segments: list[Segment]) -> LexicalRetriever:
+        """The same segments, as saved (``segments``: each one's copy with its name)."""
+        return self._like(segments, self.removed)
+
+    def taking(self, positions: list[int]) -> LexicalRetriever:
+        """The segments at ``positions`` alone (a merge that left an empty one, dropped)."""
+        return self._like([self.segments[i] for i in positions], [self.removed[i] for i in positions])
 
     def _like(self, segments, removed) -> LexicalRetriever:
         return LexicalRetriever(segments, removed, phrases=self.phrases, term_weights=self.term_weights)

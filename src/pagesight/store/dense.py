@@ -9,6 +9,11 @@ on MiniLM's unit vectors as stored (no second normalisation, so scores are the m
 
 Files written before the ``VectorIndex`` (a bare FAISS ``IndexIDMap2`` whose ids were tile ids,
 one per chunk) are read and converted, so an older index searches the same.
+
+The local store keeps one such index beside each BM25 segment, of the same tiles
+(``DenseSegments``): a commit adds the part of its new tiles, a merge joins the parts of the
+segments it merges, and a search asks every part and keeps the best, so a commit never rewrites
+the vectors already written.
 """
 
 from __future__ import annotations
@@ -94,6 +99,16 @@ class DenseRetriever:
         self.index.save(path)
 
     @classmethod
+    def joined(cls, parts: list[DenseRetriever], dim: int) -> DenseRetriever:
+        """One index of the live chunks of ``parts``."""
+        joined = cls.empty(dim)
+        for part in parts:
+            ids = part.index.ids()
+            if len(ids):
+                joined.index.add(ids, part.index.fetch(ids))
+        return joined
+
+    @classmethod
     def load(cls, path: Path) -> DenseRetriever:
         try:
             return cls(VectorIndex.load(path))
@@ -115,3 +130,41 @@ class DenseRetriever:
         converted = cls.empty(old.d)
         converted.add(tile_ids[order], vectors[order])
         return converted
+
+
+class DenseSegments:
+    """The dense index in parts, each beside the BM25 segment of the same position (the module
+    docstring): searched part by part, the best tiles kept."""
+
+    def __init__(self, parts: list[DenseRetriever], dim: int):
+        self.parts = list(parts)
+        self.dim = dim
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def search(
+        self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``n`` best (tile id, best chunk score) pairs of all parts, best first."""
+        found = [hit for part in self.parts for hit in part.search(query_vector, n, allowed)]
+        found.sort(key=lambda hit: (-hit[1], hit[0]))
+        return found[:n]
+
+    def remove(self, tile_ids: np.ndarray) -> None:
+        """Remove every chunk of ``tile_ids`` from the parts in memory (their files stay)."""
+        for part in self.parts:
+            part.remove(tile_ids)
+
+    def with_part(self, part: DenseRetriever) -> DenseSegments:
+        return DenseSegments([*self.parts, part], self.dim)
+
+    def merged(self, plans: list[list[int]]) -> DenseSegments:
+        """The parts merged as the BM25 segments are (``LexicalRetriever.merged``): the parts not
+        merged in their order, then each plan's parts joined."""
+        merged = {i for plan in plans for i in plan}
+        kept = [part for i, part in enumerate(self.parts) if i not in merged]
+        return DenseSegments(
+            kept + [DenseRetriever.joined([self.parts[i] for i in plan], self.dim) for plan in plans],
+            self.dim,
+        )

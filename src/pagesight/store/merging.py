@@ -1,4 +1,4 @@
-"""BM25 segments merged beside the writers and the searches, in a process of its own (Lucene's
+"""Segments (BM25 and the dense part beside each) merged beside the writers and the searches, in a process of its own (Lucene's
 concurrent merge scheduler), so that no commit waits for a large merge.
 
 A commit merges small tiers itself (``INLINE_MERGE`` tiles at most, a fraction of a second); when a
@@ -94,14 +94,20 @@ def _merge(root: Path, folder: Path, names: list[str]) -> bool:
     """Merge the segments ``names`` and swap the result in; False when the swap could not be made
     (the write lock held too long, or the parts changed meanwhile)."""
     from pagesight.store.bm25 import Segment
+    from pagesight.store.dense import DenseRetriever
     from pagesight.store.lock import WriteLock
-    from pagesight.store.retrievers import POINTER, fsync_tree, write_pointer
+    from pagesight.store.retrievers import DENSE, POINTER, fsync_tree, write_pointer
 
     pointer = json.loads((folder / POINTER).read_text())
     removed = np.array(pointer.get("removed", []), dtype=np.int64)
     parts = [Segment.load(folder / name) for name in names]
     merged = Segment.merge([(part, np.isin(part.tile_ids, removed)) for part in parts])
     saved = merged.save(folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    if pointer.get("dense"):  # the dense parts beside them, joined the same way
+        dense = [DenseRetriever.load(folder / name / DENSE) for name in names]
+        for part in dense:
+            part.remove(removed)
+        DenseRetriever.joined(dense, pointer["dense"]).save(folder / saved.name / DENSE)
     fsync_tree(folder, {saved.name})
     dropped = set(np.concatenate([part.tile_ids for part in parts]).tolist()) - set(saved.tile_ids.tolist())
     lock = WriteLock(root)

@@ -3,15 +3,16 @@ generation.
 
 Layout inside the index directory::
 
-    retrievers/current.json       {"generation": G, "segments": ["bm25-...", ...], "dense": "dense-G",
-                                   "visual": "visual-G", "removed": [tile ids]}
-    retrievers/bm25-G-PID-R/      one BM25 segment (store/bm25.py): its tiles' postings
-    retrievers/dense-G            the text chunks' vectors: a VectorIndex file (store/dense.py)
+    retrievers/current.json       {"format": 2, "generation": G, "segments": ["bm25-...", ...],
+                                   "dense": DIM, "visual": "visual-G", "removed": [tile ids]}
+    retrievers/bm25-G-PID-R/      one segment: its tiles' BM25 postings (store/bm25.py) and
+                                  dense/, their text chunks' vectors (store/dense.py)
     retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
 
-A commit adds a segment of its new tiles' terms: the tiles of the catalog past the segments' last
-(tile ids only grow), analysed alone, so BM25 costs what a commit adds; segments are merged by
-``bm25.plan_merges`` as they pile up, a merged segment written before the pointer names it. New
+A commit adds a segment of its new tiles: their terms, analysed alone, and their chunk vectors, so
+a commit costs what it adds; segments are merged by ``bm25.plan_merges`` as they pile up, the
+small merges by the commit and the larger ones by ``store.merging``, a merged segment written
+before the pointer names it. The visual vectors are still one file, written whole. New
 files are written under new names and ``current.json`` is replaced atomically, so a reader sees
 either the old set or the new one, and a process killed while writing a segment or a merge leaves
 the old set. Files that ``current.json`` does not name are leftovers of a crash or of an older
@@ -41,37 +42,43 @@ if TYPE_CHECKING:
 
 FOLDER = "retrievers"
 POINTER = "current.json"
+FORMAT = 2  # segments, each with its dense part
+DENSE = "dense"  # a segment's dense part, in its folder
 
 
 def current_generation(root: Path) -> int | None:
     """The catalog generation the saved retrievers match, None when there are none (or they are an
-    older build's single BM25 index, which is built again as segments)."""
+    older build's, which are built again as segments)."""
     try:
         pointer = json.loads((root / FOLDER / POINTER).read_text())
     except FileNotFoundError:
         return None
-    return pointer["generation"] if "segments" in pointer else None
+    return pointer["generation"] if pointer.get("format") == FORMAT else None
 
 
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
     from pagesight.store.bm25 import LexicalRetriever, Segment
-    from pagesight.store.dense import DenseRetriever
+    from pagesight.store.dense import DenseRetriever, DenseSegments
     from pagesight.store.visual import VisualRetriever
 
     folder = root / FOLDER
-    for _ in range(3):  # a writer may swap the files between reading the pointer and the files
+    for _ in range(3):  # a writer or a merge may swap the files between reading the pointer and them
         try:
             pointer = json.loads((folder / POINTER).read_text())
-            if "segments" not in pointer:  # an older build's single BM25 index: built again
+            if pointer.get("format") != FORMAT:  # an older build's files: built again
                 return None
-            settings = pointer.get("lexical", {})
+            settings = pointer["lexical"]
+            names = pointer["segments"]
             lexical = LexicalRetriever(
-                [Segment.load(folder / name) for name in pointer["segments"]],
-                phrases=settings.get("phrases", False),
-                term_weights=settings.get("term_weights", False),
+                [Segment.load(folder / name) for name in names],
+                phrases=settings["phrases"],
+                term_weights=settings["term_weights"],
             )
-            dense = DenseRetriever.load(folder / pointer["dense"]) if pointer.get("dense") else None
+            dense = None
+            if pointer.get("dense"):
+                parts = [DenseRetriever.load(folder / name / DENSE) for name in names]
+                dense = DenseSegments(parts, pointer["dense"])
             visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
             removed = np.array(pointer.get("removed", []), dtype=np.int64)
             if len(removed):
@@ -92,7 +99,7 @@ def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
     folder = root / FOLDER
     try:
         pointer = json.loads((folder / POINTER).read_text())
-        if "segments" not in pointer:
+        if pointer.get("format") != FORMAT:
             return None
         saved = [np.load(folder / name / "tile_ids.npy") for name in pointer["segments"]]
     except FileNotFoundError:
@@ -112,12 +119,12 @@ def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
 
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
-    """Retrievers for the catalog as it is now, from ``previous``: BM25 gains a segment of the tiles
-    it lacks and tombstones the tiles gone (everything is analysed when there is no ``previous``);
-    the dense and visual indexes are updated in place."""
+    """Retrievers for the catalog as it is now, from ``previous``: a new segment of the tiles it
+    lacks (BM25 and the dense part beside it), tombstones for the tiles gone (everything is read
+    again when there is no ``previous``); the visual index is updated in place."""
     from pagesight.encode.lexical import indexed_text
     from pagesight.store.bm25 import LexicalRetriever, segment
-    from pagesight.store.dense import DenseRetriever
+    from pagesight.store.dense import DenseRetriever, DenseSegments
     from pagesight.store.visual import VisualRetriever
 
     with catalog.snapshot():
@@ -125,32 +132,38 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         settings = catalog.settings
         tile_ids = catalog.tile_ids()
         lexical = previous.lexical if previous is not None else None
-        if lexical is None or (lexical.phrases, lexical.term_weights) != (
-            settings.phrases,
-            settings.term_weights,
+        dense = previous.dense if previous is not None else None
+        if (
+            lexical is None
+            or (lexical.phrases, lexical.term_weights) != (settings.phrases, settings.term_weights)
+            or (dim is not None) != (dense is not None)
         ):
             lexical = LexicalRetriever([], phrases=settings.phrases, term_weights=settings.term_weights)
+            dense = DenseSegments([], dim) if dim is not None else None
         have = lexical.tile_ids
         gone = np.setdiff1d(have, tile_ids)
         if len(gone):
             lexical = lexical.remove(gone)
+            if dense is not None:
+                dense.remove(gone)
         new = np.setdiff1d(tile_ids, have)
         if len(new):
-            rows = list(catalog.tile_contexts(since=int(new[0])))
-            rows = [row for row in rows if row[0] in set(new.tolist())]
+            wanted = set(new.tolist())
+            rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
             languages = catalog.tile_languages(since=int(new[0]))
+            added = np.array([row[0] for row in rows], dtype=np.int64)
             lexical = lexical.with_segment(
                 segment(
-                    np.array([row[0] for row in rows], dtype=np.int64),
+                    added,
                     [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
                     settings.phrases,
                     [languages.get(row[0], "en") for row in rows],
                 )
             )
-        dense = None
-        if dim is not None:
-            dense = (previous.dense if previous is not None else None) or DenseRetriever.empty(dim)
-            _sync(dense, tile_ids, catalog.vectors)
+            if dense is not None:
+                part = DenseRetriever.empty(dim)
+                part.add(*catalog.vectors(added.tolist()))
+                dense = dense.with_part(part)
         visual = None
         spec = catalog.visual_spec()
         if spec is not None:
@@ -173,50 +186,56 @@ def _sync(retriever: MutableVectorStore, tile_ids: np.ndarray, fetch) -> None:
 
 
 def save(root: Path, retrievers: Retrievers) -> Retrievers:
-    """Write what ``retrievers`` hold that is not on disk yet under fresh names (BM25 segments
-    merged first, as ``bm25.plan_merges`` says), switch ``current.json`` to them, drop the rest;
-    the retrievers as saved (their segments named)."""
+    """Write what ``retrievers`` hold that is not on disk yet under fresh names (segments merged
+    first where a merge of at most ``merging.INLINE_MERGE`` tiles is due; a larger one is left to
+    ``store.merging``), switch ``current.json`` to them, drop the rest; the retrievers as saved
+    (their segments named)."""
     from pagesight.store import merging
-    from pagesight.store.bm25 import LexicalRetriever
 
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    lexical = retrievers.lexical.merged(limit=merging.INLINE_MERGE)
+    lexical, dense = retrievers.lexical, retrievers.dense
+    plans = [plan for plan in lexical.merges() if lexical.live(plan) <= merging.INLINE_MERGE]
+    if plans:
+        lexical = lexical.merged(plans)
+        dense = dense.merged(plans) if dense is not None else None
+        kept = [i for i, part in enumerate(lexical.segments) if len(part)]  # all deleted: gone
+        lexical = lexical.taking(kept)
+        if dense is not None:
+            dense = type(dense)([dense.parts[i] for i in kept], dense.dim)
     segments, written = [], set()
-    for part in lexical.segments:
+    for i, part in enumerate(lexical.segments):
         if part.name is None or not (folder / part.name).is_dir():
             part = part.save(folder / f"bm25-{tag}-{uuid.uuid4().hex[:8]}")
+            if dense is not None:
+                dense.parts[i].save(folder / part.name / DENSE)
             written.add(part.name)
         segments.append(part)
-    lexical = LexicalRetriever(
-        segments, lexical.removed, phrases=lexical.phrases, term_weights=lexical.term_weights
-    )
+    lexical = lexical.named(segments)
     removed = lexical.tile_ids[np.concatenate(lexical.removed)] if segments else np.zeros(0, dtype=np.int64)
     pointer = {
+        "format": FORMAT,
         "generation": retrievers.generation,
         "segments": [part.name for part in segments],
         "lexical": {"phrases": lexical.phrases, "term_weights": lexical.term_weights},
-        "dense": None,
+        "dense": dense.dim if dense is not None else None,
         "visual": None,
         "removed": [int(i) for i in removed],
     }
-    if retrievers.dense is not None:
-        pointer["dense"] = f"dense-{tag}"
-        retrievers.dense.save(folder / pointer["dense"])
     if retrievers.visual is not None:
         pointer["visual"] = f"visual-{tag}"
         retrievers.visual.save(folder / pointer["visual"])
-    fsync_tree(folder, {*written, pointer["dense"], pointer["visual"]})
+    fsync_tree(folder, {*written, pointer["visual"]})
     write_pointer(folder, pointer)
-    keep = {POINTER, merging.LOCK, *pointer["segments"], pointer["dense"], pointer["visual"]}
+    keep = {POINTER, merging.LOCK, *pointer["segments"], pointer["visual"]}
     busy = merging.running(folder)  # its segment being written is named by no pointer yet
     for entry in folder.iterdir():
         if entry.name not in keep and not (busy and entry.name.startswith(merging.PREFIX)):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
     if lexical.merges():  # larger merges: beside the writers and the searches
         merging.start(root)
-    return Retrievers(retrievers.generation, lexical, retrievers.dense, retrievers.visual)
+    return Retrievers(retrievers.generation, lexical, dense, retrievers.visual)
 
 
 def segment_names(root: Path) -> list[str] | None:

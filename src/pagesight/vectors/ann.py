@@ -314,7 +314,7 @@ class VectorIndex:
             self._index.remove_ids(faiss.IDSelectorBatch(len(found), faiss.swig_ptr(found)))
         return len(found)
 
-    def _fetch(self, ids: np.ndarray) -> np.ndarray:
+    def fetch(self, ids: np.ndarray) -> np.ndarray:
         """The stored (normalised, fp16- or PQ-rounded) vectors of live ``ids``, float32."""
         return _reconstruct(self._index, self._slot if self._ann and self.kind == "hnsw" else None, ids)
 
@@ -392,7 +392,7 @@ class VectorIndex:
         return scores, ids
 
     def _exact(self, queries: np.ndarray, k: int, allowed: np.ndarray, scores: np.ndarray, ids: np.ndarray):
-        similarities = queries @ self._fetch(allowed).T
+        similarities = queries @ self.fetch(allowed).T
         top = min(k, len(allowed))
         best = np.argpartition(-similarities, top - 1, axis=1)[:, :top]
         order = np.take_along_axis(similarities, best, axis=1).argsort(axis=1, kind="stable")[:, ::-1]
