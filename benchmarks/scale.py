@@ -2,6 +2,7 @@
 (issue 39's numbers).
 
     python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--json]
+    python benchmarks/scale.py --plot RESULTS.jsonl --image docs/scale.png   # each figure against N
 
 The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlongbench-dev), read
 once (text layer, no OCR; kept in a pickle beside the index) and committed again and again under
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import pickle
 import random
 import socket
@@ -115,16 +115,19 @@ def build(root: Path, n_tiles: int, batch: int, cache: Path) -> dict:
     return {"build_seconds": round(time.perf_counter() - started, 1), "commits": commits}
 
 
-def timed_process(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds and peak RSS (MB) of a whole process, and what it printed."""
+def timed_process(command: list[str]) -> tuple[float, float | None, str]:
+    """Wall seconds and peak RSS (MB, by GNU time where it is installed: a child's own rusage
+    counts the pages it shared with this process when it started) of a whole process, and what it
+    printed."""
+    gnu_time = Path("/usr/bin/time")
+    measured = [str(gnu_time), "-f", "peak-kb %M", *command] if gnu_time.exists() else command
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
+    done = subprocess.run(measured, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    output = process.stdout.read()
-    if status != 0:
-        raise RuntimeError(f"{' '.join(command)} failed: {output[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, output
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {(done.stdout + done.stderr)[-2000:]}")
+    peaks = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("peak-kb ")]
+    return seconds, int(peaks[-1]) / 1024 if peaks else None, done.stdout
 
 
 def percentiles(latencies: list[float]) -> tuple[float, float]:
@@ -163,11 +166,11 @@ def measure(root: Path) -> dict:
             pdf.showPage()
         pdf.save()
         seconds, peak, _ = timed_process([*pagesight, "ingest", str(added), "--index", str(root)])
-        result["add_seconds"], result["add_peak_rss_mb"] = round(seconds, 2), round(peak)
+        result["add_seconds"], result["add_peak_rss_mb"] = round(seconds, 2), peak and round(peak)
         seconds, _, _ = timed_process([*pagesight, "delete", added.stem, "--index", str(root)])
         result["delete_seconds"] = round(seconds, 2)
     seconds, peak, _ = timed_process([*pagesight, "search", queries[0], "--index", str(root), "-k", "10"])
-    result["cold_search_seconds"], result["cold_search_rss_mb"] = round(seconds, 2), round(peak)
+    result["cold_search_seconds"], result["cold_search_rss_mb"] = round(seconds, 2), peak and round(peak)
     result["server_rss_mb"] = server_rss(root, queries[:100])
     size = sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
     result["disk_bytes_per_tile"] = round(size / max(1, result["tiles"]))
@@ -207,14 +210,54 @@ def server_rss(root: Path, queries: list[str]) -> float:
         server.wait(timeout=60)
 
 
+FIGURES = (
+    ("add_seconds", "add a 2-page PDF (s)"),
+    ("delete_seconds", "delete it (s)"),
+    ("cold_search_seconds", "cold search process (s)"),
+    ("lexical_p50_ms", "lexical p50 (ms)"),
+    ("hybrid_p50_ms", "hybrid p50 (ms)"),
+    ("filtered_p50_ms", "filtered p50 (ms)"),
+    ("server_rss_mb", "server RSS (MB)"),
+    ("add_peak_rss_mb", "add peak RSS (MB)"),
+    ("disk_bytes_per_tile", "disk bytes a tile"),
+)
+
+
+def plot(results: list[dict], image: Path) -> None:
+    """Each figure of ``results`` (this script's JSON lines) against the tiles, log-scaled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = sorted(results, key=lambda result: result["tiles"])
+    figure, axes = plt.subplots(3, 3, figsize=(12, 9))
+    for axis, (key, title) in zip(axes.flat, FIGURES):
+        points = [(r["tiles"], r[key]) for r in results if r.get(key) is not None]
+        axis.plot([x for x, _ in points], [y for _, y in points], marker="o")
+        axis.set_xscale("log")
+        axis.set_title(title)
+        axis.set_xlabel("tiles")
+        axis.set_ylim(bottom=0)
+    figure.tight_layout()
+    figure.savefig(image, dpi=80)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiles", type=int, required=True, help="tiles to build the index to")
+    parser.add_argument("--plot", type=Path, help="a file of this script's JSON lines: plot them (--image)")
+    parser.add_argument("--image", type=Path, default=Path("scale.png"), help="where --plot draws")
+    parser.add_argument("--tiles", type=int, help="tiles to build the index to")
     parser.add_argument("--out", type=Path, help="the index folder (default: a folder per size in /tmp)")
     parser.add_argument("--reuse", type=Path, help="an index this script built: measured as it is")
     parser.add_argument("--batch", type=int, default=5000, help="tiles a commit adds while building")
     parser.add_argument("--json", action="store_true", help="the JSON line only")
     args = parser.parse_args()
+    if args.plot:
+        plot([json.loads(line) for line in args.plot.read_text().splitlines() if line.strip()], args.image)
+        return
+    if args.tiles is None:
+        parser.error("--tiles is needed (or --plot)")
     root = args.reuse or args.out or Path(tempfile.gettempdir()) / f"pagesight-scale-{args.tiles}"
     result: dict = {"batch": args.batch}
     if args.reuse is None:

@@ -154,7 +154,8 @@ def test_plan_merges_takes_full_tiers_smallest_first_and_mostly_deleted_segments
     assert plan_merges([5000] + [10] * 10, [0] * 11) == [list(range(1, 11))]  # another tier waits
     assert plan_merges([100, 10], [60, 0]) == [[0]]  # more than half deleted: compacted alone
     big = bm25.MAX_MERGED // 5
-    assert plan_merges([big] * 10, [0] * 10) == []  # the merged segment would be too large
+    assert plan_merges([big] * 10, [0] * 10) == [[0, 1, 2, 3, 4]]  # as many as fit in MAX_MERGED
+    assert plan_merges([bm25.MAX_MERGED - 1] * 10, [0] * 10) == []  # full-sized segments stay
 
 
 def test_merging_segments_keeps_postings_and_drops_tombstones():

@@ -343,9 +343,9 @@ def segment(tile_ids: np.ndarray, texts: list[str], phrases: bool, languages: li
 
 
 def plan_merges(sizes: Sequence[int], removed: Sequence[int]) -> list[list[int]]:
-    """Which segments (by position) to merge: ``MERGE_FACTOR`` of a tier (sizes within a factor of
-    ten, all up to ``SMALLEST_TIER`` in the first) into one, the smallest first, as long as the
-    merged segment stays within ``MAX_MERGED`` tiles; and a segment more than half deleted alone."""
+    """Which segments (by position) to merge: once a tier (sizes within a factor of ten, all up to
+    ``SMALLEST_TIER`` in the first) holds ``MERGE_FACTOR``, its smallest into one, as many of them
+    as fit in ``MAX_MERGED`` tiles (two at least); and a segment more than half deleted alone."""
     plans: list[list[int]] = []
     taken: set[int] = set()
     for i, (size, gone) in enumerate(zip(sizes, removed)):
@@ -359,9 +359,15 @@ def plan_merges(sizes: Sequence[int], removed: Sequence[int]) -> list[list[int]]
     for members in tiers.values():
         members.sort(key=lambda i: sizes[i] - removed[i])
         while len(members) >= MERGE_FACTOR:
-            group, members = members[:MERGE_FACTOR], members[MERGE_FACTOR:]
-            if sum(sizes[i] - removed[i] for i in group) <= MAX_MERGED:
-                plans.append(group)
+            group, total = [], 0
+            for i in members[:MERGE_FACTOR]:  # the smallest, as many as fit in MAX_MERGED
+                if total + sizes[i] - removed[i] <= MAX_MERGED:
+                    group.append(i)
+                    total += sizes[i] - removed[i]
+            if len(group) < 2:
+                break
+            plans.append(group)
+            members = [i for i in members if i not in group]
     return plans
 
 
