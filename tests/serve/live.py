@@ -1,4 +1,5 @@
-"""A real uvicorn server on a free loopback port, in a thread of the test process."""
+"""A real uvicorn server on a free loopback port, in a thread of the test process; a free port;
+waiting for a condition."""
 
 from __future__ import annotations
 
@@ -9,11 +10,27 @@ import time
 import uvicorn
 
 
+def free_port() -> int:
+    """A loopback port no one listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def until(condition, seconds: float, what: str, every: float = 0.2):
+    """``condition()``'s first true answer within ``seconds``, asked every ``every`` seconds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
 class LiveServer:
     def __init__(self, app, timeout: float = 30.0):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)

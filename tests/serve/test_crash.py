@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from pagesight import Index
 from tests.conftest import make_pdf
+from tests.serve.live import free_port, until
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -27,9 +26,7 @@ class Server:
     """``pagesight serve`` in a process group of its own, on a free loopback port."""
 
     def __init__(self, index: Path):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [
             sys.executable,
@@ -70,16 +67,6 @@ class Server:
             self.process.wait(timeout=30)
 
 
-def until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"not within {seconds} s: {what}")
-
-
 @pytest.mark.timeout(300)
 def test_jobs_killed_with_their_server_are_finished_by_the_next_one(tmp_path: Path):
     index = tmp_path / "ix"
@@ -105,7 +92,9 @@ def test_jobs_killed_with_their_server_are_finished_by_the_next_one(tmp_path: Pa
         small = httpx.post(
             f"{server.url}/api/documents", files={"files": ("memo.pdf", one)}, headers=AUTH, timeout=60
         ).json()["job"]["id"]
-        until(lambda: server.get(f"/api/jobs/{big}").json()["done"] >= 1, 120, "the first files ingested")
+        until(
+            lambda: server.get(f"/api/jobs/{big}").json()["done"] >= 1, 120, "the first files ingested", 0.02
+        )
         server.kill()  # SIGKILL: no clean-up runs
     finally:
         server.stop()

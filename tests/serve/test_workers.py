@@ -10,26 +10,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_pdf
+from tests.serve.live import until
 
 httpx = pytest.importorskip("httpx")
 KEY = "workers-test-key"
-
-
-def until(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {seconds} s: {what}")
 
 
 def call(url: str, method: str = "GET", **options) -> httpx.Response:
