@@ -4,6 +4,7 @@ waiting for a condition."""
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 
@@ -15,6 +16,11 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def serve_command(index, port: int, *more: str) -> list[str]:
+    """The command line of a real ``pagesight serve`` process over ``index`` on ``port``."""
+    return [sys.executable, "-m", "pagesight", "serve", "--index", str(index), "--port", str(port), *more]
 
 
 def until(condition, seconds: float, what: str, every: float = 0.2):

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pagesight import Index
 from tests.conftest import make_pdf
-from tests.serve.live import free_port, until
+from tests.serve.live import free_port, serve_command, until
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -28,16 +27,7 @@ class Server:
     def __init__(self, index: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable,
-            "-m",
-            "pagesight",
-            "serve",
-            "--index",
-            str(index),
-            "--port",
-            str(self.port),
-        ]
+        command = serve_command(index, self.port)
         env = {**os.environ, "PAGESIGHT_API_KEY": KEY}
         self.process = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
         until(lambda: self.answers(), 90, "the server answers")

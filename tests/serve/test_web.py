@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +22,7 @@ from pagesight.answer.show import BOX_COLOUR
 from pagesight.render.web.jobs import CHROMIUM
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, make_pdf
+from tests.serve.live import free_port, serve_command
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(
@@ -46,21 +45,12 @@ sync_api.expect.set_options(timeout=60_000)  # the first answer loads the reader
 @contextmanager
 def serving(index_dir: Path):
     """``pagesight serve`` on a free loopback port over ``index_dir``; its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [
-        sys.executable,
-        "-m",
-        "pagesight",
-        "serve",
-        "--index",
-        str(index_dir),
-        "--port",
-        str(port),
-    ]
+    port = free_port()
     process = subprocess.Popen(
-        command, env={**os.environ, "PAGESIGHT_API_KEY": KEY}, stderr=subprocess.PIPE, text=True
+        serve_command(index_dir, port),
+        env={**os.environ, "PAGESIGHT_API_KEY": KEY},
+        stderr=subprocess.PIPE,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -7,16 +7,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_pdf
-from tests.serve.live import until
+from tests.serve.live import free_port, serve_command, until
 
 httpx = pytest.importorskip("httpx")
 KEY = "workers-test-key"
@@ -33,23 +31,10 @@ def call(url: str, method: str = "GET", **options) -> httpx.Response:
 def test_two_processes_answer_together_and_both_see_an_upload(lexical_samples, tmp_path: Path):
     index = tmp_path / "index"
     shutil.copytree(lexical_samples.root, index)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pagesight",
-            "serve",
-            "--index",
-            str(index),
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-        ],
+        serve_command(index, port, "--workers", "2"),
         env={**os.environ, "PAGESIGHT_API_KEY": KEY},
         start_new_session=True,
     )

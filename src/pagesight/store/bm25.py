@@ -139,8 +139,11 @@ class Segment:
 
     @classmethod
     def load(cls, folder: Path) -> Segment:
+        """The segment saved in ``folder``, its arrays mapped from the files, not read: a search
+        reads the postings of its terms, and processes share the pages (a merge may remove the
+        files meanwhile; a mapping outlives its file)."""
         about = json.loads((folder / "segment.json").read_text())
-        arrays = [np.load(folder / f"{name}.npy") for name in FILES]
+        arrays = [np.load(folder / f"{name}.npy", mmap_mode="r") for name in FILES]
         return cls(*arrays, tuple(about["languages"]), folder.name)
 
 

@@ -315,8 +315,10 @@ class Catalog:
         return dict(rows.fetchall())
 
     def tile_ids(self) -> np.ndarray:
-        rows = self.db.execute("SELECT id FROM tiles ORDER BY id").fetchall()
-        return np.array([r[0] for r in rows], dtype=np.int64)
+        """Every tile's id, sorted: read from the smallest index that holds them (the rowid of
+        ``tiles_by_doc``), not by scanning the tiles' text."""
+        rows = self.db.execute("SELECT id FROM tiles")
+        return np.sort(np.fromiter((row[0] for row in rows), dtype=np.int64))
 
     def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Chunk vectors as (tile id per row, float32 matrix), for all tiles or the given ones."""

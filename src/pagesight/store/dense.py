@@ -18,6 +18,7 @@ the vectors already written.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -134,37 +135,54 @@ class DenseRetriever:
 
 class DenseSegments:
     """The dense index in parts, each beside the BM25 segment of the same position (the module
-    docstring): searched part by part, the best tiles kept."""
+    docstring): searched part by part, the best tiles kept. A part saved beside its segment is read
+    when first searched or merged, so a writer that only adds a part reads none of them."""
 
-    def __init__(self, parts: list[DenseRetriever], dim: int):
+    def __init__(self, parts: list[DenseRetriever | Path], dim: int, gone: np.ndarray | None = None):
         self.parts = list(parts)
         self.dim = dim
+        self._gone = np.zeros(0, dtype=np.int64) if gone is None else gone  # removed before a part was read
+        self._lock = threading.Lock()
+
+    def part(self, i: int) -> DenseRetriever:
+        """Part ``i``, read from its file the first time."""
+        with self._lock:
+            found = self.parts[i]
+            if isinstance(found, Path):
+                found = DenseRetriever.load(found)
+                found.remove(self._gone)
+                self.parts[i] = found
+            return found
 
     def __len__(self) -> int:
-        return sum(len(part) for part in self.parts)
+        return sum(len(self.part(i)) for i in range(len(self.parts)))
 
     def search(
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, best chunk score) pairs of all parts, best first."""
-        found = [hit for part in self.parts for hit in part.search(query_vector, n, allowed)]
+        found = [hit for i in range(len(self.parts)) for hit in self.part(i).search(query_vector, n, allowed)]
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:n]
 
     def remove(self, tile_ids: np.ndarray) -> None:
         """Remove every chunk of ``tile_ids`` from the parts in memory (their files stay)."""
-        for part in self.parts:
-            part.remove(tile_ids)
+        with self._lock:
+            self._gone = np.union1d(self._gone, np.asarray(tile_ids, dtype=np.int64))
+            for part in self.parts:
+                if isinstance(part, DenseRetriever):
+                    part.remove(tile_ids)
 
     def with_part(self, part: DenseRetriever) -> DenseSegments:
-        return DenseSegments([*self.parts, part], self.dim)
+        return DenseSegments([*self.parts, part], self.dim, self._gone)
+
+    def taking(self, positions: list[int]) -> DenseSegments:
+        return DenseSegments([self.parts[i] for i in positions], self.dim, self._gone)
 
     def merged(self, plans: list[list[int]]) -> DenseSegments:
         """The parts merged as the BM25 segments are (``LexicalRetriever.merged``): the parts not
         merged in their order, then each plan's parts joined."""
         merged = {i for plan in plans for i in plan}
         kept = [part for i, part in enumerate(self.parts) if i not in merged]
-        return DenseSegments(
-            kept + [DenseRetriever.joined([self.parts[i] for i in plan], self.dim) for plan in plans],
-            self.dim,
-        )
+        joined = [DenseRetriever.joined([self.part(i) for i in plan], self.dim) for plan in plans]
+        return DenseSegments(kept + joined, self.dim, self._gone)

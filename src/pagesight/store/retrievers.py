@@ -59,7 +59,7 @@ def current_generation(root: Path) -> int | None:
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
     from pagesight.store.bm25 import LexicalRetriever, Segment
-    from pagesight.store.dense import DenseRetriever, DenseSegments
+    from pagesight.store.dense import DenseSegments
     from pagesight.store.visual import VisualRetriever
 
     folder = root / FOLDER
@@ -76,9 +76,8 @@ def load(root: Path) -> Retrievers | None:
                 term_weights=settings["term_weights"],
             )
             dense = None
-            if pointer.get("dense"):
-                parts = [DenseRetriever.load(folder / name / DENSE) for name in names]
-                dense = DenseSegments(parts, pointer["dense"])
+            if pointer.get("dense"):  # each part read when first searched
+                dense = DenseSegments([folder / name / DENSE for name in names], pointer["dense"])
             visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
             removed = np.array(pointer.get("removed", []), dtype=np.int64)
             if len(removed):
@@ -203,13 +202,13 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
         kept = [i for i, part in enumerate(lexical.segments) if len(part)]  # all deleted: gone
         lexical = lexical.taking(kept)
         if dense is not None:
-            dense = type(dense)([dense.parts[i] for i in kept], dense.dim)
+            dense = dense.taking(kept)
     segments, written = [], set()
     for i, part in enumerate(lexical.segments):
         if part.name is None or not (folder / part.name).is_dir():
             part = part.save(folder / f"bm25-{tag}-{uuid.uuid4().hex[:8]}")
             if dense is not None:
-                dense.parts[i].save(folder / part.name / DENSE)
+                dense.part(i).save(folder / part.name / DENSE)
             written.add(part.name)
         segments.append(part)
     lexical = lexical.named(segments)
