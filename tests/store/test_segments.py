@@ -328,3 +328,45 @@ def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
     assert len(pointer(tmp_path / "ix")["segments"]) == 1
     with Index.open(tmp_path / "ix", create=False) as index:
         assert ranked(index) == expected
+
+
+@pytest.mark.timeout(300)
+def test_a_servers_upload_into_a_larger_index_writes_one_segment(tmp_path: Path):
+    """1,200 tiles, then an upload through `pagesight serve`'s API: searchable at once, one segment
+    added, none of the others written again."""
+    pytest.importorskip("fastapi")
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from pagesight.serve.app import create_app
+
+    rng = random.Random(11)
+    books = [
+        make_pdf(
+            tmp_path / f"book{n}.pdf",
+            [[" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(4)] for _ in range(300)],
+        )
+        for n in range(4)
+    ]
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    assert index.add(books, jobs=2).ok
+    assert index.catalog.counts()["tiles"] == 1200
+    folder = index.root / "retrievers"
+    before = pointer(index.root)["segments"]
+    written = {p: p.stat().st_mtime_ns for name in before for p in (folder / name).iterdir()}
+    memo = make_pdf(tmp_path / "memo.pdf", [["the zeppelin hangar inventory"], ["second page"]])
+    key = {"Authorization": "Bearer operator-key-0123456789"}
+    with TestClient(create_app(index, api_key="operator-key-0123456789", readers=1)) as client:
+        job = client.post("/api/documents", files={"files": ("memo.pdf", memo.read_bytes())}, headers=key)
+        job = job.json()["job"]["id"]
+        deadline = time.monotonic() + 120
+        while client.get(f"/api/jobs/{job}", headers=key).json()["state"] != "done":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        hits = client.get("/api/search", params={"q": "zeppelin hangar", "k": 1}, headers=key).json()["hits"]
+    assert hits[0]["doc_id"] == "memo"
+    after = pointer(index.root)["segments"]
+    assert len(after) == len(before) + 1 and set(before) < set(after)
+    assert {p: p.stat().st_mtime_ns for name in before for p in (folder / name).iterdir()} == written
+    index.close()
