@@ -1,6 +1,6 @@
 """What every front-end does the same way, under the CLI (``cli/``), the HTTP API (``serve/app.py``)
 and the MCP tools (``serve/mcp.py``): readers built from a request, hits as one JSON
-payload, boxes and query images read from what a user typed or uploaded.
+payload, error messages without the server's paths (``Scrub``), boxes and query images read from what a user typed or uploaded.
 
 The requests themselves are ``request.SearchRequest`` and ``request.AskRequest``; the verbs are
 ``Index.search`` and ``Index.ask``. Errors here are ``PagesightError`` naming the input; each
@@ -9,7 +9,9 @@ front-end words them its way (a line on stderr, a JSON error with its status, a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from PIL import Image
@@ -99,3 +101,23 @@ def open_image(source: str | IO[bytes], name: str) -> Image.Image:
             return opened.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise PagesightError(f"{name}: not an image Pillow can read ({exc})") from None
+
+
+class Scrub:
+    """Error messages with the server's folders named by placeholders and any other absolute
+    path by its file's name: a client is never told where anything is on the server's disk."""
+
+    def __init__(self, folders: dict[Path, str]):
+        pairs = {}
+        for folder, name in folders.items():  # absolute forms: a relative one could be any word
+            for form in (str(Path(folder).resolve()), str(Path(folder).absolute())):
+                pairs[form] = name
+        self.pairs = sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
+
+    def __call__(self, message: str) -> str:
+        for form, name in self.pairs:
+            message = message.replace(form, name)
+        return _PATH.sub(r"\1", message)  # any other absolute path: its file's name alone
+
+
+_PATH = re.compile(r"(?<![\w.>])/(?:[^\s'\"()<>/]+/)+([^\s'\"()<>/]+)")

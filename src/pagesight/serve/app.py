@@ -30,7 +30,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import re
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 
@@ -51,6 +50,7 @@ from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
 from pagesight.serve.tenants import OPERATOR, PUBLIC, Tenant, identify
+from pagesight.service import Scrub
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -229,26 +229,6 @@ def _foreign(request: Request) -> JSONResponse | None:
         if not is_loopback(urlsplit(origin).hostname or ""):
             return _error(403, "this server answers pages of loopback origins only (Origin)")
     return None
-
-
-class Scrub:
-    """Error messages with the server's folders named by placeholders and any other absolute
-    path by its file's name: a client is never told where anything is on the server's disk."""
-
-    def __init__(self, folders: dict[Path, str]):
-        pairs = {}
-        for folder, name in folders.items():  # absolute forms: a relative one could be any word
-            for form in (str(Path(folder).resolve()), str(Path(folder).absolute())):
-                pairs[form] = name
-        self.pairs = sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
-
-    def __call__(self, message: str) -> str:
-        for form, name in self.pairs:
-            message = message.replace(form, name)
-        return _PATH.sub(r"\1", message)  # any other absolute path: its file's name alone
-
-
-_PATH = re.compile(r"(?<![\w.>])/(?:[^\s'\"()<>/]+/)+([^\s'\"()<>/]+)")
 
 
 # Responses -----------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from pagesight.search.filters import MAX_WHERE
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
-from pagesight.service import hits_payload
+from pagesight.service import Scrub, hits_payload
 
 INSTRUCTIONS = (
     "pagesight searches an index of document page images (PDFs, scans, web pages) cut into tiles. "
@@ -77,11 +77,8 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     lock = threading.Lock()
-    answering = {"reader": reader}
-    root, resolved = (
-        str(index.root),
-        str(index.root.resolve()),
-    )  # a reader named is made on the first ask: it may load a model
+    answering = {"reader": reader}  # a reader named is made on the first ask: it may load a model
+    scrub = Scrub({index.root: "<index>"})
 
     @contextmanager
     def using_index() -> Iterator[None]:
@@ -90,7 +87,7 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
             try:
                 yield
             except PagesightError as exc:
-                raise ToolError(str(exc).replace(resolved, "<index>").replace(root, "<index>")) from None
+                raise ToolError(scrub(str(exc))) from None
 
     def search(**arguments) -> CallToolResult:
         """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of

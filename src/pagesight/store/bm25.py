@@ -121,14 +121,6 @@ class Segment:
             tuple(sorted(languages)),
         )
 
-    def postings(self, term: np.uint64) -> tuple[np.ndarray, np.ndarray]:
-        """The tiles (positions) holding the term of hash ``term`` and how often."""
-        at = int(np.searchsorted(self.terms, term))
-        if at >= len(self.terms) or self.terms[at] != term:
-            return _NONE, _NO_TFS
-        start, end = self.indptr[at], self.indptr[at + 1]
-        return self.docs[start:end], self.tfs[start:end]
-
     def save(self, folder: Path) -> Segment:
         """Written to ``folder`` (new), and named after it."""
         folder.mkdir(parents=True)
@@ -145,10 +137,6 @@ class Segment:
         about = json.loads((folder / "segment.json").read_text())
         arrays = [np.load(folder / f"{name}.npy", mmap_mode="r") for name in FILES]
         return cls(*arrays, tuple(about["languages"]), folder.name)
-
-
-_NONE = np.zeros(0, dtype=np.int32)
-_NO_TFS = np.zeros(0, dtype=np.float32)
 
 
 class LexicalRetriever:
@@ -243,37 +231,16 @@ class LexicalRetriever:
 
     def counts(self, term: str) -> tuple[int, float]:
         """The live tiles holding ``term`` and its occurrences in them."""
-        held, occurrences = 0, 0.0
-        for _, docs, tfs in self._postings(_hash(term)):
-            held += len(docs)
-            occurrences += float(tfs.sum(dtype=np.float64))
-        return held, occurrences
+        held, touched = self._postings([term])
+        return int(held[0]), sum(float(tfs.sum(dtype=np.float64)) for _, _, _, tfs in touched)
 
-    def _postings(self, term: np.uint64):
-        """(segment index, live docs, their tfs) of each segment holding the term."""
-        for i, (segment, removed) in enumerate(zip(self.segments, self.removed)):
-            docs, tfs = segment.postings(term)
-            if len(docs):
-                live = ~removed[docs]
-                if not live.all():
-                    docs, tfs = docs[live], tfs[live]
-                if len(docs):
-                    yield i, docs, tfs
-
-    def search(
-        self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
-    ) -> list[tuple[int, float]]:
-        """The ``n`` best (tile id, score) pairs with a positive score, best first; the query read in
-        ``language`` (None: told from it, among the index's languages)."""
-        if not self.live_tiles:
-            return []
-        language = language or query_language(query, self.languages)
-        weights = query_weights(query, self.phrases, self.bursts, language)
-        # bm25s' order: the words first, then the phrase terms
-        ordered = [t for t in weights if " " not in t] + [t for t in weights if " " in t]
-        hashes = _hashes(ordered)
-        held = np.zeros(len(ordered), dtype=np.int64)  # each term's live tiles, over all segments
-        touched = []  # (segment, its terms' positions in ``ordered``, their live docs, their tfs)
+    def _postings(self, terms: list[str]) -> tuple[np.ndarray, list]:
+        """Each term's live tiles over all segments, and for each segment holding any of them
+        (its position, each posting's term as a position in ``terms``, the live postings' tiles
+        and counts), postings in term order."""
+        hashes = _hashes(terms)
+        held = np.zeros(len(terms), dtype=np.int64)
+        touched = []
         for i, (part, removed) in enumerate(zip(self.segments, self.removed)):
             if not len(part.terms):
                 continue
@@ -288,8 +255,22 @@ class LexicalRetriever:
             live = ~removed[docs]
             if not live.all():
                 docs, tfs, term = docs[live], tfs[live], term[live]
-            held += np.bincount(term, minlength=len(ordered))
+            held += np.bincount(term, minlength=len(terms))
             touched.append((i, term, docs, tfs))
+        return held, touched
+
+    def search(
+        self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``n`` best (tile id, score) pairs with a positive score, best first; the query read in
+        ``language`` (None: told from it, among the index's languages)."""
+        if not self.live_tiles:
+            return []
+        language = language or query_language(query, self.languages)
+        weights = query_weights(query, self.phrases, self.bursts, language)
+        # bm25s' order: the words first, then the phrase terms
+        ordered = [t for t in weights if " " not in t] + [t for t in weights if " " in t]
+        held, touched = self._postings(ordered)
         if not held.any():
             return []
         total, average = self.live_tiles, self.live_length / self.live_tiles
@@ -307,7 +288,7 @@ class LexicalRetriever:
             into = scores[i] = np.zeros(len(self.segments[i]), dtype=np.float32)
             np.add.at(into, docs, weight[term] * (idf[term] * tfc).astype(np.float32))
         ids = np.concatenate([self.segments[i].tile_ids for i in scores])
-        values = np.concatenate([np.where(self.removed[i], 0, scores[i]) for i in scores])
+        values = np.concatenate(list(scores.values()))  # tombstoned tiles were never scored
         if allowed is not None:
             values = np.where(np.isin(ids, np.asarray(allowed)), values, 0)
         return _top(ids, values, n)
@@ -372,10 +353,6 @@ def plan_merges(sizes: Sequence[int], removed: Sequence[int]) -> list[list[int]]
             plans.append(group)
             members = [i for i in members if i not in group]
     return plans
-
-
-def _hash(term: str) -> np.uint64:
-    return np.uint64(int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little"))
 
 
 def _hashes(terms: list[str]) -> np.ndarray:

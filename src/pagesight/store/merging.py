@@ -1,5 +1,6 @@
-"""Segments (BM25 and the dense part beside each) merged beside the writers and the searches, in a process of its own (Lucene's
-concurrent merge scheduler), so that no commit waits for a large merge.
+"""Segments (BM25 and the dense part beside each) merged beside the writers and the searches, in a
+process of its own (Lucene's concurrent merge scheduler), so that no commit waits for a large
+merge.
 
 A commit merges small tiers itself (``INLINE_MERGE`` tiles at most, a fraction of a second); when a
 larger merge is due it starts ``python -m pagesight.store.merging DIR``, detached, unless one runs
@@ -18,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,61 +69,43 @@ def merge_due(root: Path) -> int:
         except BlockingIOError:
             return 0
         swapped = 0
-        while (plan := _next_plan(folder)) is not None:
-            if not _merge(Path(root), folder, plan):
-                break
+        while _merge_next(Path(root), folder):
             swapped += 1
         return swapped
 
 
-def _next_plan(folder: Path) -> list[str] | None:
-    """The names of the segments of the first merge due, or None."""
-    from pagesight.store.bm25 import plan_merges
-
-    pointer = json.loads((folder / "current.json").read_text())
-    names = pointer.get("segments", [])
-    removed = np.array(pointer.get("removed", []), dtype=np.int64)
-    sizes, gone = [], []
-    for name in names:
-        tile_ids = np.load(folder / name / "tile_ids.npy")
-        sizes.append(len(tile_ids))
-        gone.append(int(np.isin(tile_ids, removed).sum()))
-    plans = plan_merges(sizes, gone)
-    return [names[i] for i in plans[0]] if plans else None
-
-
-def _merge(root: Path, folder: Path, names: list[str]) -> bool:
-    """Merge the segments ``names`` and swap the result in; False when the swap could not be made
-    (the write lock held too long, or the parts changed meanwhile)."""
-    from pagesight.store.bm25 import Segment
-    from pagesight.store.dense import DenseRetriever
+def _merge_next(root: Path, folder: Path) -> bool:
+    """Make the first merge due and swap it in; False when none is due or the swap could not be
+    made (the write lock held too long, or the parts changed meanwhile)."""
     from pagesight.store.lock import WriteLock
-    from pagesight.store.retrievers import DENSE, POINTER, fsync_tree, write_pointer
+    from pagesight.store.retrievers import DENSE, POINTER, fsync_tree, segments, write_pointer
 
     pointer = json.loads((folder / POINTER).read_text())
-    removed = np.array(pointer.get("removed", []), dtype=np.int64)
-    parts = [Segment.load(folder / name) for name in names]
-    merged = Segment.merge([(part, np.isin(part.tile_ids, removed)) for part in parts])
+    lexical, dense = segments(folder, pointer)
+    plans = lexical.merges()
+    if not plans:
+        return False
+    plan = plans[0]
+    names = [lexical.segments[i].name for i in plan]
+    merged = lexical.merged([plan]).segments[-1]  # the plan's segments, tombstoned tiles left out
     saved = merged.save(folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    if pointer.get("dense"):  # the dense parts beside them, joined the same way
-        dense = [DenseRetriever.load(folder / name / DENSE) for name in names]
-        for part in dense:
-            part.remove(removed)
-        DenseRetriever.joined(dense, pointer["dense"]).save(folder / saved.name / DENSE)
+    if dense is not None:  # the dense parts beside them, joined the same way
+        dense.merged([plan]).part(-1).save(folder / saved.name / DENSE)
     fsync_tree(folder, {saved.name})
-    dropped = set(np.concatenate([part.tile_ids for part in parts]).tolist()) - set(saved.tile_ids.tolist())
+    parts = np.concatenate([lexical.segments[i].tile_ids for i in plan])
+    dropped = set(parts.tolist()) - set(saved.tile_ids.tolist())  # the tombstones it left out
     lock = WriteLock(root)
     deadline = time.monotonic() + LOCK_WAIT
     while not lock.acquire():
         if time.monotonic() > deadline:
-            _remove(folder / saved.name)
+            shutil.rmtree(folder / saved.name, ignore_errors=True)
             return False
         time.sleep(0.2)
     try:
         now = json.loads((folder / POINTER).read_text())
         if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
             # a writer rebuilt the parts meanwhile
-            _remove(folder / saved.name)
+            shutil.rmtree(folder / saved.name, ignore_errors=True)
             return False
         now["segments"] = [name for name in now["segments"] if name not in names] + [saved.name]
         now["removed"] = [tile for tile in now.get("removed", []) if tile not in dropped]
@@ -129,14 +113,8 @@ def _merge(root: Path, folder: Path, names: list[str]) -> bool:
     finally:
         lock.release()
     for name in names:
-        _remove(folder / name)
+        shutil.rmtree(folder / name, ignore_errors=True)
     return True
-
-
-def _remove(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

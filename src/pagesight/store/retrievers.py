@@ -58,8 +58,6 @@ def current_generation(root: Path) -> int | None:
 
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
-    from pagesight.store.bm25 import LexicalRetriever, Segment
-    from pagesight.store.dense import DenseSegments
     from pagesight.store.visual import VisualRetriever
 
     folder = root / FOLDER
@@ -68,28 +66,40 @@ def load(root: Path) -> Retrievers | None:
             pointer = json.loads((folder / POINTER).read_text())
             if pointer.get("format") != FORMAT:  # an older build's files: built again
                 return None
-            settings = pointer["lexical"]
-            names = pointer["segments"]
-            lexical = LexicalRetriever(
-                [Segment.load(folder / name) for name in names],
-                phrases=settings["phrases"],
-                term_weights=settings["term_weights"],
-            )
-            dense = None
-            if pointer.get("dense"):  # each part read when first searched
-                dense = DenseSegments([folder / name / DENSE for name in names], pointer["dense"])
+            lexical, dense = segments(folder, pointer)
             visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
-            removed = np.array(pointer.get("removed", []), dtype=np.int64)
-            if len(removed):
-                lexical = lexical.remove(removed)
-                for store in (dense, visual):
-                    if store is not None:
-                        store.remove(removed)
+            if visual is not None and pointer.get("removed"):
+                visual.remove(np.array(pointer["removed"], dtype=np.int64))
             return Retrievers(pointer["generation"], lexical, dense, visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
                 return None
     return None
+
+
+def segments(folder: Path, pointer: dict):
+    """The BM25 segments and the dense parts ``pointer`` names in ``folder``, its tombstones
+    applied: the segments mapped, each dense part read when first searched."""
+    from pagesight.store.bm25 import LexicalRetriever, Segment
+    from pagesight.store.dense import DenseSegments
+
+    names, settings = pointer["segments"], pointer["lexical"]
+    lexical = LexicalRetriever(
+        [Segment.load(folder / name) for name in names],
+        phrases=settings["phrases"],
+        term_weights=settings["term_weights"],
+    )
+    dense = (
+        DenseSegments([folder / name / DENSE for name in names], pointer["dense"])
+        if pointer.get("dense")
+        else None
+    )
+    removed = np.array(pointer.get("removed", []), dtype=np.int64)
+    if len(removed):
+        lexical = lexical.remove(removed)
+        if dense is not None:
+            dense.remove(removed)
+    return lexical, dense
 
 
 def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:

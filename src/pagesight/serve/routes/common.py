@@ -36,7 +36,7 @@ class ApiError(HTTPException):
 class Served:
     """What the routes serve from: the index pool, the ingestion jobs, the readers built so far,
     the uploads folder, what requests may choose (``serve.offer``) and the scrub of the server's
-    folders from messages (``app.Scrub``)."""
+    folders from messages (``service.Scrub``)."""
 
     pool: IndexPool
     jobs: Jobs
