@@ -1,7 +1,7 @@
 """An index of N tiles through the real write path, and what a change and a search cost at that size
 (issue 39's numbers).
 
-    python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--json]
+    python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--build-only] [--json]
     python benchmarks/scale.py --plot RESULTS.jsonl --image docs/scale.png   # each figure against N
 
 The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlongbench-dev), read
@@ -22,7 +22,8 @@ Then, on the index as built (or as ``--reuse`` found it):
 - server_rss_mb: a ``pagesight serve`` process after 100 hybrid searches;
 - disk_bytes_per_tile.
 
-Prints one JSON line. Run it on a quiet machine: every figure is a timing.
+Prints one JSON line. Run it on a quiet machine: every figure is a timing. A long build can run
+beside other work with ``--build-only`` and be measured later, on a quiet machine, with ``--reuse``.
 """
 
 from __future__ import annotations
@@ -251,6 +252,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="the index folder (default: a folder per size in /tmp)")
     parser.add_argument("--reuse", type=Path, help="an index this script built: measured as it is")
     parser.add_argument("--batch", type=int, default=5000, help="tiles a commit adds while building")
+    parser.add_argument("--build-only", action="store_true", help="build, and measure nothing (--reuse later)")
     parser.add_argument("--json", action="store_true", help="the JSON line only")
     args = parser.parse_args()
     if args.plot:
@@ -262,7 +264,8 @@ def main() -> None:
     result: dict = {"batch": args.batch}
     if args.reuse is None:
         result.update(build(root, args.tiles, args.batch, root.parent / "pagesight-scale-sources.pickle"))
-    result.update(measure(root))
+    if not args.build_only:
+        result.update(measure(root))
     result["index"] = str(root)
     print(json.dumps(result))
 

@@ -183,13 +183,14 @@ def test_a_version_2_catalog_is_upgraded_and_still_searched(tmp_path: Path):
         "DROP TABLE regions",
         "ALTER TABLE tiles DROP COLUMN region",
         "ALTER TABLE pages DROP COLUMN language",
+        "ALTER TABLE vectors DROP COLUMN half",
         "UPDATE meta SET value = '2' WHERE key = 'format_version'",
     ):
         db.execute(statement)
     db.commit()
     db.close()
     with Index.open(tmp_path / "ix") as index:
-        assert index.catalog._get("format_version") == "4"  # upgraded through 3: regions, then languages
+        assert index.catalog._get("format_version") == "5"  # upgraded through 3: regions, languages, ...
         assert index.catalog.tile_languages() == {
             tile_id: "en" for tile_id in index.catalog.tile_ids().tolist()
         }

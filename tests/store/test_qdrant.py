@@ -60,7 +60,8 @@ def test_the_qdrant_store_gives_the_local_stores_results(tmp_path: Path):
                 (h.snippet, h.boxes, h.tile_box) for h in ours
             ]
             if mode == "dense":  # a tile's best chunk, by Qdrant's MAX_SIM over its chunk vectors
-                assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
+                # (float32 in Qdrant, float16 in the local store: within its rounding)
+                assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=1e-3)
             if mode == "hybrid":  # the learned ranker reads the same headings and scores
                 ranked = [h.scores["ranker"] for h in ours]
                 assert [h.scores["ranker"] for h in theirs] == pytest.approx(ranked, abs=1e-3)

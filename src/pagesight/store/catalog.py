@@ -25,10 +25,16 @@ from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
-from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create
+from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create, packed, unpacked
 
 V = TypeVar("V")
 KEPT = 200_000  # tiles whose heading, or whose document and page, a catalog keeps (``Kept``)
+
+
+def _matrix(rows: list[tuple[int, bytes, int]]) -> np.ndarray:
+    """Vector rows (tile id, blob, half) all of one kind as a float32 matrix."""
+    dtype = np.float16 if rows[0][2] else np.float32
+    return np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(len(rows), -1).astype(np.float32)
 
 
 class Catalog:
@@ -186,8 +192,8 @@ class Catalog:
                             page.number,
                             tile.index,
                             *tile.box,
-                            tile.text,
-                            json.dumps(spans),
+                            packed(tile.text),
+                            packed(json.dumps(spans)),
                             tile.kind,
                             json.dumps(links),
                             region,
@@ -208,9 +214,9 @@ class Catalog:
                     matrix = vectors.get((page.number, tile.index))
                     if matrix is not None:
                         self.db.executemany(
-                            "INSERT INTO vectors (tile_id, chunk, vector) VALUES (?, ?, ?)",
+                            "INSERT INTO vectors (tile_id, chunk, vector, half) VALUES (?, ?, ?, 1)",
                             [
-                                (cursor.lastrowid, i, np.asarray(v, dtype=np.float32).tobytes())
+                                (cursor.lastrowid, i, np.asarray(v, dtype=np.float16).tobytes())
                                 for i, v in enumerate(matrix)
                             ],
                         )
@@ -234,7 +240,8 @@ class Catalog:
     # Tiles and vectors -------------------------------------------------------------------------
 
     def tile_texts(self) -> Iterator[tuple[int, str]]:
-        yield from self.db.execute("SELECT id, text FROM tiles ORDER BY id")
+        for tile_id, text in self.db.execute("SELECT id, text FROM tiles ORDER BY id"):
+            yield tile_id, unpacked(text)
 
     def tile_contexts(self, since: int = 0) -> Iterator[tuple[int, str, str, str]]:
         """(tile id, text, the context naming its document, the heading of its page), by tile id:
@@ -257,11 +264,11 @@ class Catalog:
         named = {doc_id: context(doc_id, json.loads(meta or "{}")) for doc_id, meta in documents}
         rows = []
         for doc_id, group in itertools.groupby(tiles, key=lambda row: row[1]):
-            group = list(group)
+            group = [(row, unpacked(row[5])) for row in group]
             fields = tile_fields(
-                named[doc_id], [(page, idx, bool(region), text) for _, _, page, idx, region, text in group]
+                named[doc_id], [(row[2], row[3], bool(row[4]), text) for row, text in group]
             )
-            rows += [(row[0], row[5], *field) for row, field in zip(group, fields)]
+            rows += [(row[0], text, *field) for (row, text), field in zip(group, fields)]
         yield from sorted(rows)
 
     def headings(self, tile_ids: list[int]) -> dict[int, str]:
@@ -286,7 +293,7 @@ class Catalog:
                     (doc_id,),
                 ).fetchall()
                 fields = tile_fields(
-                    "", [(page, idx, bool(region), text) for _, page, idx, region, text in tiles]
+                    "", [(page, idx, bool(region), unpacked(text)) for _, page, idx, region, text in tiles]
                 )
                 read.update((row[0], heading) for row, (_, heading) in zip(tiles, fields))
         return read
@@ -323,7 +330,7 @@ class Catalog:
     def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Chunk vectors as (tile id per row, float32 matrix), for all tiles or the given ones."""
         if tile_ids is None:
-            rows = self.db.execute("SELECT tile_id, vector FROM vectors ORDER BY tile_id, chunk").fetchall()
+            rows = self.db.execute("SELECT tile_id, vector, half FROM vectors ORDER BY tile_id, chunk").fetchall()
         else:
             rows = []
             ids = [int(i) for i in tile_ids]  # numpy integers would bind as blobs and match nothing
@@ -331,13 +338,15 @@ class Catalog:
                 batch = ids[start : start + 900]
                 marks = ",".join("?" * len(batch))
                 rows += self.db.execute(
-                    f"SELECT tile_id, vector FROM vectors WHERE tile_id IN ({marks}) ORDER BY tile_id, chunk",
+                    f"SELECT tile_id, vector, half FROM vectors WHERE tile_id IN ({marks}) ORDER BY tile_id, chunk",
                     batch,
                 ).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        # float32 rows of an index written before version 5 beside float16 ones, in runs of one kind
+        runs = [list(run) for _, run in itertools.groupby(rows, key=lambda r: r[2])]
+        matrix = np.concatenate([_matrix(run) for run in runs])
         return ids, matrix
 
     def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -405,7 +414,7 @@ class Catalog:
                     r[2],
                     r[3],
                     tuple(r[4:8]),
-                    json.loads(r[8]) if spans else [],
+                    json.loads(unpacked(r[8])) if spans else [],
                     (r[9], r[10]),
                     r[11],
                     json.loads(r[12]) if spans else [],
