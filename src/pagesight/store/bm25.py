@@ -40,18 +40,31 @@ MAX_MERGED = 50_000  # tiles: no merge makes a larger segment (its postings are 
 FILES = ("tile_ids", "lengths", "terms", "indptr", "docs", "tfs")
 
 
+def _narrow(values) -> np.ndarray:
+    """Non-negative integers (counts and positions, perhaps as floats) in the narrowest unsigned type
+    that holds the largest of them."""
+    values = np.asarray(values)
+    top = int(values.max()) if len(values) else 0
+    return values.astype(np.min_scalar_type(top))
+
+
 @dataclass(frozen=True)
 class Segment:
     """Postings of some tiles, never changed once made: ``terms`` (sorted hashes), ``indptr`` (where
     each term's postings start in ``docs`` and ``tfs``), ``docs`` (positions in ``tile_ids``, sorted
-    within a term), ``tfs`` (the term's count in that tile), ``lengths`` (each tile's terms)."""
+    within a term), ``tfs`` (the term's count in that tile), ``lengths`` (each tile's terms).
+
+    ``indptr``, ``docs`` and ``tfs`` are each kept in the narrowest unsigned integer type that holds
+    their values (``_narrow``): a segment of up to 65,536 tiles names a tile in 2 bytes and a count
+    mostly takes one, 3 bytes a posting instead of 8 (segments written before were int32 and
+    float32, and are read as they are). Scores are the same: a count is the same number in any type."""
 
     tile_ids: np.ndarray  # int64
     lengths: np.ndarray  # float32
     terms: np.ndarray  # uint64, sorted
-    indptr: np.ndarray  # int64, len(terms) + 1
-    docs: np.ndarray  # int32
-    tfs: np.ndarray  # float32
+    indptr: np.ndarray  # unsigned, len(terms) + 1
+    docs: np.ndarray  # unsigned (int32 in older segments)
+    tfs: np.ndarray  # unsigned (float32 in older segments)
     languages: tuple[str, ...]
     name: str | None = None  # its folder under retrievers/, once saved
 
@@ -83,9 +96,9 @@ class Segment:
             np.asarray(tile_ids, dtype=np.int64),
             np.asarray(lengths, dtype=np.float32),
             terms,
-            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            np.asarray(docs, dtype=np.int32),
-            np.asarray(tfs, dtype=np.float32),
+            _narrow(np.concatenate([[0], np.cumsum(counts)])),
+            _narrow(docs),
+            _narrow(tfs),
             languages,
         )
 
