@@ -252,7 +252,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="the index folder (default: a folder per size in /tmp)")
     parser.add_argument("--reuse", type=Path, help="an index this script built: measured as it is")
     parser.add_argument("--batch", type=int, default=5000, help="tiles a commit adds while building")
-    parser.add_argument("--build-only", action="store_true", help="build, and measure nothing (--reuse later)")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build, and measure nothing (--reuse later)"
+    )
     parser.add_argument("--json", action="store_true", help="the JSON line only")
     args = parser.parse_args()
     if args.plot:

@@ -36,7 +36,9 @@ def as_version_4(path: Path) -> None:
 
 
 def test_rows_are_stored_compressed_and_half_and_a_version_4_catalog_reads_the_same(tmp_path: Path):
-    first = make_pdf(tmp_path / "glaciers.pdf", [["Glaciers carve moraines in the tundra.", "Lemmings winter there."]])
+    first = make_pdf(
+        tmp_path / "glaciers.pdf", [["Glaciers carve moraines in the tundra.", "Lemmings winter there."]]
+    )
     second = make_pdf(tmp_path / "deltas.pdf", [["River deltas gather sediment at the estuary."]])
     root = tmp_path / "ix"
     with Index.open(root) as index:

@@ -77,7 +77,9 @@ def test_too_many_chunks_for_one_tile_are_refused():
     assert len(dense) == 0 and dense.search(np.ones(4, dtype=np.float32), 3) == []
 
 
-def test_parts_joined_past_the_ivf_size_make_an_ivf_index_that_ranks_as_exact_search(monkeypatch, tmp_path: Path):
+def test_parts_joined_past_the_ivf_size_make_an_ivf_index_that_ranks_as_exact_search(
+    monkeypatch, tmp_path: Path
+):
     monkeypatch.setattr(dense_module, "IVF_FROM", 2_000)
     rng = np.random.default_rng(3)
     parts, all_ids, all_vectors = [], [], []

@@ -265,9 +265,7 @@ class Catalog:
         rows = []
         for doc_id, group in itertools.groupby(tiles, key=lambda row: row[1]):
             group = [(row, unpacked(row[5])) for row in group]
-            fields = tile_fields(
-                named[doc_id], [(row[2], row[3], bool(row[4]), text) for row, text in group]
-            )
+            fields = tile_fields(named[doc_id], [(row[2], row[3], bool(row[4]), text) for row, text in group])
             rows += [(row[0], text, *field) for (row, text), field in zip(group, fields)]
         yield from sorted(rows)
 
@@ -330,7 +328,9 @@ class Catalog:
     def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Chunk vectors as (tile id per row, float32 matrix), for all tiles or the given ones."""
         if tile_ids is None:
-            rows = self.db.execute("SELECT tile_id, vector, half FROM vectors ORDER BY tile_id, chunk").fetchall()
+            rows = self.db.execute(
+                "SELECT tile_id, vector, half FROM vectors ORDER BY tile_id, chunk"
+            ).fetchall()
         else:
             rows = []
             ids = [int(i) for i in tile_ids]  # numpy integers would bind as blobs and match nothing

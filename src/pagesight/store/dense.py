@@ -122,7 +122,9 @@ class DenseRetriever:
         joined = cls.empty(dim)
         ids = [part.index.ids() for part in parts]
         if sum(map(len, ids)):
-            joined.index.add(np.concatenate(ids), np.concatenate([p.index.fetch(i) for p, i in zip(parts, ids)]))
+            joined.index.add(
+                np.concatenate(ids), np.concatenate([p.index.fetch(i) for p, i in zip(parts, ids)])
+            )
         return joined
 
     @classmethod
