@@ -22,7 +22,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dense,ocr,layout,eval,vlm,visual,qdrant,ray,serve,dev]'
+	$(BIN)/pip install -q -e '.[dense,ocr,layout,eval,vlm,visual,qdrant,ray,serve,multilingual,dev]'
 	$(BIN)/pip install -q --no-deps 'colpali-engine>=0.3.18'  # it declares torchvision, which pulls CUDA torch
 	touch $(STAMP) $(DEMO_STAMP)
 

@@ -132,7 +132,9 @@ def print_table(title: str, table: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset and indexes")
-    parser.add_argument("--mode", action="append", choices=["lexical", "hybrid"], help="default: both")
+    parser.add_argument(
+        "--mode", action="append", choices=["lexical", "dense", "hybrid"], help="default: lexical and hybrid"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--documents", nargs="+", choices=LANGUAGES, help="translations (default: all)")
     parser.add_argument("--ocr", choices=["auto", "always"], default="auto", help="always: read as scans")

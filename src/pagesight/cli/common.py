@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pagesight.errors import PagesightError, SettingsConflict
@@ -63,7 +64,8 @@ class MultiVectorStorage(str, Enum):
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    # the message is text, not markup: "pip install 'pagesight[qdrant]'" keeps its brackets
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

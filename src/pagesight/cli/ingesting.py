@@ -72,10 +72,11 @@ def ingest(
     dense_model: Annotated[
         str | None,
         typer.Option(
-            help="The text model: minilm-static (default), minilm-l6-v2 (slower, a little better), a "
-            "MiniLM fine-tuned by pagesight train (its dense/ folder), or any sentence-transformers "
-            "model's folder or hub id, e.g. a multilingual one for questions in another language than "
-            "the pages (new index only)."
+            help="The text model: minilm-static (default), minilm-l6-v2 (slower, a little better), "
+            "multilingual (multilingual-e5-small, the 'multilingual' extra: questions in another "
+            "language than the pages, a transformer pass a chunk), a MiniLM fine-tuned by pagesight "
+            "train (its dense/ folder), or any sentence-transformers model's folder or hub id "
+            "(new index only)."
         ),
     ] = None,
     dpi: Annotated[float, typer.Option(help="Rendering resolution of PDF pages (new index only).")] = 100.0,
