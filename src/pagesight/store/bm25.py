@@ -148,7 +148,8 @@ class Segment:
         reads the postings of its terms, and processes share the pages (a merge may remove the
         files meanwhile; a mapping outlives its file)."""
         about = json.loads((folder / "segment.json").read_text())
-        arrays = [np.load(folder / f"{name}.npy", mmap_mode="r") for name in FILES]
+        # plain arrays over the mappings: np.memmap's own slicing costs microseconds a call
+        arrays = [np.load(folder / f"{name}.npy", mmap_mode="r").view(np.ndarray) for name in FILES]
         return cls(*arrays, tuple(about["languages"]), folder.name)
 
 
@@ -261,10 +262,11 @@ class LexicalRetriever:
             matched = np.flatnonzero(part.terms[at] == hashes)
             if not len(matched):
                 continue
-            spans = [(part.indptr[at[j]], part.indptr[at[j] + 1]) for j in matched]
-            docs = np.concatenate([part.docs[start:end] for start, end in spans])
-            tfs = np.concatenate([part.tfs[start:end] for start, end in spans])
-            term = np.repeat(matched, [end - start for start, end in spans])
+            starts = part.indptr[at[matched]].astype(np.int64)
+            counts = part.indptr[at[matched] + 1].astype(np.int64) - starts
+            # every posting of the matched terms, in term order: one gather, no slice a term
+            where = np.arange(int(counts.sum())) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+            docs, tfs, term = part.docs[where], part.tfs[where], np.repeat(matched, counts)
             live = ~removed[docs]
             if not live.all():
                 docs, tfs, term = docs[live], tfs[live], term[live]
