@@ -172,7 +172,8 @@ class VectorIndex:
         self._ann = False  # whether self._index is the trained ANN structure (else exact IDMap2)
         self._trained_size = 0
         self._index = self._new_exact()
-        self._present: set[int] = set()  # live ids
+        self._present: set[int] | None = set()  # live ids; None until first needed after a load
+        self._saved = np.zeros(0, dtype=np.int64)  # the live ids as loaded, sorted, while _present is None
         # HNSW only: the graph is addressed by position; labels[position] is the id, alive the tombstones.
         self._slot: dict[int, int] = {}
         self._labels = np.zeros(0, dtype=np.int64)
@@ -232,10 +233,10 @@ class VectorIndex:
     # ---- adding and removing ----------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._present)
+        return len(self._saved) if self._present is None else len(self._present)
 
     def __contains__(self, item: int) -> bool:
-        return int(item) in self._present
+        return int(item) in self._live
 
     @property
     def is_trained(self) -> bool:
@@ -244,7 +245,17 @@ class VectorIndex:
 
     def ids(self) -> np.ndarray:
         """The live ids, sorted."""
+        if self._present is None:
+            return self._saved.copy()
         return np.sort(np.fromiter(self._present, dtype=np.int64, count=len(self._present)))
+
+    @property
+    def _live(self) -> set[int]:
+        """The live ids as a set, made from the loaded ids when first needed: a loaded index that
+        is only searched never builds it (a tenth of the load of a 270,000-vector part)."""
+        if self._present is None:
+            self._present, self._saved = set(self._saved.tolist()), np.zeros(0, dtype=np.int64)
+        return self._present
 
     def _check_vectors(self, vectors: Any, name: str) -> np.ndarray:
         array = np.asarray(vectors)
@@ -294,15 +305,16 @@ class VectorIndex:
             self._slot.update(zip(ids.tolist(), range(first, first + len(ids))))
         else:
             self._index.add_with_ids(vectors, ids)
-        self._present.update(ids.tolist())
+        self._live.update(ids.tolist())
 
     def remove(self, ids: Any) -> int:
         """Remove ``ids`` (absent ones are ignored); returns how many were present."""
         ids = _as_ids(ids)
-        found = np.array([i for i in ids.tolist() if i in self._present], dtype=np.int64)
+        live = self._live
+        found = np.array([i for i in ids.tolist() if i in live], dtype=np.int64)
         if not len(found):
             return 0
-        self._present.difference_update(found.tolist())
+        live.difference_update(found.tolist())
         if self._ann and self.kind == "hnsw":
             positions = np.array([self._slot.pop(i) for i in found.tolist()], dtype=np.int64)
             self._alive[positions] = False
@@ -378,7 +390,8 @@ class VectorIndex:
             if not isinstance(allowed_ids, np.ndarray | list | tuple):
                 allowed_ids = list(allowed_ids)  # a set, range or generator
             wanted = _as_ids(allowed_ids, "allowed_ids")
-            allowed = np.unique(np.array([i for i in wanted.tolist() if i in self._present], dtype=np.int64))
+            live = self._live
+            allowed = np.unique(np.array([i for i in wanted.tolist() if i in live], dtype=np.int64))
             if not len(allowed):
                 return scores, ids
             if len(allowed) <= self.exact_filter_limit:
@@ -492,7 +505,7 @@ class VectorIndex:
             self._slot = dict(zip(ids[live].tolist(), live.tolist()))
             self._present = set(self._slot)
         else:
-            self._present = set(ids.tolist())
+            self._present, self._saved = None, ids  # saved sorted (``ids()``); a set when needed
         return self
 
     def __repr__(self) -> str:
