@@ -239,6 +239,6 @@ def test_a_run_that_gives_the_language_reads_even_a_short_page_with_its_model(tm
     for language, expected in ((None, "en"), ("de", "de")):
         with Index.open(tmp_path / f"index-{language}", settings=Settings(dense_model=None)) as index:
             assert index.add(pdf, ocr="always", language=language).ok
-            text = index.catalog.db.execute("SELECT text FROM tiles").fetchone()[0]
+            (text,) = dict(index.catalog.tile_texts()).values()
             assert ("Straße" in text) == (language == "de"), text
             assert index.document_list()[0]["fields"]["language"] == expected
