@@ -64,14 +64,16 @@ def test_version_1_catalog_is_upgraded_in_place(tmp_path: Path):
         "idx INTEGER NOT NULL, x0 REAL NOT NULL, y0 REAL NOT NULL, x1 REAL NOT NULL, y1 REAL NOT NULL, "
         "text TEXT NOT NULL, spans TEXT NOT NULL)",
         "ALTER TABLE pages DROP COLUMN language",
+        "ALTER TABLE vectors DROP COLUMN half",
         "UPDATE meta SET value = '1' WHERE key = 'format_version'",
     ):
         catalog.db.execute(statement)
     catalog.close()
     upgraded = Catalog(tmp_path)
-    assert FORMAT_VERSION == 4 and upgraded._get("format_version") == "4"  # through 2 and 3 to 4
+    assert FORMAT_VERSION == 5 and upgraded._get("format_version") == "5"  # through 2, 3 and 4 to 5
     columns = [row[1] for row in upgraded.db.execute("PRAGMA table_info(tiles)")]
     assert columns[-3:] == ["kind", "links", "region"]
     assert upgraded.db.execute("SELECT name FROM sqlite_master WHERE name = 'tile_images'").fetchone()
     assert [row[1] for row in upgraded.db.execute("PRAGMA table_info(pages)")][-1] == "language"
+    assert [row[1] for row in upgraded.db.execute("PRAGMA table_info(vectors)")][-1] == "half"
     upgraded.close()
