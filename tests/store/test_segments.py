@@ -370,3 +370,56 @@ def test_a_servers_upload_into_a_larger_index_writes_one_segment(tmp_path: Path)
     assert len(after) == len(before) + 1 and set(before) < set(after)
     assert {p: p.stat().st_mtime_ns for name in before for p in (folder / name).iterdir()} == written
     index.close()
+
+
+def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_commit(
+    tmp_path: Path, monkeypatch
+):
+    """A writer committing batch after batch holds the write lock nearly always; the merger makes
+    its merge ready instead of waiting for the lock, and the writer's next save swaps it in."""
+    import threading
+    import time
+
+    from pagesight.ingest.extract import extract
+    from pagesight.ingest.options import PageReading
+    from pagesight.store import merging
+
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    monkeypatch.setattr(merging, "INLINE_MERGE", 0)
+    monkeypatch.setattr(merging, "start", lambda root: None)
+    files = corpus(tmp_path / "docs", 5)
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as writer:
+        for path in files[:3]:
+            assert writer.add([path], jobs=1).ok
+        assert writer.delete(files[0].stem)
+        parts = pointer(writer.root)["segments"]
+        folder = writer.root / "retrievers"
+        done: list[int] = []
+        with writer.store.writing():  # held from here to the commit, as a long ingestion holds it
+            merger = threading.Thread(target=lambda: done.append(merging.merge_due(writer.root)))
+            merger.start()
+            deadline = time.monotonic() + 120
+            while not list(folder.glob(f"{merging.PREFIX}*{merging.READY}")):
+                assert time.monotonic() < deadline and merger.is_alive(), "no merge was made ready"
+                time.sleep(0.05)
+            (manifest,) = folder.glob(f"{merging.PREFIX}*{merging.READY}")
+            ready = json.loads(manifest.read_text())  # the mostly deleted segment, merged alone
+            assert pointer(writer.root)["segments"] == parts  # not swapped in: the lock is held
+            for path in files[3:]:  # a commit of the writer's own, under its lock
+                made = extract(str(path), path.stem, None, writer.settings, PageReading(ocr="never"))
+                writer.catalog.put_document(made, {})
+                writer.store.refresh()
+            adopted = pointer(writer.root)["segments"]
+            assert ready["merged"] in adopted and not set(ready["parts"]) & set(adopted)
+            assert len(adopted) == 5  # the merged one, the two not merged, the two commits'
+            assert pointer(writer.root)["removed"] == []  # the merge left the deleted tiles out
+        merger.join(timeout=120)  # its next merge (the new tier of three) once the lock is free
+        after = pointer(writer.root)
+        assert done and done[0] >= 2 and not list(folder.glob(f"*{merging.READY}"))
+        assert not set(parts) & set(after["segments"]) and after["removed"] == []
+        assert not any((folder / name).exists() for name in parts)
+        final = ranked(writer)
+        assert ranked(Index.open(tmp_path / "ix", create=False)) == final
+    with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
+        assert once.add(files[1:], jobs=1).ok
+        assert ranked(once) == final

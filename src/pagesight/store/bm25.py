@@ -232,6 +232,15 @@ class LexicalRetriever:
             removed.append(np.zeros(len(segments[-1]), bool))
         return self._like(segments, removed)
 
+    def swapped(self, positions: list[int], merged: Segment) -> LexicalRetriever:
+        """The segments at ``positions`` replaced by ``merged``, a merge of them made elsewhere
+        (``store.merging``), last as ``merged`` puts it; their tiles tombstoned since that merge
+        read them stay tombstoned in it."""
+        gone = np.concatenate([self.segments[i].tile_ids[self.removed[i]] for i in positions])
+        segments = [s for i, s in enumerate(self.segments) if i not in positions] + [merged]
+        removed = [r for i, r in enumerate(self.removed) if i not in positions]
+        return self._like(segments, [*removed, np.isin(merged.tile_ids, gone)])
+
     def named(self, segments: list[Segment]) -> LexicalRetriever:
         """The same segments, as saved (``segments``: each one's copy with its name)."""
         return self._like(segments, self.removed)

@@ -197,6 +197,12 @@ class DenseSegments:
     def taking(self, positions: list[int]) -> DenseSegments:
         return DenseSegments([self.parts[i] for i in positions], self.dim, self._gone)
 
+    def swapped(self, positions: list[int], merged: Path) -> DenseSegments:
+        """The parts at ``positions`` replaced by the part saved at ``merged`` (read when first
+        searched), as ``LexicalRetriever.swapped`` replaces their segments."""
+        kept = [part for i, part in enumerate(self.parts) if i not in positions]
+        return DenseSegments([*kept, merged], self.dim, self._gone)
+
     def merged(self, plans: list[list[int]]) -> DenseSegments:
         """The parts merged as the BM25 segments are (``LexicalRetriever.merged``): the parts not
         merged in their order, then each plan's parts joined."""

@@ -12,6 +12,12 @@ the merge did not see. The catalog's generation is unchanged: a merge changes no
 parts' folders go once no pointer names them; a search holds the segments it loaded in memory.
 A merger killed at any moment leaves the pointer as it was, and the next writer removes what no
 pointer names.
+
+A writer committing batch after batch holds the write lock nearly all the time, and a merger
+waiting for it starved: a 1,000,000-tile build left 135 of its 142 segments unmerged. So a merge
+that finds the lock held is made ready instead (``READY``: the merged segment's name and its
+parts'), and the writer's next save takes it in under its own lock (``adopt``), as Lucene's
+IndexWriter commits the merges its scheduler made; the merger waits for that, then goes on.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ import numpy as np
 LOCK = "merging.lock"
 PREFIX = "bm25-merged-"  # a merged segment's folder, written before a pointer names it
 INLINE_MERGE = 10_000  # tiles: a merge this small is made by the commit itself
-LOCK_WAIT = 600.0  # seconds a merge waits for the write lock to swap its segment in
+LOCK_WAIT = 600.0  # seconds a merge waits for the write lock, or a writer, to swap its segment in
+READY = ".ready.json"  # suffix of a merge's manifest, beside its segment, for a writer to adopt
 
 
 def start(root: Path) -> None:
@@ -94,14 +101,23 @@ def _merge_next(root: Path, folder: Path) -> bool:
     fsync_tree(folder, {saved.name})
     parts = np.concatenate([lexical.segments[i].tile_ids for i in plan])
     dropped = set(parts.tolist()) - set(saved.tile_ids.tolist())  # the tombstones it left out
+    manifest = folder / f"{saved.name}{READY}"
+    written = manifest.with_name(f"{manifest.name}.new")  # renamed whole: a writer never reads half
+    written.write_text(json.dumps({"merged": saved.name, "parts": names}))
+    os.replace(written, manifest)
     lock = WriteLock(root)
     deadline = time.monotonic() + LOCK_WAIT
-    while not lock.acquire():
+    while not lock.acquire():  # a writer holds it: it adopts the merge at its next save
+        if not manifest.exists():  # adopted, or dropped as the parts changed
+            return saved.name in json.loads((folder / POINTER).read_text()).get("segments", [])
         if time.monotonic() > deadline:
+            manifest.unlink(missing_ok=True)
             shutil.rmtree(folder / saved.name, ignore_errors=True)
             return False
         time.sleep(0.2)
     try:
+        if not manifest.exists():  # a writer adopted it (or dropped it) before the lock came free
+            return saved.name in json.loads((folder / POINTER).read_text()).get("segments", [])
         now = json.loads((folder / POINTER).read_text())
         if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
             # a writer rebuilt the parts meanwhile
@@ -111,10 +127,33 @@ def _merge_next(root: Path, folder: Path) -> bool:
         now["removed"] = [tile for tile in now.get("removed", []) if tile not in dropped]
         write_pointer(folder, now)
     finally:
+        manifest.unlink(missing_ok=True)
         lock.release()
     for name in names:
         shutil.rmtree(folder / name, ignore_errors=True)
     return True
+
+
+def adopt(folder: Path, lexical, dense):
+    """``lexical`` and ``dense`` (a writer's, under the write lock) with every merge a merger made
+    ready swapped in, whose parts they all still hold; each manifest removed (a merge whose parts
+    changed is dropped, its segment removed with what no pointer names)."""
+    from pagesight.store.bm25 import Segment
+    from pagesight.store.retrievers import DENSE
+
+    for manifest in sorted(folder.glob(f"{PREFIX}*{READY}")):
+        try:
+            ready = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue  # being written: the next save sees it whole
+        names = [segment.name for segment in lexical.segments]
+        if set(ready["parts"]) <= set(names) and (folder / ready["merged"]).is_dir():
+            positions = [names.index(name) for name in ready["parts"]]
+            lexical = lexical.swapped(positions, Segment.load(folder / ready["merged"]))
+            if dense is not None:
+                dense = dense.swapped(positions, folder / ready["merged"] / DENSE)
+        manifest.unlink(missing_ok=True)
+    return lexical, dense
 
 
 if __name__ == "__main__":

@@ -204,7 +204,7 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    lexical, dense = retrievers.lexical, retrievers.dense
+    lexical, dense = merging.adopt(folder, retrievers.lexical, retrievers.dense)
     plans = [plan for plan in lexical.merges() if lexical.live(plan) <= merging.INLINE_MERGE]
     if plans:
         lexical = lexical.merged(plans)
