@@ -201,7 +201,9 @@ def server_rss(root: Path, queries: list[str]) -> float:
             time.sleep(0.5)
         with httpx.Client(timeout=120) as client:
             for query in queries:
-                client.get(f"{url}/api/search", params={"q": query, "k": 10}).raise_for_status()
+                answered = client.get(f"{url}/api/search", params={"q": query, "k": 10})
+                if answered.status_code != 200:
+                    raise RuntimeError(f"the server answered {answered.status_code}: {answered.text[:500]}")
         status = Path(f"/proc/{server.pid}/status").read_text()
         return round(
             int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]) / 1024

@@ -258,6 +258,24 @@ def test_a_search_keeps_the_segments_it_opened_while_a_merge_replaces_them(tmp_p
         reader.close()
 
 
+def test_a_dense_part_not_yet_read_is_read_after_a_merge_removed_its_file(tmp_path: Path, monkeypatch):
+    """Dense parts are read when first searched: the file of one a search opened, but had not read
+    yet, must still be there for it after a merge removed it (a 1 M-tile server answered 400)."""
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
+    files = corpus(tmp_path / "docs", 3)
+    with Index.open(tmp_path / "ix") as writer:
+        for path in files[:2]:
+            assert writer.add([path], jobs=1).ok
+        opened = Index.open(tmp_path / "ix", create=False).store.retrievers()
+        parts = [s.name for s in opened.lexical.segments]
+        assert writer.add([files[2]], jobs=1).ok  # the third commit merges them, removing their files
+        assert not any((writer.root / "retrievers" / name).exists() for name in parts)
+        tile = int(opened.lexical.tile_ids[0])
+        _, vectors = writer.catalog.vectors([tile])
+        found = opened.dense.search(vectors[0], 5)  # reads the two parts now, from the files it opened
+        assert found[0][0] == tile and found[0][1] > 0.99
+
+
 def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: Path):
     files = corpus(tmp_path / "docs", 3)
     with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -128,19 +129,24 @@ class DenseRetriever:
         return joined
 
     @classmethod
-    def load(cls, path: Path) -> DenseRetriever:
+    def load(cls, path: Path | BinaryIO) -> DenseRetriever:
+        """The part saved at ``path``, or in an open binary file."""
         try:
             return cls(VectorIndex.load(path))
         except IndexFormatError:
             return cls._from_faiss(path)
 
     @classmethod
-    def _from_faiss(cls, path: Path) -> DenseRetriever:
+    def _from_faiss(cls, path: Path | BinaryIO) -> DenseRetriever:
         """A file of the format before (a FAISS IndexIDMap2 of tile ids over a flat index)."""
         import faiss
 
         try:
-            old = faiss.read_index(str(path))
+            if hasattr(path, "read"):
+                path.seek(0)
+                old = faiss.read_index(faiss.PyCallbackIOReader(path.read))
+            else:
+                old = faiss.read_index(str(path))
         except RuntimeError as error:
             raise IndexFormatError(f"{path} is neither a vector index nor a FAISS index: {error}") from None
         tile_ids = faiss.vector_to_array(old.id_map).astype(np.int64)
@@ -151,13 +157,35 @@ class DenseRetriever:
         return converted
 
 
+class Saved:
+    """A part's file, opened when its segment is opened and read when first searched: a merge that
+    removes the file meanwhile takes nothing from the searches holding it (a mapping's guarantee,
+    for a file read later). Each ``load`` reads a part of one's own from the start."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = open(path, "rb")
+        self._lock = threading.Lock()
+
+    def load(self) -> DenseRetriever:
+        with self._lock:
+            return DenseRetriever.load(self._file)
+
+    def __del__(self):
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
+
 class DenseSegments:
     """The dense index in parts, each beside the BM25 segment of the same position (the module
     docstring): searched part by part, the best tiles kept. A part saved beside its segment is read
-    when first searched or merged, so a writer that only adds a part reads none of them."""
+    when first searched or merged, so a writer that only adds a part reads none of them; its file
+    is opened at once and read from the open file, so a merge that removes it meanwhile (as it
+    removes the segments it replaced) takes nothing from a search that holds it."""
 
-    def __init__(self, parts: list[DenseRetriever | Path], dim: int, gone: np.ndarray | None = None):
-        self.parts = list(parts)
+    def __init__(self, parts: list[DenseRetriever | Path | Saved], dim: int, gone: np.ndarray | None = None):
+        self.parts = [Saved(part) if isinstance(part, Path) else part for part in parts]
         self.dim = dim
         self._gone = np.zeros(0, dtype=np.int64) if gone is None else gone  # removed before a part was read
         self._lock = threading.Lock()
@@ -166,8 +194,8 @@ class DenseSegments:
         """Part ``i``, read from its file the first time."""
         with self._lock:
             found = self.parts[i]
-            if isinstance(found, Path):
-                found = DenseRetriever.load(found)
+            if isinstance(found, Saved):
+                found = found.load()
                 found.remove(self._gone)
                 self.parts[i] = found
             return found

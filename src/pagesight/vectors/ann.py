@@ -51,7 +51,7 @@ import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import faiss
 import numpy as np
@@ -478,23 +478,33 @@ class VectorIndex:
             temporary.unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> VectorIndex:
-        """Read an index written by ``save``; ``IndexFormatError`` names a file that is not one."""
+    def load(cls, path: str | os.PathLike[str] | BinaryIO) -> VectorIndex:
+        """Read an index written by ``save`` from ``path`` or an open binary file (read from its
+        start: a file opened before a merge removed it can still be read); ``IndexFormatError``
+        names a file that is not one."""
+        if hasattr(path, "read"):
+            path.seek(0)
+            return cls._read(path, Path(getattr(path, "name", "vector index")))
         path = Path(path)
         try:
             with open(path, "rb") as f:
-                if f.read(len(_MAGIC)) != _MAGIC:
-                    raise IndexFormatError(f"{path} is not a pagesight vector index")
-                (length,) = struct.unpack("<Q", f.read(8))
-                header = json.loads(f.read(length))
-                if header.get("format") != _FORMAT:
-                    raise IndexFormatError(
-                        f"{path} has vector index format {header.get('format')}, this build reads {_FORMAT}"
-                    )
-                ids, alive = np.load(f), np.load(f)
-                index = faiss.read_index(faiss.PyCallbackIOReader(f.read))
+                return cls._read(f, path)
         except FileNotFoundError:
             raise PagesightError(f"no vector index at {path}") from None
+
+    @classmethod
+    def _read(cls, f: BinaryIO, path: Path) -> VectorIndex:
+        try:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                raise IndexFormatError(f"{path} is not a pagesight vector index")
+            (length,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(length))
+            if header.get("format") != _FORMAT:
+                raise IndexFormatError(
+                    f"{path} has vector index format {header.get('format')}, this build reads {_FORMAT}"
+                )
+            ids, alive = np.load(f), np.load(f)
+            index = faiss.read_index(faiss.PyCallbackIOReader(f.read))
         except (struct.error, ValueError, RuntimeError, json.JSONDecodeError) as error:
             raise IndexFormatError(f"{path} is a damaged vector index: {error}") from None
         self = cls(**header["settings"])
