@@ -164,7 +164,7 @@ class Saved:
 
     def __init__(self, path: Path):
         self.path = path
-        self._file = open(path, "rb")
+        self._file = open(path, "rb")  # noqa: SIM115 - held open until the part is read
         self._lock = threading.Lock()
 
     def load(self) -> DenseRetriever:
