@@ -293,17 +293,27 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
     assert "segments" in pointer(tmp_path / "ix")
 
 
-def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
+def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
+    """Five documents, the first three committed one by one into ``ix`` (BM25 only) and the first
+    deleted again, every merge left to a merging process the test runs itself."""
     from pagesight.store import merging
 
     monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
     monkeypatch.setattr(merging, "INLINE_MERGE", 0)  # every merge left to the merging process
-    monkeypatch.setattr(merging, "start", lambda root: None)  # run below, in this process
+    monkeypatch.setattr(merging, "start", lambda root: None)  # run by the test, in this process
     files = corpus(tmp_path / "docs", 5)
     with Index.open(tmp_path / "ix", settings={"dense_model": None}) as writer:
         for path in files[:3]:
             assert writer.add([path], jobs=1).ok
         assert writer.delete(files[0].stem)
+    return files
+
+
+def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
+    from pagesight.store import merging
+
+    files = three_commits_and_a_delete(tmp_path, monkeypatch)
+    with Index.open(tmp_path / "ix", create=False) as writer:
         parts = pointer(writer.root)["segments"]
         assert len(parts) == 3  # no commit merged
         reader = Index.open(tmp_path / "ix", create=False)
@@ -402,14 +412,8 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
     from pagesight.ingest.options import PageReading
     from pagesight.store import merging
 
-    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
-    monkeypatch.setattr(merging, "INLINE_MERGE", 0)
-    monkeypatch.setattr(merging, "start", lambda root: None)
-    files = corpus(tmp_path / "docs", 5)
-    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as writer:
-        for path in files[:3]:
-            assert writer.add([path], jobs=1).ok
-        assert writer.delete(files[0].stem)
+    files = three_commits_and_a_delete(tmp_path, monkeypatch)
+    with Index.open(tmp_path / "ix", create=False) as writer:
         parts = pointer(writer.root)["segments"]
         folder = writer.root / "retrievers"
         done: list[int] = []
