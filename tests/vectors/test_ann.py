@@ -131,9 +131,13 @@ def test_hnsw_tombstones_then_rebuild(data, queries):
 
 
 @pytest.mark.parametrize(("kind", "storage"), ALL)
-def test_allowed_ids(kind, storage, data, queries):
+@pytest.mark.parametrize("reloaded", [False, True])
+def test_allowed_ids(kind, storage, reloaded, data, queries, tmp_path):
     index = VectorIndex(DIM, kind, storage, train_threshold=1000, exact_filter_limit=100, pq_m=16)
     index.add(np.arange(len(data)), data)
+    if reloaded:  # as loaded, its live ids are a sorted array until a change needs them as a set
+        index.save(tmp_path / "index")
+        index = VectorIndex.load(tmp_path / "index")
     small = np.arange(5, 3000, 60)  # 50 ids: scored exactly
     scores, found = index.search(queries, 10, allowed_ids=small)
     assert set(found.ravel().tolist()) <= set(small.tolist())

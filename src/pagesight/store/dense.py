@@ -66,6 +66,15 @@ class DenseRetriever:
             self._chunk_ids = self.index.ids()
         return self._chunk_ids
 
+    def _chunks_of(self, tile_ids: np.ndarray) -> np.ndarray:
+        """The chunk ids of ``tile_ids`` held here, found by bisection in the sorted chunk ids (a
+        tile's are the ids from tile * CHUNKS on), not by testing every chunk: a filter passing 1 %
+        of a 1,000,000-tile index took 151 ms a search over 5.4 M chunk ids."""
+        chunks, tiles = self._chunks(), np.unique(tile_ids)
+        starts = np.searchsorted(chunks, tiles * CHUNKS)
+        counts = np.searchsorted(chunks, (tiles + 1) * CHUNKS) - starts
+        return chunks[np.arange(int(counts.sum())) + np.repeat(starts - (np.cumsum(counts) - counts), counts)]
+
     def tile_ids(self) -> np.ndarray:
         """The tiles held, sorted, each once."""
         return np.unique(self._chunks() // CHUNKS)
@@ -86,12 +95,13 @@ class DenseRetriever:
         self._chunk_ids = None
 
     def remove(self, tile_ids: np.ndarray) -> None:
-        """Remove every chunk of ``tile_ids``."""
+        """Remove every chunk of ``tile_ids`` (a part holding none of them is left as it is)."""
         if not len(tile_ids):
             return
-        chunks = self._chunks()
-        self.index.remove(chunks[np.isin(chunks // CHUNKS, tile_ids)])
-        self._chunk_ids = None
+        held = self._chunks_of(np.asarray(tile_ids, dtype=np.int64))
+        if len(held):
+            self.index.remove(held)
+            self._chunk_ids = None
 
     def search(
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
@@ -101,8 +111,7 @@ class DenseRetriever:
             return []
         allowed_chunks = None
         if allowed is not None:
-            chunks = self._chunks()
-            allowed_chunks = chunks[np.isin(chunks // CHUNKS, np.asarray(allowed))]
+            allowed_chunks = self._chunks_of(np.asarray(allowed, dtype=np.int64))
             if not len(allowed_chunks):
                 return []
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
@@ -207,6 +216,7 @@ class DenseSegments:
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, best chunk score) pairs of all parts, best first."""
+        allowed = None if allowed is None else np.unique(np.asarray(allowed, dtype=np.int64))  # listed once
         found = [hit for i in range(len(self.parts)) for hit in self.part(i).search(query_vector, n, allowed)]
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:n]

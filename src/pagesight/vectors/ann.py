@@ -390,8 +390,12 @@ class VectorIndex:
             if not isinstance(allowed_ids, np.ndarray | list | tuple):
                 allowed_ids = list(allowed_ids)  # a set, range or generator
             wanted = _as_ids(allowed_ids, "allowed_ids")
-            live = self._live
-            allowed = np.unique(np.array([i for i in wanted.tolist() if i in live], dtype=np.int64))
+            if self._present is None:  # as loaded: the sorted ids, no set made for one filter
+                allowed = np.intersect1d(wanted, self._saved)
+            else:
+                allowed = np.unique(
+                    np.array([i for i in wanted.tolist() if i in self._present], dtype=np.int64)
+                )
             if not len(allowed):
                 return scores, ids
             if len(allowed) <= self.exact_filter_limit:
