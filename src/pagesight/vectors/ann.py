@@ -390,8 +390,9 @@ class VectorIndex:
             if not isinstance(allowed_ids, np.ndarray | list | tuple):
                 allowed_ids = list(allowed_ids)  # a set, range or generator
             wanted = _as_ids(allowed_ids, "allowed_ids")
-            if self._present is None:  # as loaded: the sorted ids, no set made for one filter
-                allowed = np.intersect1d(wanted, self._saved)
+            if self._present is None:  # as loaded: bisect the sorted ids, no set made for one filter
+                at = np.minimum(np.searchsorted(self._saved, wanted), len(self._saved) - 1)
+                allowed = np.unique(wanted[self._saved[at] == wanted])
             else:
                 allowed = np.unique(
                     np.array([i for i in wanted.tolist() if i in self._present], dtype=np.int64)
