@@ -37,7 +37,7 @@ import numpy as np
 LOCK = "merging.lock"
 PREFIX = "bm25-merged-"  # a merged segment's folder, written before a pointer names it
 INLINE_MERGE = 10_000  # tiles: a merge this small is made by the commit itself
-LOCK_WAIT = 600.0  # seconds a merge waits for the write lock, or a writer, to swap its segment in
+LOCK_WAIT = 600.0  # seconds a merger waits for the write lock, or a writer, to swap its merge in
 READY = ".ready.json"  # suffix of a merge's manifest, beside its segment, for a writer to adopt
 
 
@@ -109,15 +109,14 @@ def _merge_next(root: Path, folder: Path) -> bool:
     deadline = time.monotonic() + LOCK_WAIT
     while not lock.acquire():  # a writer holds it: it adopts the merge at its next save
         if not manifest.exists():  # adopted, or dropped as the parts changed
-            return saved.name in json.loads((folder / POINTER).read_text()).get("segments", [])
+            return _named(folder, saved.name)
         if time.monotonic() > deadline:
-            manifest.unlink(missing_ok=True)
-            shutil.rmtree(folder / saved.name, ignore_errors=True)
+            # left ready: only a writer, under its lock, may take it in or remove it
             return False
         time.sleep(0.2)
     try:
         if not manifest.exists():  # a writer adopted it (or dropped it) before the lock came free
-            return saved.name in json.loads((folder / POINTER).read_text()).get("segments", [])
+            return _named(folder, saved.name)
         now = json.loads((folder / POINTER).read_text())
         if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
             # a writer rebuilt the parts meanwhile
@@ -132,6 +131,13 @@ def _merge_next(root: Path, folder: Path) -> bool:
     for name in names:
         shutil.rmtree(folder / name, ignore_errors=True)
     return True
+
+
+def _named(folder: Path, name: str) -> bool:
+    """Whether the pointer names segment ``name`` now."""
+    from pagesight.store.retrievers import POINTER
+
+    return name in json.loads((folder / POINTER).read_text()).get("segments", [])
 
 
 def adopt(folder: Path, lexical, dense):
