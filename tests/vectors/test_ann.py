@@ -117,6 +117,27 @@ def test_remove_readd_and_reload(kind, storage, data, queries, tmp_path):
     assert not list(tmp_path.glob(".*tmp"))  # the temporary file is gone
 
 
+@pytest.mark.parametrize(("kind", "storage"), ALL)
+def test_loaded_index_reads_its_file_in_place_and_changes_a_copy(kind, storage, data, queries, tmp_path):
+    """A loaded index views its file's mapping: it searches after the file is replaced, and its
+    changes (add, remove, a rebuild reading every stored vector) go to a copy, never the file."""
+    index = VectorIndex(DIM, kind, storage, train_threshold=1000, pq_m=16)
+    index.add(np.arange(2000), data[:2000])
+    path = tmp_path / "vectors.index"
+    index.save(path)
+    loaded = VectorIndex.load(path)
+    VectorIndex(DIM, "flat").save(path)  # a merge replaces the file under a searcher
+    np.testing.assert_array_equal(loaded.search(queries, 10)[1], index.search(queries, 10)[1])
+    for twin in (index, loaded):
+        twin.remove(np.arange(0, 2000, 3))
+        twin.add([1], data[2500:2501])
+        twin.rebuild()
+    np.testing.assert_array_equal(loaded.search(queries, 10)[1], index.search(queries, 10)[1])
+    np.testing.assert_array_equal(loaded.fetch(np.array([1, 2])), index.fetch(np.array([1, 2])))
+    index.save(path)
+    assert len(VectorIndex.load(path)) == len(loaded) == 2000 - 667
+
+
 def test_hnsw_tombstones_then_rebuild(data, queries):
     index = VectorIndex(DIM, "hnsw", train_threshold=500, tombstone_limit=0.25)
     index.add(np.arange(1000), data[:1000])
