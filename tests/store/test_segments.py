@@ -182,6 +182,45 @@ def test_merging_segments_keeps_postings_and_drops_tombstones():
         assert split.bursts.get(query.split()[0], 0.5) == alone.bursts.get(query.split()[0], 0.5)
 
 
+def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkeypatch):
+    """MaxScore (store/maxscore.py) leaves common terms unscanned once a threshold is known; the
+    best tiles and their float32 scores are those of scoring every posting, filters and tombstones
+    honoured, and the pruning happens (the threshold scan made small for a small collection)."""
+    from pagesight.store import maxscore
+
+    rng = np.random.default_rng(3)
+    vocabulary = [f"w{i}" for i in range(400)]
+    frequency = 1 / np.arange(1, 401) ** 1.1  # Zipf: a few words in most tiles, most in few
+    texts = [
+        " ".join(rng.choice(vocabulary, rng.integers(20, 60), p=frequency / frequency.sum()))
+        for _ in range(1500)
+    ]
+    parts = [(0, 500), (500, 1100), (1100, 1500)]
+    lexical = LexicalRetriever(
+        [bm25.segment(np.arange(a, b), texts[a:b], True, None) for a, b in parts],
+        phrases=True,
+        term_weights=True,
+    ).remove(np.arange(0, 1500, 7))
+    monkeypatch.setattr(maxscore, "SCAN_FIRST", 40)
+    queries = [
+        " ".join(rng.choice(vocabulary[:60], 3)) + " " + " ".join(rng.choice(vocabulary, 5))
+        for _ in range(30)
+    ]
+    allowed = np.arange(0, 1500, 3)
+    looked_up = []  # the terms looked up for the tiles reached instead of scanned
+    find = maxscore.MaxScore._find
+    monkeypatch.setattr(
+        maxscore.MaxScore, "_find", lambda self, term, at: looked_up.append(term) or find(self, term, at)
+    )
+    for query in queries:
+        everything = lexical.search(query, 1500)
+        assert lexical.search(query, 10) == everything[:10]
+        passing = [hit for hit in everything if hit[0] % 3 == 0]
+        assert lexical.search(query, 10, allowed=allowed) == passing[:10]
+        assert all(tile % 7 for tile, _ in everything)  # tombstones never score
+    assert len(looked_up) >= len(queries)
+
+
 KILL_IN_MERGE = """
 import os, signal, sys
 from pathlib import Path

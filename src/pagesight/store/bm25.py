@@ -13,7 +13,9 @@ tiles, their mean length and each term's document frequency, read from the posti
 segment the query's terms reach; a word's weight (``encode.lexical.burst_weights``, its
 burstiness) comes from the same counts. The scores are bm25s' Lucene variant to the last float32
 bit, so a collection ranks the same in one segment or twenty, and after any deletes as a
-collection built without the deleted tiles.
+collection built without the deleted tiles. A large collection's commonest terms are not scanned
+for every question: ``store.maxscore`` looks them up only for the tiles that can still make the
+best, with the same scores.
 
 Terms are kept by a 64-bit hash of each, sorted (``_hashes``): words and phrase terms alike, 16
 bytes a term and no dictionary of strings (IRPAPERS has 464,000 pair types beside 40,000 words).
@@ -32,8 +34,8 @@ import numpy as np
 
 from pagesight.encode.lexical import BURST_FLOOR, BURST_SCALE, query_weights, tokenize
 from pagesight.read.language import query_language
+from pagesight.store.maxscore import MaxScore
 
-K1, B = 1.2, 0.75  # bm25s' defaults, Lucene's
 MERGE_FACTOR = 10  # segments of one tier merged into one of the next
 SMALLEST_TIER = 1000  # tiles: segments up to this size are all of the first tier
 MAX_MERGED = 50_000  # tiles: no merge makes a larger segment (its postings are merged in memory)
@@ -180,6 +182,9 @@ class LexicalRetriever:
         # the languages of its tiles' pages (read.language): a query is read in one of them
         self.languages = tuple(sorted({code for s in segments for code in s.languages} | {"en"}))
         self.bursts = Bursts(self) if term_weights else None
+        self.dirty = [bool(gone.any()) for gone in self.removed]  # which segments hold tombstones
+        self._gone_postings: dict[int, np.ndarray] = {}  # per dirty segment, made when first needed
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None  # tile ids sorted, and their places
 
     @classmethod
     def build(
@@ -254,34 +259,64 @@ class LexicalRetriever:
 
     def counts(self, term: str) -> tuple[int, float]:
         """The live tiles holding ``term`` and its occurrences in them."""
-        held, touched = self._postings([term])
-        return int(held[0]), sum(float(tfs.sum(dtype=np.float64)) for _, _, _, tfs in touched)
+        held, occurrences = 0, 0.0
+        for i, _, _, starts, ends in self._spans(_hashes([term])):
+            part, start, end = self.segments[i], int(starts[0]), int(ends[0])
+            tfs = part.tfs[start:end]
+            if self.dirty[i]:
+                tfs = tfs[~self.removed[i][part.docs[start:end]]]
+            held += len(tfs)
+            occurrences += float(tfs.sum(dtype=np.float64))
+        return held, occurrences
 
-    def _postings(self, terms: list[str]) -> tuple[np.ndarray, list]:
-        """Each term's live tiles over all segments, and for each segment holding any of them
-        (its position, each posting's term as a position in ``terms``, the live postings' tiles
-        and counts), postings in term order."""
-        hashes = _hashes(terms)
-        held = np.zeros(len(terms), dtype=np.int64)
-        touched = []
-        for i, (part, removed) in enumerate(zip(self.segments, self.removed)):
+    def _spans(self, hashes: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """For each segment holding any of the terms ``hashes``: its position, which of the terms
+        it holds (positions in ``hashes``), their rows in it, and where their postings start and end."""
+        spans = []
+        for i, part in enumerate(self.segments):
             if not len(part.terms):
                 continue
             at = np.minimum(np.searchsorted(part.terms, hashes), len(part.terms) - 1)
             matched = np.flatnonzero(part.terms[at] == hashes)
-            if not len(matched):
-                continue
-            starts = part.indptr[at[matched]].astype(np.int64)
-            counts = part.indptr[at[matched] + 1].astype(np.int64) - starts
-            # every posting of the matched terms, in term order: one gather, no slice a term
-            where = np.arange(int(counts.sum())) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
-            docs, tfs, term = part.docs[where], part.tfs[where], np.repeat(matched, counts)
-            live = ~removed[docs]
-            if not live.all():
-                docs, tfs, term = docs[live], tfs[live], term[live]
-            held += np.bincount(term, minlength=len(terms))
-            touched.append((i, term, docs, tfs))
-        return held, touched
+            if len(matched):
+                rows = at[matched]
+                starts, ends = part.indptr[rows].astype(np.int64), part.indptr[rows + 1].astype(np.int64)
+                spans.append((i, matched, rows, starts, ends))
+        return spans
+
+    def _held(self, spans: list, terms: int) -> np.ndarray:
+        """Each term's live tiles over all segments (its document frequency, deletes honoured)."""
+        held = np.zeros(terms, dtype=np.int64)
+        for i, matched, rows, starts, ends in spans:
+            held[matched] += ends - starts
+            if self.dirty[i]:
+                held[matched] -= self._tombstoned(i)[rows]
+        return held
+
+    def _tombstoned(self, i: int) -> np.ndarray:
+        """For each term of segment ``i``, its postings of tombstoned tiles (counted once)."""
+        if i not in self._gone_postings:
+            part = self.segments[i]
+            gone = self.removed[i][part.docs].astype(np.int64)
+            self._gone_postings[i] = np.add.reduceat(gone, part.indptr[:-1].astype(np.int64))
+        return self._gone_postings[i]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each segment's tiles start among all tiles (segment after segment): a tile's place."""
+        return np.cumsum([0, *map(len, self.segments)])
+
+    def places(self, tile_ids: np.ndarray) -> np.ndarray:
+        """The places (``offsets``) of those of ``tile_ids`` held, sorted; found by bisection in the
+        tile ids sorted once, not by testing every tile against them."""
+        if self._sorted is None:
+            every = self.tile_ids
+            order = np.argsort(every, kind="stable")
+            self._sorted = (every[order], order)
+        ids, order = self._sorted
+        wanted = np.asarray(tile_ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(ids, wanted), max(0, len(ids) - 1))
+        return np.sort(order[at[ids[at] == wanted]]) if len(ids) else np.zeros(0, dtype=np.int64)
 
     def search(
         self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
@@ -294,28 +329,19 @@ class LexicalRetriever:
         weights = query_weights(query, self.phrases, self.bursts, language)
         # bm25s' order: the words first, then the phrase terms
         ordered = [t for t in weights if " " not in t] + [t for t in weights if " " in t]
-        held, touched = self._postings(ordered)
+        spans = self._spans(_hashes(ordered))
+        held = self._held(spans, len(ordered))
         if not held.any():
             return []
         total, average = self.live_tiles, self.live_length / self.live_tiles
         # bm25s' arithmetic: idf in float32, each posting's score idf * tfc kept in float32, times
-        # the term's weight and summed in float32, term after term (np.add.at adds in order)
+        # the term's weight and summed in float32, term after term
         idf = np.array(
             [np.float32(math.log(1 + (total - df + 0.5) / (df + 0.5))) for df in held.tolist()],
             dtype=np.float64,
         )
         weight = np.array([weights[term] for term in ordered], dtype=np.float32)
-        scores: dict[int, np.ndarray] = {}
-        for i, term, docs, tfs in touched:
-            lengths = self.segments[i].lengths[docs].astype(np.float64)
-            tfc = tfs / (K1 * ((1 - B) + B * lengths / average) + tfs)
-            into = scores[i] = np.zeros(len(self.segments[i]), dtype=np.float32)
-            np.add.at(into, docs, weight[term] * (idf[term] * tfc).astype(np.float32))
-        ids = np.concatenate([self.segments[i].tile_ids for i in scores])
-        values = np.concatenate(list(scores.values()))  # tombstoned tiles were never scored
-        if allowed is not None:
-            values = np.where(np.isin(ids, np.asarray(allowed)), values, 0)
-        return _top(ids, values, n)
+        return MaxScore(self, spans, idf, weight, average, allowed).top(n)
 
 
 class Bursts:
@@ -385,14 +411,3 @@ def _hashes(terms: list[str]) -> np.ndarray:
         [int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") for t in terms],
         dtype=np.uint64,
     )
-
-
-def _top(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
-    """The ``n`` best, ties in tile-id order: the same order whichever other tiles a filter left out."""
-    n = min(n, int(np.count_nonzero(scores > 0)))
-    if n <= 0:
-        return []
-    threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
-    best = np.flatnonzero(scores >= threshold)  # every tile tied with the n-th, so ties break by id
-    best = best[np.lexsort((ids[best], -scores[best]))][:n]
-    return [(int(ids[i]), float(scores[i])) for i in best]
