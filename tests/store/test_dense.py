@@ -106,3 +106,34 @@ def test_parts_joined_past_the_ivf_size_make_an_ivf_index_that_ranks_as_exact_se
     again = DenseRetriever.load(tmp_path / "dense")
     assert again.index.is_trained and expected[0][0] not in again.tile_ids()
     assert [t for t, _ in again.search(vectors[2500], 9)] == [t for t, _ in expected[1:]]
+
+
+@pytest.mark.parametrize("per_part_limit", [50_000, 300])
+def test_a_filter_over_parts_ranks_every_allowed_chunk_as_brute_force(
+    monkeypatch, tmp_path: Path, per_part_limit
+):
+    """A filtered search over a saved IVF part (its vectors read as rows of its file) and exact
+    parts scores the allowed chunks of all parts at once; a part holding more of them than
+    ``EXACT_FILTER`` searches them itself; both rank as brute force over the allowed tiles."""
+    monkeypatch.setattr(dense_module, "IVF_FROM", 2_000)
+    monkeypatch.setattr(dense_module, "EXACT_FILTER", per_part_limit)
+    rng = np.random.default_rng(5)
+    tile_ids = np.repeat(np.arange(3000), rng.integers(1, 3, 3000))
+    vectors = rng.standard_normal((len(tile_ids), 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    big, small = tile_ids < 2500, (tile_ids >= 2500) & (tile_ids < 2800)
+    parts = []
+    for held in (big, small, tile_ids >= 2800):
+        part = DenseRetriever.empty(32)
+        part.add(tile_ids[held], vectors[held])
+        parts.append(part)
+    parts[0].save(tmp_path / "big")
+    segments = dense_module.DenseSegments([tmp_path / "big", parts[1], parts[2]], 32)
+    assert segments.part(0).index.is_trained  # the saved part is an IVF index, read mapped
+    allowed = np.sort(rng.choice(3000, 400, replace=False))
+    stored = vectors.astype(np.float16).astype(np.float32)  # as kept, so near ties fall alike
+    for row in (5, 2600, 2900):
+        expected = best_per_tile(tile_ids, stored, vectors[row], set(allowed.tolist()))[:10]
+        found = segments.search(vectors[row], 10, allowed)
+        assert [t for t, _ in found] == [t for t, _ in expected]
+        assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-6)

@@ -119,8 +119,9 @@ def test_remove_readd_and_reload(kind, storage, data, queries, tmp_path):
 
 @pytest.mark.parametrize(("kind", "storage"), ALL)
 def test_loaded_index_reads_its_file_in_place_and_changes_a_copy(kind, storage, data, queries, tmp_path):
-    """A loaded index views its file's mapping: it searches after the file is replaced, and its
-    changes (add, remove, a rebuild reading every stored vector) go to a copy, never the file."""
+    """A loaded index views its file's mapping: it searches and gives its stored vectors after the
+    file is replaced, and its changes (add, remove, a rebuild reading every stored vector) go to a
+    copy, never the file."""
     index = VectorIndex(DIM, kind, storage, train_threshold=1000, pq_m=16)
     index.add(np.arange(2000), data[:2000])
     path = tmp_path / "vectors.index"
@@ -128,6 +129,8 @@ def test_loaded_index_reads_its_file_in_place_and_changes_a_copy(kind, storage, 
     loaded = VectorIndex.load(path)
     VectorIndex(DIM, "flat").save(path)  # a merge replaces the file under a searcher
     np.testing.assert_array_equal(loaded.search(queries, 10)[1], index.search(queries, 10)[1])
+    some = np.array([1999, 3, 1000, 4])  # read as rows of the mapped file (IVF), or by FAISS
+    np.testing.assert_array_equal(loaded.fetch(some), index.fetch(some))
     for twin in (index, loaded):
         twin.remove(np.arange(0, 2000, 3))
         twin.add([1], data[2500:2501])

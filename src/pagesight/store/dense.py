@@ -119,11 +119,10 @@ class DenseRetriever:
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
         wanted = min(len(self.index), n * 4)
         scores, ids = self.index.search(query_vector.reshape(1, -1), wanted, allowed_ids=allowed_chunks)
-        best: dict[int, float] = {}
-        for chunk_id, score in zip(ids[0].tolist(), scores[0].tolist()):
-            if chunk_id >= 0:
-                best.setdefault(chunk_id // CHUNKS, score)
-        return list(best.items())[:n]
+        found = ids[0] >= 0
+        tiles, scores = ids[0][found] // CHUNKS, scores[0][found]
+        first = np.sort(np.unique(tiles, return_index=True)[1])[:n]  # each tile at its best chunk
+        return list(zip(tiles[first].tolist(), scores[first].tolist()))
 
     def save(self, path: Path) -> None:
         self.index.save(path)
@@ -166,6 +165,23 @@ class DenseRetriever:
         converted = cls.empty(old.d)
         converted.add(tile_ids[order], vectors[order])
         return converted
+
+
+def _best_tiles(
+    query: np.ndarray, parts: list[tuple[DenseRetriever, np.ndarray]], n: int
+) -> list[tuple[int, float]]:
+    """The ``n`` best tiles of the chunks given for each part (sorted, live), each chunk scored
+    exactly, a tile by its best: one ranking over every part, no per-part search (a filter passing
+    1 % of a 1,000,000-tile index's documents reaches 54,000 chunks in 23 parts)."""
+    if not parts:
+        return []
+    ids = np.concatenate([chunks for _, chunks in parts])
+    scores = np.concatenate([part.index.scores(query, chunks) for part, chunks in parts])
+    tiles = ids // CHUNKS  # a tile's chunks are together, in one part
+    starts = np.flatnonzero(np.r_[True, tiles[1:] != tiles[:-1]])
+    best, tiles = np.maximum.reduceat(scores, starts), tiles[starts]
+    keep = np.lexsort((tiles, -best))[:n]  # ties by tile id
+    return list(zip(tiles[keep].tolist(), best[keep].tolist()))
 
 
 class Saved:
@@ -216,9 +232,22 @@ class DenseSegments:
     def search(
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
-        """The ``n`` best (tile id, best chunk score) pairs of all parts, best first."""
-        allowed = None if allowed is None else np.unique(np.asarray(allowed, dtype=np.int64))  # listed once
-        found = [hit for i in range(len(self.parts)) for hit in self.part(i).search(query_vector, n, allowed)]
+        """The ``n`` best (tile id, best chunk score) pairs of all parts, best first. A filter's
+        chunks are scored exactly from their stored vectors, every part's at once, where a part
+        holds up to ``EXACT_FILTER`` of them; a part holding more searches them itself."""
+        if allowed is None:
+            found = [hit for i in range(len(self.parts)) for hit in self.part(i).search(query_vector, n)]
+        else:
+            allowed = np.unique(np.asarray(allowed, dtype=np.int64))  # listed once
+            found, few = [], []
+            for i in range(len(self.parts)):
+                part = self.part(i)
+                chunks = part._chunks_of(allowed)
+                if len(chunks) > EXACT_FILTER:
+                    found.extend(part.search(query_vector, n, allowed))
+                elif len(chunks):
+                    few.append((part, chunks))
+            found.extend(_best_tiles(query_vector, few, n))
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:n]
 
