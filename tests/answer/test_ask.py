@@ -80,7 +80,7 @@ class FirstLineReader:
         width, height = item.image_size()
         text = item.spans[0].text if item.spans else ""
         box = item.to_page((0, 0, width / 2, height / 2))
-        return Reading(text, {0: [box]}, logprob=-0.1 * len(text))
+        return Reading(text, {0: [box]}, logprob=-0.1 * len(text), tokens=max(1, len(text.split())))
 
 
 def test_concatenation_reads_once_and_maps_boxes_back(sample_index: Index):
@@ -108,7 +108,12 @@ def test_weighted_selection_weighs_answers_by_retrieval(sample_index: Index):
     assert len(reader.calls) == 3
     scores = [h.score for h in hits]
     prior = [math.exp(s - max(scores)) for s in scores]
-    weights = [-0.1 * len(item.spans[0].text) + math.log(p / sum(prior)) for item, p in zip(context, prior)]
+    texts = [item.spans[0].text for item in context]
+    # VisRAG: the softmax of the retrieval scores times 1 / perplexity (exp of the mean log-probability)
+    weights = [
+        p / sum(prior) * math.exp(-0.1 * len(text) / max(1, len(text.split())))
+        for text, p in zip(texts, prior)
+    ]
     best = max(range(3), key=weights.__getitem__)
     assert reading.text == context[best].spans[0].text and list(reading.cited) == [best]
     assert reading.usage["weight"] == pytest.approx(weights[best])

@@ -182,7 +182,8 @@ def test_logprob_is_the_models(reader, tiny, context):
     images = [item.image for item in context]
     generation = reader.generate(messages, images)
     reading = reader.read(QUESTION, context)
-    assert reading.logprob == pytest.approx(generation.logprob, abs=1e-6)
+    assert reading.logprob == pytest.approx(sum(generation.logprobs), abs=1e-6)
+    assert reading.tokens == len(generation.tokens)  # nothing of the reply is a tag or thinking
     assert reading.usage["completion_tokens"] == len(generation.tokens) == 6
 
     prompt = reader.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -321,7 +322,7 @@ def test_single_image_reader_and_weighted_selection(tiny, context):
     singles = [single.read(QUESTION, [item]) for item in context]
     scores = [item.hit.score for item in context]
     prior = [math.exp(score) / sum(math.exp(other) for other in scores) for score in scores]
-    weights = [one.logprob + math.log(p) for one, p in zip(singles, prior)]
+    weights = [p * math.exp(one.logprob / one.tokens) for one, p in zip(singles, prior)]  # 1/perplexity
     best = singles[weights.index(max(weights))]
     assert (reading.text, reading.logprob) == (best.text, best.logprob)
     assert reading.usage["weight"] == pytest.approx(max(weights))
