@@ -24,7 +24,7 @@ from pagesight.answer.base import strip_thinking
 from pagesight.answer.openai_chat import OpenAIReader, answer_logprob
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
-from pagesight.eval.answers import LLMJudge
+from pagesight.eval.judges import openai_judge
 from pagesight.records import Hit, Span
 from pagesight.render.tiles import downscale
 
@@ -531,14 +531,17 @@ def test_options_come_from_the_environment_through_the_registry(serve, monkeypat
     assert first["body"]["messages"] == [{"role": "user", "content": "Say hi"}]
 
 
-def test_the_llm_judge_runs_on_the_chat_method(serve):
-    server = serve(Reply(completion("YES")), Reply(completion("NO")), Reply(completion("Yes, same.")))
+def test_a_judge_asks_the_endpoint_at_temperature_zero(serve):
+    server = serve(Reply(completion("<think>It says twelve, so CORRECT? No wait.</think>\nNOT_ATTEMPTED")))
 
-    verdict = LLMJudge(reader_for(server).chat)(QUESTION, "12%", "Revenue grew by 12 percent.")
+    grade = openai_judge("simpleqa", MODEL, server.base_url, "sk-test")(
+        QUESTION, ["12%", "twelve percent"], "?"
+    )
 
-    assert verdict.aligned and verdict.votes == [True, False, True]
-    assert len(server.requests) == 3
-    assert "Reference answer: 12%" in server.requests[0]["body"]["messages"][0]["content"]
+    assert grade.label == "NOT_ATTEMPTED" and grade.score == 0  # the thinking is not read
+    (sent,) = server.requests
+    assert sent["body"]["temperature"] == 0 and sent["headers"]["authorization"] == "Bearer sk-test"
+    assert "Reference answer: 12% OR twelve percent" in sent["body"]["messages"][0]["content"]
 
 
 def test_missing_model_bad_options_and_missing_package_are_clear_errors(monkeypatch):

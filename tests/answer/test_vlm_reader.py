@@ -23,7 +23,7 @@ from pagesight.answer import ContextItem, Reader, make_reader
 from pagesight.answer.base import parse_bboxes
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
-from pagesight.eval.answers import JUDGE_PROMPT, LLMJudge
+from pagesight.eval.judges import PROMPTS, Judge
 from pagesight.records import Hit, Span
 
 torch = pytest.importorskip("torch")
@@ -335,9 +335,9 @@ def test_chat_is_a_judge(reader):
     reply = reader.chat(prompt)
     assert isinstance(reply, str)
     assert reply == reader.generate([{"role": "user", "content": prompt}]).text.strip()
-    verdict = LLMJudge(reader.chat, votes=1)(QUESTION, "12%", "twelve percent")
-    judged = JUDGE_PROMPT.format(question=QUESTION, reference="12%", answer="twelve percent")
-    assert verdict.replies == [reader.chat(judged)]
+    grade = Judge("binary", reader.chat)(QUESTION, ["12%"], "twelve percent")
+    judged = PROMPTS["binary"].format(question=QUESTION, reference="12%", answer="twelve percent")
+    assert grade.reply == reader.chat(judged)
 
 
 def test_make_reader(tiny, context):
