@@ -20,7 +20,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight.answer import ContextItem, Reader, make_reader
-from pagesight.answer.base import parse_bboxes
+from pagesight.answer.base import CLOSED_BOOK, parse_bboxes
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import PROMPTS, Judge
@@ -338,6 +338,14 @@ def test_chat_is_a_judge(reader):
     grade = Judge("binary", reader.chat)(QUESTION, ["12%"], "twelve percent")
     judged = PROMPTS["binary"].format(question=QUESTION, reference="12%", answer="twelve percent")
     assert grade.reply == reader.chat(judged)
+
+
+def test_with_no_pages_the_model_answers_from_what_it_knows(reader):
+    system, user = reader.messages(QUESTION, [])
+    assert system["content"] == CLOSED_BOOK and user["content"][-1]["text"].endswith(QUESTION)
+    reading = reader.read(QUESTION, [])
+    assert reading.usage["image_tokens"] == 0 and reading.cited == {}
+    assert reading.tokens is not None and reading.tokens <= reading.usage["completion_tokens"]
 
 
 def test_make_reader(tiny, context):

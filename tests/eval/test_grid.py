@@ -16,6 +16,7 @@ import pytest
 from pagesight import Index
 from pagesight.answer import make_reader
 from pagesight.answer.base import CLOSED_BOOK
+from pagesight.errors import InputError
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.grid import DECOMPOSITION, AnswerGrid, evaluate_grid
 from pagesight.eval.harness import Config
@@ -168,6 +169,14 @@ def test_one_configuration_reports_what_eval_reported_before_the_grid(tmp_path: 
     assert [(row["context"], row["k"]) for row in summary["answers"]] == [("oracle", 1), ("oracle", 2)]
     rows = [json.loads(line) for line in (report / "answers.jsonl").read_text().splitlines()]
     assert len(rows) == 26 and {row["answer_config"] for row in rows} == {"oracle k=1", "oracle k=2"}
+    swept = json.loads(cli(*args, "--answers", "-c", "1,4", "--strategy", "all,concat").stdout)["answer_grid"]
+    assert [(row["compression"], row["strategy"]) for row in swept] == [
+        (1, "all"),
+        (1, "concat"),
+        (4, "all"),
+        (4, "concat"),
+    ]
+    assert swept[0]["contains"] == swept[2]["contains"]  # a text reader reads no pixels: c changes nothing
 
 
 @pytest.mark.timeout(60)
@@ -254,6 +263,28 @@ def test_the_agent_answers_in_eval_under_each_search_budget(sample_index, endpoi
         assert set(row["grades"]) == {"CORRECT", "PARTIALLY_CORRECT", "INCORRECT", "UNREADABLE"}
     searched = [body for body in server.bodies if body.get("tools")]
     assert len(searched) == 2 * 13 * 2
+
+
+def test_multiple_choice_and_alias_answers_are_checked_when_the_dataset_loads(tmp_path: Path):
+    root = tmp_path / "ds"
+    (root / "pdfs").mkdir(parents=True)
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdoc_1\t1\n")
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "Which?", "options": ["only one"]}\n')
+    with pytest.raises(InputError, match="query q1: options must be a list of 2 to 26 strings"):
+        Dataset.load(root)
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "Which?", "options": ["Lisbon", "Porto"]}\n')
+    for answer, message in (
+        ('"C"', "a multiple-choice answer must be one letter of AB or the text of its option"),
+        ('["A", "Porto"]', "a multiple-choice answer must be one letter"),  # two different options
+        ('"A", "aliases": "Lisboa"', "answer and aliases must be strings"),
+        ("3", "answer and aliases must be strings"),
+    ):
+        (root / "answers.jsonl").write_text(f'{{"_id": "q1", "answer": {answer}}}\n')
+        with pytest.raises(InputError, match=message) as raised:
+            Dataset.load(root)
+        assert "answers.jsonl: answer q1" in str(raised.value)
+    (root / "answers.jsonl").write_text('{"_id": "q1", "answer": "porto", "aliases": ["(B)"]}\n')
+    assert Dataset.load(root).references("q1") == ["B"]
 
 
 def test_bad_grid_options_are_refused_naming_them(sample_index):
