@@ -162,12 +162,18 @@ def evaluate(
                 raise PagesightError("--rerank-model needs --rerank")
             settings = {"context": context, "answer_k": answer_k, "compression": compression}
             settings.update(inputs=inputs, strategy=strategy, max_searches=max_searches)
-            grid = None
+            local = {"base_url": base_url, "api_key": api_key, "device": device}
+            grid = scorer = None
             if asked:
                 reading = {"reader": reader or AskRequest.reader, "model": model, "max_tokens": max_tokens}
                 grid = answer_grid(AskRequest(**reading, agent=agent), **settings)
-            elif any(settings.values()) or agent:
-                raise PagesightError("the answer settings need --answers (or --reader)")
+            elif any(settings.values()) or agent or model or max_tokens or any(local.values()):
+                raise PagesightError(
+                    "the answer settings and the reader's options need --answers (or --reader)"
+                )
+            if judge_model:
+                kind = judge.value if judge else "binary"
+                scorer = openai_judge(kind, judge_model, judge_base_url or base_url, api_key)
             data = Dataset.load(dataset)
             path = index or default_index_dir(data)
             if not store_exists(path):
@@ -185,12 +191,8 @@ def evaluate(
                 within_document=within_document,
                 where=where,
                 grid=grid,
-                reader_options={"base_url": base_url, "api_key": api_key, "device": device},
-                judge=openai_judge(
-                    judge.value if judge else "binary", judge_model, judge_base_url or base_url, api_key
-                )
-                if judge_model
-                else None,
+                reader_options=local,
+                judge=scorer,
                 report=report,
                 progress=searched,
                 answer_progress=answered,
