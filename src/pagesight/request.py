@@ -216,7 +216,9 @@ class AskRequest(SearchRequest):
         "qwen2-vl", "Whose image tokens the context is counted in.", choices=TOKEN_MODELS
     )
     agent: bool = _field(False, "Model readers: the reader searches itself, then answers.")
-    max_searches: int = _field(3, "With agent: the most searches it may make.", ge=1, le=10)
+    max_searches: int = _field(
+        3, "With agent: the most searches it may make (MoNaCo's agent makes up to 20).", ge=1, le=20
+    )
 
     def reader_options(self) -> dict:
         """The options a reader named by ``reader`` is built with (``answer.make_reader``)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import socket
 import sys
 import threading
@@ -19,10 +20,11 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight.answer import ContextItem, make_reader
+from pagesight.answer.base import strip_thinking
 from pagesight.answer.openai_chat import OpenAIReader, answer_logprob
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
-from pagesight.eval.answers import LLMJudge
+from pagesight.eval.judges import openai_judge
 from pagesight.records import Hit, Span
 from pagesight.render.tiles import downscale
 
@@ -342,6 +344,7 @@ def test_logprobs_are_requested_and_summed_over_the_answer_without_the_tags(serv
     reading = reader.read(QUESTION, [item])
     assert reading.text == "The answer is 42."
     assert reading.logprob == pytest.approx(-1.05)  # the space before the tag is the tag's
+    assert reading.tokens == 5
     assert server.requests[0]["body"]["logprobs"] is True
 
     silent = reader.read(QUESTION, [item])  # a server that ignores the logprobs flag
@@ -367,11 +370,36 @@ def test_visrag_weighted_selection_picks_the_likelier_answer_and_keeps_its_boxes
     assert reading.usage["prompt_tokens"] == 2 * 812
 
 
+def test_weighted_selection_scores_answers_by_perplexity_not_by_summed_logprobs(serve):
+    short = [("No", -0.9), (".", -0.2)]  # sum -1.1, perplexity exp(0.55)
+    longer = [("It", -0.3), (" grew", -0.3), (" 12", -0.3), ("%", -0.3), (" in", -0.3), (" 2023.", -0.3)]
+    server = serve(
+        Reply(completion("No.", logprobs=short)),
+        Reply(completion("It grew 12% in 2023.", logprobs=longer)),  # sum -1.8, perplexity exp(0.3)
+    )
+    context = [Page("memo", ["Office closed"]).item(), Page("report", ["Revenue grew 12%"]).item()]
+
+    reading, _ = run("weighted", reader_for(server, logprobs=True, max_images=1), QUESTION, context)
+
+    assert reading.text == "It grew 12% in 2023." and reading.tokens == 6
+    assert reading.usage["weight"] == pytest.approx(0.5 * math.exp(-0.3))  # equal retrieval scores
+
+
+def test_thinking_is_dropped_from_the_answer_and_its_log_probabilities(serve):
+    tokens = [("<think>", -0.1), ("Maybe 10%? No.", -5.0), ("</think>", -0.1), ("\n", -0.1), ("12%.", -0.2)]
+    server = serve(Reply(completion("".join(t for t, _ in tokens), logprobs=tokens)))
+    reading = reader_for(server, logprobs=True).read(QUESTION, [Page("report", ["Revenue grew 12%"]).item()])
+    assert reading.text == "12%."
+    assert (reading.logprob, reading.tokens) == (pytest.approx(-0.3), 2)
+    assert strip_thinking("reasoning the template opened</think> 7") == "7"
+    assert strip_thinking("<think>cut short") == ""
+
+
 def test_byte_level_tokens_that_do_not_spell_the_answer_all_count():
     pieces = [("bytes:\\xe2\\x82", -0.5), ("bytes:\\xac", -0.25), (" 5", -1.0)]  # how "€ 5" may come back
-    assert answer_logprob(pieces, "€ 5") == pytest.approx(-1.75)
+    assert answer_logprob(pieces, "€ 5") == (pytest.approx(-1.75), 3)
     spelled = [("€", -0.5), (" 5", -1.0), ('<lines passage="1">[1]</lines>', -4.0)]
-    assert answer_logprob(spelled, '€ 5<lines passage="1">[1]</lines>') == pytest.approx(-1.5)
+    assert answer_logprob(spelled, '€ 5<lines passage="1">[1]</lines>') == (pytest.approx(-1.5), 2)
 
 
 def test_a_rate_limit_is_retried_after_the_servers_delay(serve):
@@ -503,14 +531,17 @@ def test_options_come_from_the_environment_through_the_registry(serve, monkeypat
     assert first["body"]["messages"] == [{"role": "user", "content": "Say hi"}]
 
 
-def test_the_llm_judge_runs_on_the_chat_method(serve):
-    server = serve(Reply(completion("YES")), Reply(completion("NO")), Reply(completion("Yes, same.")))
+def test_a_judge_asks_the_endpoint_at_temperature_zero(serve):
+    server = serve(Reply(completion("<think>It says twelve, so CORRECT? No wait.</think>\nNOT_ATTEMPTED")))
 
-    verdict = LLMJudge(reader_for(server).chat)(QUESTION, "12%", "Revenue grew by 12 percent.")
+    grade = openai_judge("simpleqa", MODEL, server.base_url, "sk-test")(
+        QUESTION, ["12%", "twelve percent"], "?"
+    )
 
-    assert verdict.aligned and verdict.votes == [True, False, True]
-    assert len(server.requests) == 3
-    assert "Reference answer: 12%" in server.requests[0]["body"]["messages"][0]["content"]
+    assert grade.label == "NOT_ATTEMPTED" and grade.score == 0  # the thinking is not read
+    (sent,) = server.requests
+    assert sent["body"]["temperature"] == 0 and sent["headers"]["authorization"] == "Bearer sk-test"
+    assert "Reference answer: 12% OR twelve percent" in sent["body"]["messages"][0]["content"]
 
 
 def test_missing_model_bad_options_and_missing_package_are_clear_errors(monkeypatch):

@@ -20,10 +20,10 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight.answer import ContextItem, Reader, make_reader
-from pagesight.answer.base import parse_bboxes
+from pagesight.answer.base import CLOSED_BOOK, parse_bboxes
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
-from pagesight.eval.answers import JUDGE_PROMPT, LLMJudge
+from pagesight.eval.judges import PROMPTS, Judge
 from pagesight.records import Hit, Span
 
 torch = pytest.importorskip("torch")
@@ -182,7 +182,8 @@ def test_logprob_is_the_models(reader, tiny, context):
     images = [item.image for item in context]
     generation = reader.generate(messages, images)
     reading = reader.read(QUESTION, context)
-    assert reading.logprob == pytest.approx(generation.logprob, abs=1e-6)
+    assert reading.logprob == pytest.approx(sum(generation.logprobs), abs=1e-6)
+    assert reading.tokens == len(generation.tokens)  # nothing of the reply is a tag or thinking
     assert reading.usage["completion_tokens"] == len(generation.tokens) == 6
 
     prompt = reader.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -321,7 +322,7 @@ def test_single_image_reader_and_weighted_selection(tiny, context):
     singles = [single.read(QUESTION, [item]) for item in context]
     scores = [item.hit.score for item in context]
     prior = [math.exp(score) / sum(math.exp(other) for other in scores) for score in scores]
-    weights = [one.logprob + math.log(p) for one, p in zip(singles, prior)]
+    weights = [p * math.exp(one.logprob / one.tokens) for one, p in zip(singles, prior)]  # 1/perplexity
     best = singles[weights.index(max(weights))]
     assert (reading.text, reading.logprob) == (best.text, best.logprob)
     assert reading.usage["weight"] == pytest.approx(max(weights))
@@ -334,9 +335,17 @@ def test_chat_is_a_judge(reader):
     reply = reader.chat(prompt)
     assert isinstance(reply, str)
     assert reply == reader.generate([{"role": "user", "content": prompt}]).text.strip()
-    verdict = LLMJudge(reader.chat, votes=1)(QUESTION, "12%", "twelve percent")
-    judged = JUDGE_PROMPT.format(question=QUESTION, reference="12%", answer="twelve percent")
-    assert verdict.replies == [reader.chat(judged)]
+    grade = Judge("binary", reader.chat)(QUESTION, ["12%"], "twelve percent")
+    judged = PROMPTS["binary"].format(question=QUESTION, reference="12%", answer="twelve percent")
+    assert grade.reply == reader.chat(judged)
+
+
+def test_with_no_pages_the_model_answers_from_what_it_knows(reader):
+    system, user = reader.messages(QUESTION, [])
+    assert system["content"] == CLOSED_BOOK and user["content"][-1]["text"].endswith(QUESTION)
+    reading = reader.read(QUESTION, [])
+    assert reading.usage["image_tokens"] == 0 and reading.cited == {}
+    assert reading.tokens is not None and reading.tokens <= reading.usage["completion_tokens"]
 
 
 def test_make_reader(tiny, context):

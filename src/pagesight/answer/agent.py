@@ -37,6 +37,7 @@ from pagesight.answer.base import (
     numbered_lines,
     parse_bboxes,
     parse_lines,
+    strip_thinking,
 )
 from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
@@ -221,7 +222,7 @@ class _Conversation:
             warnings.append("the model called a tool after its last search was spent; the call was ignored")
         if turn.cut:
             warnings.append("the answer was cut at the reader's max_tokens")
-        text, citations, problems = self._cite(TOOL_CALL.sub(" ", turn.text), turn.seen_sizes)
+        text, citations, problems = self._cite(TOOL_CALL.sub(" ", strip_thinking(turn.text)), turn.seen_sizes)
         shown_images = [] if self.reader.inputs == "text" else self.read
         spent = context_tokens(shown_images, self.token_model)
         if self.image is not None:

@@ -23,6 +23,7 @@ def ask(
     *,
     image: Image.Image | None = None,
     hits: list[Hit] | None = None,
+    closed_book: bool = False,
 ) -> Answer:
     """Answer ``request.query`` from the ``request.k`` best tiles of ``index`` with ``reader``.
 
@@ -32,6 +33,8 @@ def ask(
     readers). With ``agent`` the reader searches itself (``k`` tiles a search, up to
     ``max_searches`` searches, by text or by a region of the question's ``image`` or of a tile;
     ``agent.py``). ``hits``: the tiles to answer from when the caller searched already.
+    ``closed_book``: no search and no tiles; the reader answers from what it knows (the no-retrieval
+    baseline of eval).
     """
     start = time.perf_counter()
     question, compression, token_model = request.query, request.compression, request.token_model
@@ -45,13 +48,15 @@ def ask(
         raise PagesightError("a question image is searched by an agent: pass agent=True")
     if not question.strip():
         raise PagesightError("the question is empty")
-    if hits is None:
+    if closed_book:
+        hits = []
+    elif hits is None:
         hits = index.search(request.search_request())
     searched = time.perf_counter()
     context = build_context(index, hits, compression)
     chosen = strategies.choose(request.strategy, reader, len(context))
     prepared = time.perf_counter()
-    if context:
+    if context or closed_book:
         reading, shown = strategies.run(chosen, reader, question, context)
     else:
         reading, shown = None, []

@@ -3,7 +3,10 @@
 A reader answers a question from a list of ``ContextItem`` (retrieved tiles: the image, possibly
 downscaled by a compression factor, and the tile's text with boxes) and returns a ``Reading``: the
 answer text, the boxes it cites in *page* pixels per context item, and, when it can tell, the
-log-probability of its answer (VisRAG's weighted selection needs it).
+log-probability of its answer and the number of tokens it is over (VisRAG's weighted selection
+scores an answer by its perplexity). An empty context is the no-retrieval baseline: a model reader
+answers from what it knows (``CLOSED_BOOK``). A reasoning model's ``<think>...</think>`` is no part
+of the answer (``strip_thinking``).
 
 Readers that are vision-language models cite regions the ViDoRe V3 way, one tag per image:
 ``<bboxes image="2">[[x0, y0, x1, y1], ...]</bboxes>``, images numbered from 1 in the order they
@@ -82,8 +85,9 @@ class Reading:
     text: str
     cited: dict[int, list[Box]] = field(default_factory=dict)
     quotes: dict[int, str] = field(default_factory=dict)  # the cited text by context index, when known
-    logprob: float | None = None  # of the answer tokens, when the reader can tell
+    logprob: float | None = None  # sum over the answer tokens, when the reader can tell
     usage: dict = field(default_factory=dict)  # tokens in and out when the reader reports them
+    tokens: int | None = None  # how many answer tokens ``logprob`` sums over
 
 
 @dataclass
@@ -181,12 +185,41 @@ _CITE_LINES = (
 )
 
 
-def instructions(inputs: str, coordinates: str, sizes_labelled: bool = False) -> str:
+CLOSED_BOOK = (
+    "You answer questions concisely from what you know; no document pages are given. If you do not "
+    "know the answer, say so."
+)
+_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+_THINKING_END = re.compile(r"</think>", re.IGNORECASE)
+
+
+def thinking_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds a reasoning model's thinking: each ``<think>...</think>`` block (one left
+    open runs to the end), and everything up to a closing tag whose opening one the chat template
+    wrote into the prompt."""
+    spans = [match.span() for match in _THINKING.finditer(text)]
+    first = _THINKING_END.search(text)
+    if first and not any(start <= first.start() < end for start, end in spans):
+        spans.insert(0, (0, first.end()))
+    return spans
+
+
+def strip_thinking(text: str) -> str:
+    """``text`` without its thinking (``thinking_spans``): what a metric, a judge or a score reads."""
+    for start, end in reversed(thinking_spans(text)):
+        text = text[:start] + " " + text[end:]
+    return text.strip()
+
+
+def instructions(inputs: str, coordinates: str, sizes_labelled: bool = False, pages: bool = True) -> str:
     """The system prompt of the model readers: answer from the pages, then cite the regions
     (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used.
 
     ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
+    ``pages`` False: no pages are given (the no-retrieval baseline), ``CLOSED_BOOK``.
     """
+    if not pages:
+        return CLOSED_BOOK
     if inputs == "text":
         return f"{_INSTRUCTIONS}\n{_CITE_LINES}"
     scale = _SCALES[coordinates]
@@ -195,6 +228,7 @@ def instructions(inputs: str, coordinates: str, sizes_labelled: bool = False) ->
     return f"{_INSTRUCTIONS}\n{_CITE_BOXES.format(scale=scale)}"
 
 
+_TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _BBOXES = re.compile(r"<bboxes\s+image\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</bboxes>", re.DOTALL | re.IGNORECASE)
 _LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>", re.DOTALL | re.IGNORECASE)
 
@@ -311,3 +345,22 @@ def parse_lines(
             quoted.setdefault(number - 1, []).append(span.text)
     answer = " ".join(_LINES.sub(" ", text).split())
     return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
+
+
+def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> tuple[float, int]:
+    """Sum of the log-probabilities of ``tokens`` (text, logprob) that are not inside citation tags
+    or thinking (a token counts where its first non-space character is), and how many they are.
+
+    When the tokens do not spell ``text`` (byte-level tokens some servers report), every token counts.
+    """
+    if "".join(token for token, _ in tokens) != text:
+        return sum(logprob for _, logprob in tokens), len(tokens)
+    skipped = [match.span() for match in _TAGS.finditer(text)] + thinking_spans(text)
+    total, counted, offset = 0.0, 0, 0
+    for token, logprob in tokens:
+        begins = offset + len(token) - len(token.lstrip())  # " <bboxes" belongs to the tag
+        if not any(start <= begins < end for start, end in skipped):
+            total += logprob
+            counted += 1
+        offset += len(token)
+    return total, counted

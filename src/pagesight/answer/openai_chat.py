@@ -13,7 +13,9 @@ URL, then the question. Three kinds of input, chosen with ``inputs``:
 - ``"images+text"``: both, as ViDoRe V3's hybrid contexts; citations are boxes on the images.
 
 With ``logprobs`` the reader asks for token log-probabilities and reports their sum over the
-answer's tokens (citation tags left out), which VisRAG's weighted selection needs. Retries with
+answer's tokens and their number (citation tags and thinking left out), which VisRAG's weighted
+selection needs. A reasoning model's ``<think>`` block is dropped from the answer; with no tiles
+the model is asked to answer from what it knows (the no-retrieval baseline). Retries with
 backoff on 408/409/429/5xx and on timeouts are the ``openai`` client's (it honours Retry-After);
 every failure that remains becomes a one-line ``PagesightError`` naming the endpoint and the model.
 
@@ -43,18 +45,19 @@ from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import (
     ContextItem,
     Reading,
+    answer_logprob,
     check_options,
     instructions,
     label,
     parse_bboxes,
     parse_lines,
     passages_prompt,
+    strip_thinking,
 )
 from pagesight.errors import PagesightError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _HTML_TAG = re.compile(r"<[^>]*>")
 _OVERLOADED = (429, 502, 503, 504, 529)
 
@@ -135,27 +138,28 @@ class OpenAIReader:
                 "read them with the concat or weighted strategy"
             )
         messages = [
-            {"role": "system", "content": self._instructions()},
+            {"role": "system", "content": self._instructions(pages=bool(context))},
             {"role": "user", "content": self._user_content(question, context)},
         ]
         reply = self._complete(messages, logprobs=self.logprobs)
+        answer = strip_thinking(reply.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(reply.text, context)
+            text, cited, quotes, warnings = parse_lines(answer, context)
         else:
-            text, cited, warnings = parse_bboxes(reply.text, context, self.coordinates)
+            text, cited, warnings = parse_bboxes(answer, context, self.coordinates)
             quotes = {}
         if reply.finish_reason == "length":
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
-        logprob = None
+        logprob = tokens = None
         if self.logprobs:
             if reply.tokens:
-                logprob = answer_logprob(reply.tokens, reply.text)
+                logprob, tokens = answer_logprob(reply.tokens, reply.text)
             else:
                 warnings.append("logprobs were asked for, but the endpoint returned none")
         usage = dict(reply.usage)
         if warnings:
             usage["warnings"] = warnings
-        return Reading(text=text, cited=cited, quotes=quotes, logprob=logprob, usage=usage)
+        return Reading(text=text, cited=cited, quotes=quotes, logprob=logprob, usage=usage, tokens=tokens)
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
         """One turn of agentic search: the model's reply to ``transcript`` with ``tools`` offered
@@ -185,8 +189,8 @@ class OpenAIReader:
         parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in images]
         return {"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}
 
-    def _instructions(self) -> str:
-        return instructions(self.inputs, self.coordinates, sizes_labelled=True)
+    def _instructions(self, pages: bool = True) -> str:
+        return instructions(self.inputs, self.coordinates, sizes_labelled=True, pages=pages)
 
     def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
         """The user message: each tile labelled, then its image and/or text, then the question.
@@ -358,24 +362,6 @@ def _tool_calls(calls) -> list[ToolCall]:
             ToolCall(str(getattr(call, "id", None) or f"call_{n}"), name or "", arguments or "", problem)
         )
     return found
-
-
-def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> float:
-    """Sum of the log-probabilities of ``tokens`` (text, logprob) that are not inside citation tags
-    (a token counts where its first non-space character is).
-
-    When the tokens do not spell ``text`` (byte-level tokens some servers report), every token counts.
-    """
-    if "".join(token for token, _ in tokens) != text:
-        return sum(logprob for _, logprob in tokens)
-    tags = [match.span() for match in _TAGS.finditer(text)]
-    total, offset = 0.0, 0
-    for token, logprob in tokens:
-        begins = offset + len(token) - len(token.lstrip())  # " <bboxes" belongs to the tag
-        if not any(start <= begins < end for start, end in tags):
-            total += logprob
-        offset += len(token)
-    return total
 
 
 def _detail(exc: Exception) -> str:

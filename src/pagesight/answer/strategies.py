@@ -5,8 +5,11 @@ strategies of VisRAG.
 - ``concat``: page concatenation; the tiles are pasted side by side into one image, read once.
   Boxes the reader cites on the long image are mapped back to the tile they fall in.
 - ``weighted``: weighted selection; the reader answers from each tile alone and the answer with the
-  highest p(answer | question, tile) x softmax(retrieval scores) wins. Needs a reader that reports
-  the log-probability of its answer.
+  highest confidence x softmax(retrieval scores) wins, the confidence being, as VisRAG defines it,
+  the reciprocal of the answer's perplexity: exp of the mean log-probability of its tokens. Needs a
+  reader that reports the log-probability of its answer and its number of tokens. (The sum of the
+  log-probabilities, used before, favours short answers; it could not be measured against this
+  rule without a model, so VisRAG's rule replaced it.)
 """
 
 from __future__ import annotations
@@ -50,22 +53,19 @@ def run(strategy: str, reader: Reader, question: str, context: Sequence[ContextI
 
 
 def weighted_selection(reader: Reader, question: str, context: Sequence[ContextItem]) -> Reading:
-    """VisRAG's weighted selection: one answer per tile, weighted by the softmax of retrieval scores."""
+    """VisRAG's weighted selection: one answer per tile, its confidence (1 / perplexity) weighted by
+    the softmax of the retrieval scores."""
     scores = np.array([item.hit.score for item in context], dtype=float)
     prior = np.exp(scores - scores.max())
     prior /= prior.sum()
-    best, best_weight = None, -math.inf
+    best, best_weight = None, -1.0
     usage: dict = {}
     for i, item in enumerate(context):
         reading = reader.read(question, [item])
-        if reading.logprob is None:
-            raise PagesightError(
-                f"weighted selection needs a reader that reports log-probabilities; '{reader.name}' does not"
-            )
         for key, value in reading.usage.items():
             if isinstance(value, (int, float)):
                 usage[key] = usage.get(key, 0) + value
-        weight = reading.logprob + math.log(prior[i])  # log of p(answer | tile) x prior
+        weight = prior[i] * confidence(reader, reading)
         if weight > best_weight:
             best_weight = weight
             best = Reading(
@@ -73,9 +73,21 @@ def weighted_selection(reader: Reader, question: str, context: Sequence[ContextI
                 cited={i: reading.cited[0]} if 0 in reading.cited else {},
                 quotes={i: reading.quotes[0]} if 0 in reading.quotes else {},
                 logprob=reading.logprob,
+                tokens=reading.tokens,
             )
-    best.usage = {**usage, "selected": next(iter(best.cited), None), "weight": best_weight}
+    best.usage = {**usage, "selected": next(iter(best.cited), None), "weight": float(best_weight)}
     return best
+
+
+def confidence(reader: Reader, reading: Reading) -> float:
+    """The reciprocal of the answer's perplexity, exp(mean log-probability per token); 0 for an
+    answer of no tokens."""
+    if reading.logprob is None or reading.tokens is None:
+        raise PagesightError(
+            f"weighted selection needs a reader that reports log-probabilities and their number of "
+            f"tokens; '{reader.name}' does not"
+        )
+    return math.exp(reading.logprob / reading.tokens) if reading.tokens else 0.0
 
 
 @dataclass
@@ -127,4 +139,4 @@ def _split(reading: Reading, merged: Concatenated) -> Reading:
         i, page_box = merged.locate(box)
         if page_box[2] > page_box[0] and page_box[3] > page_box[1]:
             cited.setdefault(i, []).append(page_box)
-    return Reading(reading.text, cited, {}, reading.logprob, reading.usage)
+    return Reading(reading.text, cited, {}, reading.logprob, reading.usage, reading.tokens)

@@ -48,12 +48,14 @@ from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import (
     ContextItem,
     Reading,
+    answer_logprob,
     check_options,
     instructions,
     label,
     parse_bboxes,
     parse_lines,
     passages_prompt,
+    strip_thinking,
 )
 from pagesight.devices import resolve_device, resolve_dtype
 from pagesight.encode.visual.base import looks_like_path
@@ -76,7 +78,7 @@ class Generation:
 
     text: str  # the new tokens decoded, special tokens left out
     tokens: list[int]  # the new token ids
-    logprob: float  # sum of the log-probabilities of ``tokens`` under the model
+    logprobs: list[float]  # the log-probability of each of ``tokens`` under the model
     prompt_tokens: int
     image_tokens: int  # image placeholder tokens in the prompt
     cut: bool  # stopped by max_tokens rather than by an end-of-sequence token
@@ -179,12 +181,11 @@ class TransformersReader:
             )
         images = [] if self.inputs == "text" else [item.image for item in context]
         generation = self.generate(self.messages(question, context), images)
+        answer = strip_thinking(generation.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(generation.text, context)
+            text, cited, quotes, warnings = parse_lines(answer, context)
         else:
-            text, cited, warnings = parse_bboxes(
-                generation.text, context, self.coordinates, generation.seen_sizes
-            )
+            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, generation.seen_sizes)
             quotes = {}
         if generation.cut:
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -195,7 +196,9 @@ class TransformersReader:
         }
         if warnings:
             usage["warnings"] = warnings
-        return Reading(text=text, cited=cited, quotes=quotes, logprob=generation.logprob, usage=usage)
+        pieces = [self.tokenizer.decode([token], skip_special_tokens=True) for token in generation.tokens]
+        logprob, tokens = answer_logprob(list(zip(pieces, generation.logprobs)), generation.text)
+        return Reading(text, cited, quotes, logprob, usage, tokens)
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
         """One turn of agentic search: a generation over ``transcript`` with ``tools`` offered; the
@@ -273,7 +276,10 @@ class TransformersReader:
         then the question. Images are ``{"type": "image"}`` placeholders, given in order to the
         processor.
         """
-        system = {"role": "system", "content": instructions(self.inputs, self.coordinates)}
+        system = {
+            "role": "system",
+            "content": instructions(self.inputs, self.coordinates, pages=bool(context)),
+        }
         if self.inputs == "text":
             return [system, {"role": "user", "content": passages_prompt(question, context)}]
         parts: list[dict] = []
@@ -337,7 +343,7 @@ class TransformersReader:
         return Generation(
             text=self.tokenizer.decode(tokens, skip_special_tokens=True),
             tokens=tokens,
-            logprob=float(steps[0].sum()),
+            logprobs=[float(value) for value in steps[0].tolist()],
             prompt_tokens=int(prompt_ids.shape[0]),
             image_tokens=int((prompt_ids == image_token).sum()) if image_token is not None else 0,
             cut=len(tokens) >= self.max_tokens and (not tokens or tokens[-1] not in eos),

@@ -37,6 +37,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 DeviceOption = Annotated[
     str, typer.Option(help="Where the models run (visual encoder, rerankers): auto, cpu, cuda[:N], mps.")
 ]
+# a model reader's options that are the machine's, not the request's (ask, eval)
+BaseUrlOption = Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")]
+ApiKeyOption = Annotated[str | None, typer.Option(help="openai reader: API key.")]
+ReaderDeviceOption = Annotated[
+    str | None, typer.Option(help="transformers reader, visual encoder, rerankers: cpu, cuda, mps or auto.")
+]
 
 
 class Ocr(str, Enum):
@@ -238,6 +244,40 @@ def _cli_type(f: dataclasses.Field):
         base = choices(f.name.title().replace("_", ""), rules.choices)
     declared = rules.flags or ((f"--{f.name.replace('_', '-')}",) if base is bool else ())
     return Annotated[base | None if optional else base, typer.Option(*declared, help=rules.help)]
+
+
+def field_option(kind: type[SearchRequest], name: str, *, flags: tuple[str, ...] = (), many: bool = False):
+    """The typer annotation of request field ``name`` for a command that takes it as an option of
+    its own (eval's answer settings): the field's help, its flags (or ``flags``), its choices; with
+    ``many``, a list of values, the option repeated or its values joined by commas (``values``
+    reads them)."""
+    f = next(f for f in dataclasses.fields(kind) if f.name == name)
+    rules = spec(f)
+    declared = flags or rules.flags or (f"--{label(f).replace('_', '-')}",)
+    if many:
+        return Annotated[
+            list[str] | None,
+            typer.Option(*declared, help=f"{rules.help} Several: repeat, or join by commas."),
+        ]
+    base, _ = value_type(f)
+    if rules.choices is not None:
+        base = choices(f.name.title().replace("_", ""), rules.choices)
+    return Annotated[base | None, typer.Option(*declared, help=rules.help)]
+
+
+def values(given: list[str] | None, kind: type, flag: str) -> tuple | None:
+    """The values of a list option (``field_option(many=True)``), commas splitting them, as ``kind``
+    (None when not given); a value that is not one names the flag."""
+    if not given:
+        return None
+    found = []
+    for text in (part.strip() for item in given for part in item.split(",")):
+        try:
+            found.append(kind(text))
+        except ValueError:
+            what = {int: "a whole number", float: "a number"}.get(kind, "a value")
+            raise PagesightError(f"{flag}: '{text}' is not {what}") from None
+    return tuple(dict.fromkeys(found))
 
 
 def _help(name: str, kind: type[SearchRequest] = SearchRequest) -> str:

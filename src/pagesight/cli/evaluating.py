@@ -4,20 +4,46 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from pagesight.cli.common import JsonOption, _fail, _help, _progress, err, out
+from pagesight.cli.common import (
+    ApiKeyOption,
+    BaseUrlOption,
+    JsonOption,
+    ReaderDeviceOption,
+    _fail,
+    _help,
+    _progress,
+    choices,
+    err,
+    field_option,
+    out,
+    values,
+)
 from pagesight.errors import PagesightError
+from pagesight.eval.judges import JUDGES
 from pagesight.request import AskRequest, SearchRequest
 from pagesight.settings import Settings
 
-if TYPE_CHECKING:
-    pass
-
 app = typer.Typer()
+
+
+ContextOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Answer contexts: retrieved (the best tiles), oracle (the gold pages' tiles), hard-negatives "
+        "(the best tiles not on a gold page), none (no retrieval). Several: repeat, or join by commas."
+    ),
+]
+AnswerK = field_option(AskRequest, "k", flags=("--answer-k",), many=True)
+Compressions = field_option(AskRequest, "compression", many=True)
+Inputs = field_option(AskRequest, "inputs", many=True)
+Strategies = field_option(AskRequest, "strategy", many=True)
+Searches = field_option(AskRequest, "max_searches", many=True)
+Judges = choices("Judges", JUDGES)
 
 
 @app.command("eval")
@@ -53,17 +79,6 @@ def evaluate(
     ] = None,
     depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
     primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
-    reader: Annotated[
-        str | None,
-        typer.Option(
-            help="Also answer the questions of answers.jsonl with this reader (best configuration)."
-        ),
-    ] = None,
-    answer_k: Annotated[int, typer.Option(help="Tiles given to the reader.")] = AskRequest.k,
-    judge_model: Annotated[
-        str | None, typer.Option(help="Judge answers with this model on an OpenAI-compatible endpoint.")
-    ] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="The judge's endpoint.")] = None,
     rerank: Annotated[
         str | None,
         typer.Option(
@@ -74,21 +89,61 @@ def evaluate(
     rerank_candidates: Annotated[
         int, typer.Option(help=_help("rerank_candidates"))
     ] = SearchRequest.rerank_candidates,
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help="Also answer the questions of answers.jsonl under the best configuration, once per "
+            "combination of the answer settings below (--reader implies it).",
+        ),
+    ] = False,
+    context: ContextOption = None,
+    answer_k: AnswerK = None,
+    compression: Compressions = None,
+    inputs: Inputs = None,
+    strategy: Strategies = None,
+    reader: field_option(AskRequest, "reader") = None,
+    model: field_option(AskRequest, "model") = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    device: ReaderDeviceOption = None,
+    max_tokens: field_option(AskRequest, "max_tokens") = None,
+    agent: field_option(AskRequest, "agent") = False,
+    max_searches: Searches = None,
+    judge: Annotated[
+        Judges | None,
+        typer.Option(
+            help="Grade answers with --judge-model: binary (YES/NO), graded (CORRECT, PARTIALLY_CORRECT, "
+            "INCORRECT) or simpleqa (CORRECT, INCORRECT, NOT_ATTEMPTED); at temperature 0."
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(help="The judge's model on an OpenAI-compatible endpoint (--judge binary by default)."),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option(help="The judge's endpoint (default: --base-url).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score search (and answers) on a dataset.
 
-    Recall@k, nDCG@10, MRR@10 and Success@k per configuration; with --reader, also exact match,
-    F1, relaxed accuracy and containment of the answers.
+    Recall@k, nDCG@10, MRR@10 and Success@k per configuration; with --answers (or --reader), also
+    exact match, F1, relaxed accuracy and containment of the answers, for every combination of
+    --context, --answer-k, -c, --inputs, --strategy (and --max-searches with --agent), with the
+    judge's grades, tokens, time, and which losses are retrieval's and which the reader's.
     """
-    from pagesight.eval.answers import openai_judge
     from pagesight.eval.dataset import Dataset
     from pagesight.eval.harness import default_index_dir
+    from pagesight.eval.judges import openai_judge
     from pagesight.eval.runner import evaluate_dataset
     from pagesight.store.base import store_exists
 
-    if judge_model and reader is None:
-        _fail("--judge-model needs --reader")
+    asked = answers or reader is not None
+    if (judge_model or judge) and not asked:
+        _fail("--judge-model needs --reader or --answers")
+    if judge and not judge_model:
+        _fail("--judge needs --judge-model")
     with _progress(transient=True) as progress:
         tasks: dict = {}
 
@@ -105,6 +160,20 @@ def evaluate(
         try:
             if rerank_model is not None and rerank is None:
                 raise PagesightError("--rerank-model needs --rerank")
+            settings = {"context": context, "answer_k": answer_k, "compression": compression}
+            settings.update(inputs=inputs, strategy=strategy, max_searches=max_searches)
+            local = {"base_url": base_url, "api_key": api_key, "device": device}
+            grid = scorer = None
+            if asked:
+                reading = {"reader": reader or AskRequest.reader, "model": model, "max_tokens": max_tokens}
+                grid = answer_grid(AskRequest(**reading, agent=agent), **settings)
+            elif any(settings.values()) or agent or model or max_tokens or any(local.values()):
+                raise PagesightError(
+                    "the answer settings and the reader's options need --answers (or --reader)"
+                )
+            if judge_model:
+                kind = judge.value if judge else "binary"
+                scorer = openai_judge(kind, judge_model, judge_base_url or base_url, api_key)
             data = Dataset.load(dataset)
             path = index or default_index_dir(data)
             if not store_exists(path):
@@ -121,9 +190,9 @@ def evaluate(
                 rerank_model=rerank_model,
                 within_document=within_document,
                 where=where,
-                reader=reader,
-                answer_k=answer_k,
-                judge=openai_judge(judge_model, judge_base_url) if judge_model else None,
+                grid=grid,
+                reader_options=local,
+                judge=scorer,
                 report=report,
                 progress=searched,
                 answer_progress=answered,
@@ -138,16 +207,53 @@ def evaluate(
         print(json.dumps(evaluation.to_dict()))
         return
     _print_summaries(evaluation.summaries())
-    if evaluation.answers is not None:
-        summary = evaluation.answers.summary()
-        names = [
-            key for key in ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
-        ]
+    if evaluation.answer_grid:
+        _print_answers([result.summary() for result in evaluation.answer_grid])
+
+
+def answer_grid(request: AskRequest, **given: list[str] | None):
+    """The answer grid of eval's list options (``given``: their values as typed)."""
+    from pagesight.eval.grid import AnswerGrid
+
+    lists = {
+        "contexts": values(given["context"], str, "--context"),
+        "ks": values(given["answer_k"], int, "--answer-k"),
+        "compressions": values(given["compression"], float, "--compression"),
+        "inputs": values(given["inputs"], str, "--inputs"),
+        "strategies": values(given["strategy"], str, "--strategy"),
+        "max_searches": values(given["max_searches"], int, "--max-searches"),
+    }
+    if lists["max_searches"] and not request.agent:
+        raise PagesightError("--max-searches needs --agent")
+    return AnswerGrid(request, **{name: found for name, found in lists.items() if found})
+
+
+def _print_answers(summaries: list[dict]) -> None:
+    """One line for one answer configuration (as before the grid); a table for several."""
+    names = ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
+    if len(summaries) == 1:
+        (summary,) = summaries
         scores = ", ".join(f"{name} {summary[name]:.4f}" for name in names if name in summary)
         out.print(
             f"answers ({summary['reader']}, {summary['config']}, {summary['n_answers']} questions): {scores}",
             highlight=False,
         )
+        return
+    from pagesight.eval.report import answer_table
+
+    header, *rows = answer_table(summaries, compact=True)
+    table = Table(pad_edge=False, title=f"answers ({summaries[0]['reader']}, {summaries[0]['config']})")
+    for column in header:
+        name = column.replace("relaxed_accuracy", "relaxed").replace("_", " ")
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    out.print(
+        "g+/g-: a gold page in the context, answer right/wrong (g-: the reader's misses); m+/m-: none "
+        "(m-: the retrieval's misses)",
+        highlight=False,
+    )
 
 
 def _print_summaries(summaries: list[dict]) -> None:

@@ -12,9 +12,12 @@ import typer
 from rich.table import Table
 
 from pagesight.cli.common import (
+    ApiKeyOption,
+    BaseUrlOption,
     DeviceOption,
     IndexOption,
     JsonOption,
+    ReaderDeviceOption,
     _fail,
     _open,
     err,
@@ -110,12 +113,9 @@ def _report_rerank(idx: Index, request: SearchRequest) -> None:
 def ask(
     index: IndexOption,
     request: AskRequest,
-    base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
-    api_key: Annotated[str | None, typer.Option(help="openai reader: API key.")] = None,
-    device: Annotated[
-        str | None,
-        typer.Option(help="transformers reader, visual encoder, rerankers: cpu, cuda, mps or auto."),
-    ] = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    device: ReaderDeviceOption = None,
     image: Annotated[
         Path | None,
         typer.Option(help="With --agent: an image the question is about, which it may search by regions of."),

@@ -1,10 +1,8 @@
-"""Answer metrics: exact match and token F1 (SQuAD), relaxed accuracy (ChartQA, VisRAG), LLM judge.
+"""Answer metrics: exact match and token F1 (SQuAD), relaxed accuracy (ChartQA, VisRAG),
+containment, and multiple choice scored by letter (LiveVQA, ArxivQA); the judges are in ``judges.py``.
 
-The judge follows the IRPAPERS answer-alignment protocol: a model is shown the question, the
-reference answer and the system's answer and says whether the system's answer conveys the same
-information as the reference (wording may differ, contradictions or missing key facts may not);
-three independent verdicts are asked for and the majority decides. The model is any callable from
-a prompt to its text reply, such as the ``openai`` reader's chat completion.
+Every metric takes several reference answers (aliases, NQ's way): a prediction matching any one of
+them scores. A reasoning model's ``<think>...</think>`` is removed before anything is scored.
 """
 
 from __future__ import annotations
@@ -12,8 +10,9 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+
+from pagesight.answer.base import strip_thinking
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -83,55 +82,44 @@ def answer_scores(prediction: str, references: str | Sequence[str]) -> dict[str,
     }
 
 
-JUDGE_PROMPT = """You are judging a question-answering system.
-
-Question: {question}
-Reference answer: {reference}
-System answer: {answer}
-
-Does the system answer convey the same information as the reference answer? Different wording,
-extra detail that does not contradict the reference, and equivalent numbers or units are fine. A
-contradiction, a missing key fact or a refusal is not.
-Reply with one word: YES or NO."""
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# a letter standing for an option: leading the answer ('B', 'B.', '(B)', 'B: ...'), named ('the
+# answer is B', 'option (B)'), or in parentheses anywhere; a capital opening a sentence is none
+_LETTERS = (
+    re.compile(r"^\s*\(?([A-Z])(?:[.:)]|\s*$)"),
+    re.compile(r"(?i:answer|option|choice)\s*(?:(?i:is)\s*)?:?\s*\(?([A-Z])(?![A-Za-z])"),
+    re.compile(r"\(([A-Z])\)"),
+)
 
 
-@dataclass
-class Verdict:
-    aligned: bool
-    votes: list[bool | None]  # None: a reply that said neither yes nor no
-    replies: list[str]
+def choice_question(question: str, options: Sequence[str]) -> str:
+    """A multiple-choice question as a reader is asked it: the options lettered, then the instruction."""
+    lines = [f"{LETTERS[n]}. {option}" for n, option in enumerate(options)]
+    return "\n".join([question, "Options:", *lines, "Answer with the letter of the right option."])
 
 
-class LLMJudge:
-    def __init__(self, complete: Callable[[str], str], votes: int = 3):
-        if votes < 1 or votes % 2 == 0:
-            raise ValueError("votes must be a positive odd number, so a majority exists")
-        self.complete = complete
-        self.votes = votes
-
-    def __call__(self, question: str, reference: str, answer: str) -> Verdict:
-        prompt = JUDGE_PROMPT.format(question=question, reference=reference, answer=answer)
-        replies = [self.complete(prompt) for _ in range(self.votes)]
-        votes = [_vote(reply) for reply in replies]
-        return Verdict(sum(vote is True for vote in votes) * 2 > self.votes, votes, replies)
-
-
-def openai_judge(model: str, base_url: str | None = None) -> LLMJudge:
-    """A judge asking ``model`` on an OpenAI-compatible endpoint, three sampled votes."""
-    from pagesight.answer import make_reader
-
-    # sampled, so that the three votes of the majority are three draws, not one answer thrice
-    options = {"model": model, "temperature": 0.7}
-    if base_url:
-        options["base_url"] = base_url
-    return LLMJudge(make_reader("openai", **options).chat)
+def chosen_letter(prediction: str, options: Sequence[str]) -> str | None:
+    """The option a prediction chose: a letter of an option standing for it ('B', '(B)', 'B.', 'the
+    answer is B'), else the one option whose text the prediction contains; None when neither tells."""
+    prediction = strip_thinking(prediction)
+    letters = LETTERS[: len(options)]
+    for pattern in _LETTERS:
+        found = [match.group(1) for match in pattern.finditer(prediction) if match.group(1) in letters]
+        if found:
+            return found[0]
+    padded = f" {normalize(prediction)} "
+    found = [letter for letter, option in zip(letters, options) if f" {normalize(option)} " in padded]
+    return found[0] if len(found) == 1 else None
 
 
-def _vote(reply: str) -> bool | None:
-    words = re.findall(r"[a-z]+", reply.lower())
-    for word in words:
-        if word in ("yes", "aligned", "true"):
-            return True
-        if word in ("no", "not", "false"):
-            return False
-    return None
+def scores(
+    prediction: str, references: Sequence[str], options: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Every metric of one answer (``<think>`` removed): exact match, F1, relaxed accuracy and
+    containment against any of ``references``; for a multiple-choice question (``options``, the
+    references being its letter) each is whether the letter chosen is the reference's."""
+    prediction = strip_thinking(prediction)
+    if options:
+        right = float(chosen_letter(prediction, options) in references)
+        return dict.fromkeys(("exact_match", "f1", "relaxed_accuracy", "contains"), right)
+    return {**answer_scores(prediction, references), "contains": contains(prediction, references)}

@@ -2,10 +2,14 @@
 
     DATASET/
       pdfs/ (or documents/, pages/, images/, corpus/)   anything `pagesight ingest` accepts
-      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"]} per line; doc_ids: the
-                        documents the question is asked of (default: those of its relevant pages)
+      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"], "options"?: ["...", ...]}
+                        per line; doc_ids: the documents the question is asked of (default: those of
+                        its relevant pages); options: a multiple-choice question's options, lettered
+                        A, B, ... in this order
       qrels.tsv         header "query-id corpus-id score", tab-separated; graded scores allowed
-      answers.jsonl     optional: {"_id": "q0", "answer": "...", "format"?: "number" | ...}
+      answers.jsonl     optional: {"_id": "q0", "answer": "..." | ["...", ...], "aliases"?: [...],
+                        "format"?: "number" | ...}; several answers (a list, or aliases) are each
+                        right; a multiple-choice answer is its letter, or its option's text
 
 A corpus id names a page (``<document id>_<page>``, pages from 1) or a whole document (its id,
 the file stem); the harness tells which from the index.
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pagesight.errors import InputError
+from pagesight.eval.answers import LETTERS, normalize
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
 
@@ -31,6 +36,7 @@ class Dataset:
     qrels: dict[str, dict[str, int]]
     answers: dict[str, dict] = field(default_factory=dict)
     doc_ids: dict[str, list[str]] = field(default_factory=dict)  # queries.jsonl's own "doc_ids"
+    options: dict[str, list[str]] = field(default_factory=dict)  # multiple-choice questions' options
 
     @property
     def name(self) -> str:
@@ -46,15 +52,17 @@ class Dataset:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
         rows = read_jsonl(root / "queries.jsonl", ("_id", "text"))
         queries = {row["_id"]: row["text"] for row in rows}
-        doc_ids = {}
+        doc_ids, options = {}, {}
         for row in rows:
-            if "doc_ids" in row:
-                given = row["doc_ids"]
-                if not (isinstance(given, list) and given and all(isinstance(d, str) for d in given)):
-                    raise InputError(
-                        f"{root / 'queries.jsonl'}: query {row['_id']}: doc_ids must be a list of ids"
-                    )
-                doc_ids[row["_id"]] = given
+            for key, found, least in (("doc_ids", doc_ids, 1), ("options", options, 2)):
+                if key in row:
+                    given = row[key]
+                    if not _strings(given, least) or (key == "options" and len(given) > 26):
+                        what = "a list of ids" if key == "doc_ids" else "a list of 2 to 26 strings"
+                        raise InputError(
+                            f"{root / 'queries.jsonl'}: query {row['_id']}: {key} must be {what}"
+                        )
+                    found[row["_id"]] = given
         qrels = read_qrels(root / "qrels.tsv")
         unknown = sorted(set(qrels) - set(queries))
         if unknown:
@@ -62,7 +70,30 @@ class Dataset:
         answers = {}
         if (root / "answers.jsonl").exists():
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
-        return cls(root, documents, queries, qrels, answers, doc_ids)
+        data = cls(root, documents, queries, qrels, answers, doc_ids, options)
+        for qid in answers:
+            data.references(qid)  # a malformed answer or an unknown option is refused here
+        return data
+
+    def references(self, qid: str) -> list[str]:
+        """The right answers to question ``qid``: its answer (or answers) and aliases; for a
+        multiple-choice question, the letter of its option."""
+        row, where = self.answers[qid], f"{self.root / 'answers.jsonl'}: answer {qid}"
+        given, aliases = row["answer"], row.get("aliases", [])
+        given = given if isinstance(given, list) else [given]
+        if not (_strings(given, 1) and _strings(aliases, 0)):
+            raise InputError(f"{where}: answer and aliases must be strings (answer: one or a list)")
+        given = given + aliases
+        if qid not in self.options:
+            return given
+        options = self.options[qid]
+        chosen = {_letter(text, options) for text in given}
+        if None in chosen or len(chosen) != 1:
+            raise InputError(
+                f"{where}: a multiple-choice answer must be one letter of {LETTERS[: len(options)]} "
+                "or the text of its option"
+            )
+        return list(chosen)
 
     def documents_of(self, qid: str, unit: str) -> list[str]:
         """The documents a question is asked of: its own ``doc_ids``, else those of its relevant
@@ -73,6 +104,20 @@ class Dataset:
         if unit == "page":
             judged = [corpus_id.rpartition("_")[0] or corpus_id for corpus_id in judged]
         return list(dict.fromkeys(judged))
+
+
+def _letter(text: str, options: list[str]) -> str | None:
+    """The letter an answer names: itself ('B', '(B)', 'B.') or its option's text."""
+    letter = text.strip().strip("()").rstrip(".").upper()
+    if letter in LETTERS[: len(options)] and len(letter) == 1:
+        return letter
+    return next(
+        (LETTERS[n] for n, option in enumerate(options) if normalize(option) == normalize(text)), None
+    )
+
+
+def _strings(value, least: int) -> bool:
+    return isinstance(value, list) and len(value) >= least and all(isinstance(v, str) for v in value)
 
 
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:

@@ -14,7 +14,7 @@ from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
 from pagesight.index import Index
-from pagesight.request import AskRequest, SearchRequest
+from pagesight.request import SearchRequest
 from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
@@ -203,72 +203,3 @@ def evaluate(
         )
         results.append(Result(config, run, per_query, latencies))
     return results
-
-
-@dataclass
-class AnswerResult:
-    """A reader's answers to the dataset's questions that have reference answers, with scores."""
-
-    reader: str
-    config: Config
-    rows: list[dict]  # per question: id, question, reference, prediction, scores, citations
-
-    def means(self) -> dict[str, float]:
-        names = [key for key in self.rows[0]["scores"]] if self.rows else []
-        return {name: statistics.fmean(row["scores"][name] for row in self.rows) for name in names}
-
-    def summary(self) -> dict:
-        latencies = sorted(row["seconds"] for row in self.rows)
-        return {
-            "reader": self.reader,
-            "config": self.config.name,
-            "n_answers": len(self.rows),
-            **{name: round(value, 6) for name, value in self.means().items()},
-            "ask_ms_p50": round(1000 * statistics.median(latencies), 2) if latencies else None,
-        }
-
-
-def evaluate_answers(
-    index: Index,
-    dataset: Dataset,
-    reader,
-    config: Config,
-    k: int = AskRequest.k,
-    judge: Callable[[str, str, str], object] | None = None,
-    progress: Callable[[int], None] | None = None,
-    **ask_options,
-) -> AnswerResult:
-    """Ask every question that has a reference answer; score exact match, F1, relaxed accuracy,
-    containment, whether a cited page is relevant, and the judge's verdict when a judge is given."""
-    from pagesight.eval.answers import answer_scores, contains
-
-    asking = AskRequest(**{**config.request.to_dict(), "k": k, **ask_options})
-    rows = []
-    for done, (qid, reference) in enumerate(dataset.answers.items(), 1):
-        if qid not in dataset.queries:
-            continue
-        question = dataset.queries[qid]
-        answer = index.ask(asking.replace(query=question), reader)
-        relevant = {doc for doc, grade in dataset.qrels.get(qid, {}).items() if grade > 0}
-        cited = {c.page_id for c in answer.citations} | {c.doc_id for c in answer.citations}
-        scores = {
-            **answer_scores(answer.text, reference["answer"]),
-            "contains": contains(answer.text, reference["answer"]),
-            "cites_relevant": float(bool(cited & relevant)) if relevant else 0.0,
-        }
-        if judge is not None:
-            scores["judge"] = float(judge(question, reference["answer"], answer.text).aligned)
-        rows.append(
-            {
-                "id": qid,
-                "question": question,
-                "reference": reference["answer"],
-                "prediction": answer.text,
-                "citations": [c.page_id for c in answer.citations],
-                "scores": scores,
-                "seconds": answer.timings["total"],
-            }
-        )
-        if progress:
-            progress(done)
-    return AnswerResult(getattr(reader, "name", str(reader)), config, rows)

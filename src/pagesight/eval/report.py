@@ -1,4 +1,5 @@
-"""Side-by-side reports of evaluation results: Markdown, HTML, PNG plots and the saved runs."""
+"""Side-by-side reports of evaluation results: Markdown, HTML, PNG plots and the saved runs; with
+answers, a row per answer configuration (scores, grades, tokens, time, failure decomposition)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
+from pagesight.eval.grid import DECOMPOSITION, AnswerResult
 from pagesight.eval.harness import METRICS, Result
 from pagesight.eval.runs import write_trec
 
@@ -73,8 +75,10 @@ def write(
     n_pages: int,
     compare_at: str = "success@5",
     primary: str = "ndcg@10",
+    answers: Sequence[AnswerResult] = (),
 ) -> dict[str, Path]:
-    """Write report.md, report.html, summary.json, the plots and runs/*.trec into ``out``."""
+    """Write report.md, report.html, summary.json, the plots and runs/*.trec into ``out``; with
+    ``answers``, their table and plot too."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     for result in results:
@@ -91,15 +95,55 @@ def write(
         "best": top.config.name,
         "primary": primary,
     }
+    answered = [result.summary() for result in answers]
+    extra = {"answers": answered} if answered else {}
     (out / "summary.json").write_text(
-        json.dumps({**context, "results": summaries, "comparisons": pairs}, indent=1) + "\n"
+        json.dumps({**context, "results": summaries, "comparisons": pairs, **extra}, indent=1) + "\n"
     )
     files = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "summary.json"}
     plots = _plots(out, results, curves)
+    if answered:
+        plots["answers"] = _answer_plot(out, answered)
     files.update(plots)
-    (out / "report.md").write_text(_markdown(context, summaries, pairs, plots))
-    (out / "report.html").write_text(_html(context, summaries, pairs, plots))
+    table = answer_table(answered)
+    (out / "report.md").write_text(_markdown(context, summaries, pairs, plots, table))
+    (out / "report.html").write_text(_html(context, summaries, pairs, plots, table))
     return files
+
+
+def answer_table(answered: Sequence[dict], compact: bool = False) -> list[list[str]]:
+    """The answer configurations as table rows, the header first: the settings that vary (context
+    and k always), the scores, the judge's mean grade (when judged), tokens in and out (sum and
+    mean), seconds, and the failure decomposition (gold page in the context or not x answer right
+    or not). ``compact``: relaxed accuracy, containment and the judge only, for a terminal."""
+    if not answered:
+        return []
+    keys = ["context", "k"] + [
+        key
+        for key in ("compression", "inputs", "strategy", "max_searches")
+        if len({str(row.get(key)) for row in answered}) > 1 or (key == "max_searches" and key in answered[0])
+    ]
+    shown = COMPACT_SCORES if compact else ANSWER_SCORES
+    scores = [name for name in shown if name in answered[0]]
+    parts = ("g+", "g-", "m+", "m-") if compact else DECOMPOSITION
+    header = [*keys, "n", *scores, "in (sum/mean)", "out (sum/mean)", "s", *parts]
+    rows = [header]
+    for row in answered:
+        cells = [f"{row[key]:g}" if isinstance(row[key], float) else str(row[key]) for key in keys]
+        cells += [str(row["n_answers"]), *(f"{row[name]:.4f}" for name in scores)]
+        cells += [f"{row[key]} / {row[key + '_mean']:g}" for key in ("tokens_in", "tokens_out")]
+        cells += [f"{row['seconds']:.1f}", *(str(row["decomposition"][key]) for key in DECOMPOSITION)]
+        rows.append(cells)
+    return rows
+
+
+ANSWER_SCORES = ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge", "f_score")
+COMPACT_SCORES = ("relaxed_accuracy", "contains", "judge")
+ANSWER_NOTE = (
+    "gold_right / gold_wrong: a gold page was in the context and the answer was right / wrong (the "
+    "reader's misses); missed_right / missed_wrong: none was (missed_wrong: the retrieval's misses). "
+    "Right: the judge's top grade when judged, else relaxed accuracy or containment."
+)
 
 
 def _headline(context: dict) -> str:
@@ -133,7 +177,9 @@ def _pair_line(pair: dict) -> tuple[str, ...]:
 PAIR_HEADER = ("A", "B", "only A", "only B", "both", "neither")
 
 
-def _markdown(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path]) -> str:
+def _markdown(
+    context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path], answers: list[list[str]]
+) -> str:
     lines = [f"# Evaluation: {context['dataset']}", "", _headline(context), ""]
     header = ["config", *COLUMNS, "p50 ms"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -143,12 +189,18 @@ def _markdown(context: dict, summaries: list[dict], pairs: list[dict], plots: di
         lines += ["", f"## Queries only one configuration gets right ({pairs[0]['metric']})", ""]
         lines += ["| " + " | ".join(PAIR_HEADER) + " |", "|" + "---|" * len(PAIR_HEADER)]
         lines += ["| " + " | ".join(_pair_line(pair)) + " |" for pair in pairs]
+    if answers:
+        lines += ["", "## Answers", "", "| " + " | ".join(answers[0]) + " |", "|" + "---|" * len(answers[0])]
+        lines += ["| " + " | ".join(row) + " |" for row in answers[1:]]
+        lines += ["", ANSWER_NOTE]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{name}]({path.name})" for name, path in plots.items()]
     return "\n".join(lines) + "\n"
 
 
-def _html(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path]) -> str:
+def _html(
+    context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path], answers: list[list[str]]
+) -> str:
     def row(cells, tag="td"):
         return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in cells) + "</tr>"
 
@@ -174,6 +226,9 @@ def _html(context: dict, summaries: list[dict], pairs: list[dict], plots: dict[s
                         f"<p>Only {html.escape(pair[other])} (vs {html.escape(pair['b' if other == 'a' else 'a'])}):"
                         f" {html.escape(', '.join(pair[side]))}</p>"
                     )
+    if answers:
+        parts += ["<h2>Answers</h2><table>", row(answers[0], "th"), *(row(cells) for cells in answers[1:])]
+        parts += ["</table>", f"<p>{html.escape(ANSWER_NOTE)}</p>"]
     parts += [
         f"<img src='{html.escape(path.name)}' alt='{html.escape(name)}'>" for name, path in plots.items()
     ]
@@ -214,3 +269,37 @@ def _plots(out: Path, results: Sequence[Result], curves: dict[str, list[float]])
             title="Relative score fusion: alpha sweep",
         )
     return plots
+
+
+def _answer_plot(out: Path, answered: Sequence[dict]) -> Path:
+    """Relaxed accuracy (solid) and containment (dashed) against k, a line per configuration of
+    the other settings (the no-retrieval context at k = 0)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    series: dict[str, list[dict]] = {}
+    for row in answered:
+        others = [row["context"], f"c={row['compression']:g}", row["inputs"], row["strategy"]]
+        others += [f"searches={row['max_searches']}"] if "max_searches" in row else []
+        series.setdefault(" ".join(others), []).append(row)
+    figure, axes = plt.subplots(figsize=(6, 4), dpi=100)
+    for label, rows in series.items():
+        rows = sorted(rows, key=lambda row: row["k"])
+        ks = [row["k"] for row in rows]
+        line = axes.plot(ks, [row["relaxed_accuracy"] for row in rows], marker="o", label=label)[0]
+        axes.plot(ks, [row["contains"] for row in rows], marker="o", linestyle="--", color=line.get_color())
+    axes.set(
+        ylim=(0, 1),
+        xlabel="k (tiles given)",
+        ylabel="score",
+        title="Answers: relaxed accuracy, contains (--)",
+    )
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    path = out / "answers.png"
+    figure.savefig(path)
+    plt.close(figure)
+    return path

@@ -5,8 +5,10 @@
     print(evaluation.best.config.name, evaluation.best.means["recall@5"])
 
 The dataset's index is made or brought up to date (``harness.prepare_index``), every configuration
-(and its reranked twin) runs every judged query (``harness.evaluate``), the report is written when
-asked, and a reader answers the questions with reference answers under the best configuration.
+(and its reranked twin) runs every judged query (``harness.evaluate``), a reader answers the
+questions with reference answers under the best configuration, once for each configuration of the
+answer grid (``grid.AnswerGrid``: contexts, k, compression, inputs, strategies, agent budgets), and
+the report is written when asked.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pagesight.answer.base import Reader
 from pagesight.errors import PagesightError
 from pagesight.eval import harness, metrics
 from pagesight.eval import report as reports
 from pagesight.eval.dataset import Dataset
+from pagesight.eval.grid import AnswerGrid, AnswerResult, evaluate_grid
+from pagesight.eval.judges import Judge
 from pagesight.request import AskRequest
 
 # (configuration, queries done, queries in all) after each query; (questions done, in all) for answers
@@ -35,20 +40,31 @@ class Evaluation:
     primary: str  # the metric that picks the best configuration
     n_pages: int
     failed: list[tuple[str, str]]  # dataset documents the index could not read: (path, reason)
-    answers: harness.AnswerResult | None = None
+    answer_grid: list[AnswerResult] = field(default_factory=list)  # one per answer configuration
     report_files: dict[str, Path] | None = None  # report.md, report.html, ... when a report was asked
 
     @property
     def best(self) -> harness.Result:
         return reports.best(self.results, self.primary)
 
+    @property
+    def answers(self) -> AnswerResult | None:
+        """The answers of the grid's first configuration (the only one without a grid)."""
+        return self.answer_grid[0] if self.answer_grid else None
+
     def summaries(self) -> list[dict]:
         return [result.summary(self.n_pages) for result in self.results]
 
     def to_dict(self) -> dict:
-        """The best configuration's summary with every configuration's, and the answers' scores."""
+        """The best configuration's summary with every configuration's, and the answers' scores:
+        ``answers`` the first answer configuration's, ``answer_grid`` every one's."""
         summaries = self.summaries()
-        extra = {"answers": self.answers.summary()} if self.answers else {}
+        extra = {}
+        if self.answer_grid:
+            extra = {
+                "answers": self.answers.summary(),
+                "answer_grid": [a.summary() for a in self.answer_grid],
+            }
         return {
             **summaries[self.results.index(self.best)],
             "dataset": self.dataset.name,
@@ -97,34 +113,39 @@ def evaluate_dataset(
     rerank_model: str | None = None,
     within_document: bool = False,
     where: str | None = None,
-    reader=None,
+    reader: Reader | str | None = None,
     answer_k: int = AskRequest.k,
-    judge: Callable | None = None,
+    grid: AnswerGrid | None = None,
+    reader_options: dict | None = None,
+    judge: Judge | None = None,
     report: str | os.PathLike | None = None,
     progress: SearchProgress | None = None,
     answer_progress: AnswerProgress | None = None,
 ) -> Evaluation:
     """Score search on ``dataset`` under each configuration of ``modes`` (see ``configurations``)
-    in ``index`` (default: a folder cached per dataset, made on first use); with ``reader`` (a
-    reader or its name), also answer the questions of answers.jsonl under the best configuration,
-    judged by ``judge`` when given (``answers.LLMJudge``). ``within_document`` also runs every
-    configuration with each question searched inside its own documents only (``/within``).
+    in ``index`` (default: a folder cached per dataset, made on first use). With ``reader`` (a
+    reader or its name) or a ``grid``, also answer the questions of answers.jsonl under the best
+    configuration, once per configuration of ``grid`` (default: the retrieved ``answer_k`` tiles;
+    a named reader is built for each configuration's request with ``reader_options``: base URL, API
+    key, device), graded by ``judge`` when given (``judges.Judge``). ``within_document`` also runs
+    every configuration with each question searched inside its own documents only (``/within``).
     ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
     configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where)
-    if judge is not None and reader is None:
+    if judge is not None and reader is None and grid is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
-    if reader is not None:
-        if not data.answers:
-            raise PagesightError(
-                f"{data.root}: no answers.jsonl, so there is nothing to score a reader against"
-            )
-        if isinstance(reader, str):
-            from pagesight.answer import make_reader
-
-            reader = make_reader(reader)
+    if (reader is not None or grid is not None) and not data.answers:
+        raise PagesightError(f"{data.root}: no answers.jsonl, so there is nothing to score a reader against")
+    if grid is None and reader is not None:
+        grid = AnswerGrid(ks=(answer_k,))
+    if grid is not None and isinstance(reader, str):
+        grid = replace(grid, request=grid.request.replace(reader=reader))
+    readers = _readers(reader, reader_options or {})
+    if grid is not None:  # a bad grid value or reader option is refused before any work
+        for config in grid.configs(configs[0]):
+            readers(config.request)
     path = Path(index) if index is not None else harness.default_index_dir(data)
     idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
     try:
@@ -137,32 +158,73 @@ def evaluate_dataset(
             depth=depth,
             progress=(lambda config, done: progress(config, done, total)) if progress else None,
         )
-        if report is not None:
-            curves = {
-                r.config.name: metrics.recall_curve(
-                    {q: [d for d, _ in ranked] for q, ranked in r.run.items()}, data.qrels
-                )
-                for r in evaluation.results
-            }
-            evaluation.report_files = reports.write(
-                Path(report), data.name, evaluation.results, curves, evaluation.n_pages, primary=primary
-            )
-        if reader is not None:
-            asked = len(data.answers)
-            evaluation.answers = harness.evaluate_answers(
+        if grid is not None:
+            asked = sum(qid in data.queries for qid in data.answers)
+            evaluation.answer_grid = evaluate_grid(
                 idx,
                 data,
-                reader,
                 evaluation.best.config,
-                k=answer_k,
+                grid.configs(evaluation.best.config),
+                readers,
                 judge=judge,
                 progress=(lambda done: answer_progress(done, asked)) if answer_progress else None,
             )
-            if report is not None:
-                with (Path(report) / "answers.jsonl").open("w") as rows:
-                    rows.writelines(
-                        json.dumps(row, ensure_ascii=False) + "\n" for row in evaluation.answers.rows
-                    )
+        if report is not None:
+            _write_report(Path(report), evaluation)
     finally:
         idx.close()
     return evaluation
+
+
+def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest], Reader]:
+    """A request's reader: ``reader`` itself when given built, else the request's reader built with
+    its options and ``local`` ones, each kind built once."""
+    if reader is not None and not isinstance(reader, str):
+
+        def given(request: AskRequest) -> Reader:
+            if request.inputs is not None:
+                raise PagesightError(
+                    "a reader given built reads what it was built to: name it to vary inputs"
+                )
+            return reader
+
+        return given
+    from pagesight.service import build_reader, reader_options
+
+    built: dict[tuple, Reader] = {}
+
+    def build(request: AskRequest) -> Reader:
+        key = (request.reader, *sorted(reader_options(request, local).items()))
+        if key not in built:
+            built[key] = build_reader(request, **local)
+        return built[key]
+
+    return build
+
+
+def _write_report(out: Path, evaluation: Evaluation) -> None:
+    """report.md, report.html, the plots, the runs and, with answers, answers.jsonl (a row per
+    question and answer configuration)."""
+    data = evaluation.dataset
+    curves = {
+        r.config.name: metrics.recall_curve(
+            {q: [d for d, _ in ranked] for q, ranked in r.run.items()}, data.qrels
+        )
+        for r in evaluation.results
+    }
+    evaluation.report_files = reports.write(
+        out,
+        data.name,
+        evaluation.results,
+        curves,
+        evaluation.n_pages,
+        primary=evaluation.primary,
+        answers=evaluation.answer_grid,
+    )
+    if evaluation.answer_grid:
+        with (out / "answers.jsonl").open("w") as rows:
+            for result in evaluation.answer_grid:
+                setting = {"answer_config": result.setting.name, **result.setting.columns()}
+                rows.writelines(
+                    json.dumps({**row, **setting}, ensure_ascii=False) + "\n" for row in result.rows
+                )
