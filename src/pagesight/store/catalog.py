@@ -323,7 +323,7 @@ class Catalog:
         """Every tile's id, sorted: read from the smallest index that holds them (the rowid of
         ``tiles_by_doc``), not by scanning the tiles' text."""
         rows = self.db.execute("SELECT id FROM tiles")
-        return np.sort(np.fromiter((row[0] for row in rows), dtype=np.int64))
+        return np.sort(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64))
 
     def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Chunk vectors as (tile id per row, float32 matrix), for all tiles or the given ones."""

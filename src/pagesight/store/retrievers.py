@@ -116,7 +116,7 @@ def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
     saved = np.concatenate(saved) if saved else np.zeros(0, dtype=np.int64)
     if not np.isin(tile_ids, saved).all():
         return None
-    return np.setdiff1d(saved, tile_ids)
+    return np.setdiff1d(saved, tile_ids, assume_unique=True)  # a tile is in one segment, once
 
 
 def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
@@ -150,12 +150,13 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             lexical = LexicalRetriever([], phrases=settings.phrases, term_weights=settings.term_weights)
             dense = DenseSegments([], dim) if dim is not None else None
         have = lexical.tile_ids
-        gone = np.setdiff1d(have, tile_ids)
+        # both unique: no sorting of a million ids to find the few that differ
+        gone = np.setdiff1d(have, tile_ids, assume_unique=True)
         if len(gone):
             lexical = lexical.remove(gone)
             if dense is not None:
                 dense.remove(gone)
-        new = np.setdiff1d(tile_ids, have)
+        new = np.setdiff1d(tile_ids, have, assume_unique=True)  # sorted, as tile_ids
         if len(new):
             wanted = set(new.tolist())
             rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
