@@ -2,6 +2,7 @@
 (issue 39's numbers).
 
     python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--build-only] [--json]
+        [--store local|qdrant]
     python benchmarks/scale.py --plot RESULTS.jsonl --image docs/scale.png   # each figure against N
 
 The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlongbench-dev), read
@@ -21,6 +22,9 @@ Then, on the index as built (or as ``--reuse`` found it):
 - cold_search_seconds: a whole ``pagesight search`` process, start to answer;
 - server_rss_mb: a ``pagesight serve`` process after 100 hybrid searches;
 - disk_bytes_per_tile.
+
+``--store qdrant`` builds and measures the Qdrant store instead, in qdrant-client's local mode
+(``qdrant:DIR``: the only Qdrant engine that runs where this project is built).
 
 Prints one JSON line. Run it on a quiet machine: every figure is a timing. A long build can run
 beside other work with ``--build-only`` and be measured later, on a quiet machine, with ``--reuse``.
@@ -91,8 +95,8 @@ def tiles_of(document) -> int:
     return sum(len(page.tiles) for page in document.pages)
 
 
-def build(root: Path, n_tiles: int, batch: int, cache: Path) -> dict:
-    index = Index.open(root)
+def build(location: str, n_tiles: int, batch: int, cache: Path) -> dict:
+    index = Index.open(location)
     documents = sources(cache, index.settings)
     rng = random.Random(39)
     started = time.perf_counter()
@@ -138,11 +142,12 @@ def percentiles(latencies: list[float]) -> tuple[float, float]:
     )
 
 
-def measure(root: Path) -> dict:
+def measure(root: Path, location: str) -> dict:
+    """The figures of the index at ``location`` (its files in ``root``)."""
     pagesight = [sys.executable, "-m", "pagesight"]
     queries = [json.loads(line)["text"] for line in (DATA / "irpapers" / "queries.jsonl").open()]
     result: dict = {}
-    with Index.open(root, create=False) as index:
+    with Index.open(location, create=False) as index:
         counts = index.catalog.counts()
         result["tiles"], result["documents"] = counts["tiles"], counts["documents"]
         for name, request in (
@@ -166,24 +171,24 @@ def measure(root: Path) -> dict:
             pdf.drawString(72, 720, page)
             pdf.showPage()
         pdf.save()
-        seconds, peak, _ = timed_process([*pagesight, "ingest", str(added), "--index", str(root)])
+        seconds, peak, _ = timed_process([*pagesight, "ingest", str(added), "--index", location])
         result["add_seconds"], result["add_peak_rss_mb"] = round(seconds, 2), peak and round(peak)
-        seconds, _, _ = timed_process([*pagesight, "delete", added.stem, "--index", str(root)])
+        seconds, _, _ = timed_process([*pagesight, "delete", added.stem, "--index", location])
         result["delete_seconds"] = round(seconds, 2)
-    seconds, peak, _ = timed_process([*pagesight, "search", queries[0], "--index", str(root), "-k", "10"])
+    seconds, peak, _ = timed_process([*pagesight, "search", queries[0], "--index", location, "-k", "10"])
     result["cold_search_seconds"], result["cold_search_rss_mb"] = round(seconds, 2), peak and round(peak)
-    result["server_rss_mb"] = server_rss(root, queries[:100])
+    result["server_rss_mb"] = server_rss(location, queries[:100])
     size = sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
     result["disk_bytes_per_tile"] = round(size / max(1, result["tiles"]))
     return result
 
 
-def server_rss(root: Path, queries: list[str]) -> float:
+def server_rss(location: str, queries: list[str]) -> float:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "pagesight", "serve", "--index", str(root), "--port", str(port)],
+        [sys.executable, "-m", "pagesight", "serve", "--index", location, "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -258,18 +263,22 @@ def main() -> None:
         "--build-only", action="store_true", help="build, and measure nothing (--reuse later)"
     )
     parser.add_argument("--json", action="store_true", help="the JSON line only")
+    parser.add_argument("--store", choices=("local", "qdrant"), default="local", help="the store measured")
     args = parser.parse_args()
     if args.plot:
         plot([json.loads(line) for line in args.plot.read_text().splitlines() if line.strip()], args.image)
         return
     if args.tiles is None:
         parser.error("--tiles is needed (or --plot)")
-    root = args.reuse or args.out or Path(tempfile.gettempdir()) / f"pagesight-scale-{args.tiles}"
-    result: dict = {"batch": args.batch}
+    named = f"pagesight-scale-{args.tiles}" + ("" if args.store == "local" else f"-{args.store}")
+    root = args.reuse or args.out or Path(tempfile.gettempdir()) / named
+    location = str(root) if args.store == "local" else f"qdrant:{root}"
+    result: dict = {"batch": args.batch, "store": args.store}
     if args.reuse is None:
-        result.update(build(root, args.tiles, args.batch, root.parent / "pagesight-scale-sources.pickle"))
+        cache = root.parent / "pagesight-scale-sources.pickle"
+        result.update(build(location, args.tiles, args.batch, cache))
     if not args.build_only:
-        result.update(measure(root))
+        result.update(measure(root, location))
     result["index"] = str(root)
     print(json.dumps(result))
 

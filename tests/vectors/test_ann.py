@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -127,10 +129,13 @@ def test_loaded_index_reads_its_file_in_place_and_changes_a_copy(kind, storage, 
     path = tmp_path / "vectors.index"
     index.save(path)
     loaded = VectorIndex.load(path)
+    streamed = VectorIndex.load(io.BytesIO(path.read_bytes()))  # read from a stream: a copy
     VectorIndex(DIM, "flat").save(path)  # a merge replaces the file under a searcher
     np.testing.assert_array_equal(loaded.search(queries, 10)[1], index.search(queries, 10)[1])
     some = np.array([1999, 3, 1000, 4])  # read as rows of the mapped file (IVF), or by FAISS
     np.testing.assert_array_equal(loaded.fetch(some), index.fetch(some))
+    np.testing.assert_array_equal(streamed.fetch(some), index.fetch(some))
+    assert streamed.remove(some) == 4 and len(streamed) == 1996
     for twin in (index, loaded):
         twin.remove(np.arange(0, 2000, 3))
         twin.add([1], data[2500:2501])
