@@ -177,18 +177,20 @@ def measure(root: Path, location: str) -> dict:
         result["delete_seconds"] = round(seconds, 2)
     seconds, peak, _ = timed_process([*pagesight, "search", queries[0], "--index", location, "-k", "10"])
     result["cold_search_seconds"], result["cold_search_rss_mb"] = round(seconds, 2), peak and round(peak)
-    result["server_rss_mb"] = server_rss(location, queries[:100])
+    # a store other than a folder keeps the server's uploads in a folder of their own
+    uploads = [] if location == str(root) else ["--uploads", str(root.parent / f"{root.name}-uploads")]
+    result["server_rss_mb"] = server_rss(location, queries[:100], uploads)
     size = sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
     result["disk_bytes_per_tile"] = round(size / max(1, result["tiles"]))
     return result
 
 
-def server_rss(location: str, queries: list[str]) -> float:
+def server_rss(location: str, queries: list[str], uploads: list[str]) -> float:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "pagesight", "serve", "--index", location, "--port", str(port)],
+        [sys.executable, "-m", "pagesight", "serve", "--index", location, "--port", str(port), *uploads],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
