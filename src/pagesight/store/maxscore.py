@@ -64,28 +64,35 @@ class MaxScore:
         """The ``n`` best (tile id, score) pairs with a positive score, best first, ties by tile id."""
         order = np.argsort(self.postings, kind="stable")  # fewest postings first
         first = max(1, int(np.searchsorted(np.cumsum(self.postings[order]), SCAN_FIRST, side="right")))
-        looked: list[int] = []
-        if first < len(order):
-            self._scan(order[:first])
-            sums = self._sums()
-            budget, used = self._nth(sums[sums > 0], n) * (1 - MARGIN), 0.0
-            for term in order[first:][::-1].tolist():  # most postings first
-                if used + self.bound[term] < budget:
-                    looked.append(term)
-                    used += self.bound[term]
-            if not looked:  # nothing to prune: one scan of every term, in order (no sort to sum them)
-                self.records = []
-        if looked:
-            self._scan(np.setdiff1d(order[first:], looked))
-        else:
-            self._scan(order)
+        if first >= len(order):
+            return self._everything(n)
+        self._scan(order[:first])
+        sums = self._sums()
+        budget, used, looked = self._nth(sums[sums > 0], n) * (1 - MARGIN), 0.0, []
+        for term in order[first:][::-1].tolist():  # most postings first
+            if used + self.bound[term] < budget:
+                looked.append(term)
+                used += self.bound[term]
+        if not looked:  # nothing to prune
+            return self._everything(n)
+        self._scan(np.setdiff1d(order[first:], looked))
         sums = self._sums()
         candidates = np.flatnonzero(sums > 0)
-        if looked:
-            candidates = self._look_up(
-                sorted(looked, key=lambda t: -self.bound[t]), candidates, sums[candidates], n
-            )
-        return self._ranked(candidates, len(looked) > 0, n)
+        looked.sort(key=lambda t: -self.bound[t])
+        return self._ranked(self._look_up(looked, candidates, sums[candidates], n), n)
+
+    def _everything(self, n: int) -> list[tuple[int, float]]:
+        """Every posting scored, in one pass: a segment's postings come in term order, so each
+        tile's scores add in the question's order as they come."""
+        self.records = []
+        self._scan(np.arange(len(self.idf)))
+        if not self.records:
+            return []
+        scores = np.zeros(self.total, dtype=np.float32)
+        for _, places, values in self.records:  # a segment each, its tiles in no other
+            np.add.at(scores, places, values)
+        scored = np.flatnonzero(scores)
+        return top(self._ids(scored), scores[scored], n)
 
     def _scan(self, terms: np.ndarray) -> None:
         """Score every live (and allowed) posting of ``terms``, one gather a segment."""
@@ -161,8 +168,9 @@ class MaxScore:
             found[low + hit] = values
         return found
 
-    def _ranked(self, candidates: np.ndarray, pruned: bool, n: int) -> list[tuple[int, float]]:
-        """The candidates' scores summed term after term in the question's order, and the best."""
+    def _ranked(self, candidates: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """The candidates' scores summed term after term in the question's order (their postings
+        came in several passes, so put back in term order first), and the best."""
         kept = np.zeros(self.total, dtype=bool)
         kept[candidates] = True
         term, places, values = [], [], []
@@ -171,10 +179,8 @@ class MaxScore:
             term.append(t[mask])
             places.append(p[mask])
             values.append(v[mask])
-        term, places, values = np.concatenate(term), np.concatenate(places), np.concatenate(values)
-        if pruned:  # postings came in several passes: put each tile's back in term order
-            order = np.argsort(term, kind="stable")
-            places, values = places[order], values[order]
+        order = np.argsort(np.concatenate(term), kind="stable")
+        places, values = np.concatenate(places)[order], np.concatenate(values)[order]
         scores = np.zeros(len(candidates), dtype=np.float32)
         np.add.at(scores, np.searchsorted(candidates, places), values)
         return top(self._ids(candidates), scores, n)
