@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pagesight import Index
+from pagesight.choices import DEFAULT_ALPHA
 from pagesight.errors import PagesightError
-from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.search.rerank import make_reranker
 from pagesight.settings import Settings
 from pagesight.vectors import maxsim

@@ -263,7 +263,7 @@ class Index:
             options["reader"] = reader
         request = _request(AskRequest, question, **options)
         if reader is None or isinstance(reader, str):
-            from pagesight.service import build_reader
+            from pagesight.answer.base import build_reader
 
             reader = build_reader(request)
         return ask(self, request, reader, image=image, hits=hits)

@@ -18,13 +18,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagesight.answer.base import INPUTS
-from pagesight.answer.context import TOKEN_MODELS
-from pagesight.answer.strategies import STRATEGIES
+from pagesight.choices import (
+    DEFAULT_ALPHA,
+    DEFAULT_DOCUMENT_WEIGHT,
+    DEFAULT_VISUAL_WEIGHT,
+    INPUTS,
+    LANGUAGES,
+    STRATEGIES,
+    TOKEN_MODELS,
+)
 from pagesight.errors import PagesightError
-from pagesight.read.language import LANGUAGES
-from pagesight.search.documents import DEFAULT_DOCUMENT_WEIGHT
-from pagesight.search.fusion import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
 
 MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rsf", "rrf")

@@ -1,6 +1,5 @@
 """What every front-end does the same way, under the CLI (``cli/``), the HTTP API (``serve/app.py``)
-and the MCP tools (``serve/mcp.py``): readers built from a request, hits as one JSON
-payload, error messages without the server's paths (``Scrub``), boxes and query images read from what a user typed or uploaded.
+and the MCP tools (``serve/mcp.py``): hits as one JSON payload, error messages without the server's paths (``Scrub``), boxes and query images read from what a user typed or uploaded.
 
 The requests themselves are ``request.SearchRequest`` and ``request.AskRequest``; the verbs are
 ``Index.search`` and ``Index.ask``. Errors here are ``PagesightError`` naming the input; each
@@ -12,40 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from PIL import Image
 
-from pagesight.answer.base import Reader, make_reader
 from pagesight.answer.context import image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit
 from pagesight.render.tiles import scaled_size
-from pagesight.request import AskRequest
 
 MAX_BOXES = 200  # boxes one request may have drawn
 MAX_QUERY_PIXELS = 16_000_000  # a query image's pixels (a 4,000 x 4,000 photograph)
-
-
-def build_reader(request: AskRequest, **local: Any) -> Reader:
-    """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
-    endpoint's base URL and key, a device: what the machine serving it decides)."""
-    options = reader_options(request, local)
-    try:
-        return make_reader(request.reader, **options)
-    except TypeError:
-        raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
-
-
-def reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
-    """The options ``build_reader`` builds ``request``'s reader with."""
-    options = {
-        **request.reader_options(),
-        **{key: value for key, value in local.items() if value is not None},
-    }
-    if request.reader == "openai" and request.strategy == "weighted":
-        options["logprobs"] = True  # weighted selection weighs each answer by its probability
-    return options
 
 
 def hits_payload(hits: Sequence[Hit], compression: float = 1.0, token_model: str = "qwen2-vl") -> dict:

@@ -16,8 +16,9 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from pagesight import Index
-from pagesight.search.explain import SimilarityMap, best_similarity
+from pagesight.search.explain import SimilarityMap
 from pagesight.settings import Settings
+from pagesight.vectors.maxsim import best_similarity
 from tests.conftest import cli, make_pdf
 
 

@@ -22,14 +22,18 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from PIL import Image
 
+from pagesight.choices import INPUTS
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Span
 from pagesight.registry import Registry
 from pagesight.render.tiles import scaled_size
+
+if TYPE_CHECKING:
+    from pagesight.request import AskRequest
 
 COORDINATES = ("norm1000", "pixels")
 
@@ -163,7 +167,27 @@ def make_reader(name: str, **options) -> Reader:
     return READERS.load(name)(**options)
 
 
-INPUTS = ("images", "text", "images+text")
+def build_reader(request: AskRequest, **local: Any) -> Reader:
+    """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
+    endpoint's base URL and key, a device: what the machine serving it decides)."""
+    options = reader_options(request, local)
+    try:
+        return make_reader(request.reader, **options)
+    except TypeError:
+        raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
+
+
+def reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
+    """The options ``build_reader`` builds ``request``'s reader with."""
+    options = {
+        **request.reader_options(),
+        **{key: value for key, value in local.items() if value is not None},
+    }
+    if request.reader == "openai" and request.strategy == "weighted":
+        options["logprobs"] = True  # weighted selection weighs each answer by its probability
+    return options
+
+
 _INSTRUCTIONS = (
     "You answer questions from the document pages you are given. Answer concisely, using only what "
     "the given pages say or show. If the answer is not in them, say that it cannot be found in the "

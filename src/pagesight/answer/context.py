@@ -12,10 +12,9 @@ import math
 from collections.abc import Sequence
 
 from pagesight.answer.base import ContextItem
+from pagesight.choices import TOKEN_MODELS
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Span
-
-TOKEN_MODELS = ("qwen2-vl", "openai-high")
 
 
 def build_context(index, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:

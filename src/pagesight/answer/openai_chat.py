@@ -31,8 +31,6 @@ the LLM judge of ``pagesight.eval.answers`` takes.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import re
@@ -55,6 +53,7 @@ from pagesight.answer.base import (
     strip_thinking,
 )
 from pagesight.errors import PagesightError
+from pagesight.render.png import image_data_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -206,7 +205,7 @@ class OpenAIReader:
                 width, height = item.image_size()
                 text += f" ({width}x{height} pixels)"
             parts.append({"type": "text", "text": text})
-            parts.append({"type": "image_url", "image_url": {"url": png_data_url(item)}})
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(item.image)}})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"Text of image {n}:\n{item.text}"})
         parts.append({"type": "text", "text": f"Question: {question}"})
@@ -298,25 +297,6 @@ class OpenAIReader:
 
     def _where(self) -> str:
         return f"openai reader (model '{self.model}' at {self.base_url})"
-
-
-def png_data_url(item: ContextItem) -> str:
-    """The item's image as a ``data:image/png;base64,...`` URL."""
-    return image_data_url(item.image)
-
-
-def image_data_url(image: Image.Image) -> str:
-    """``image`` as a ``data:image/png;base64,...`` URL."""
-    return "data:image/png;base64," + png_base64(image)
-
-
-def png_base64(image: Image.Image) -> str:
-    """``image`` as a PNG (RGB or grey), base64-encoded: how chat APIs and MCP carry images."""
-    if image.mode not in ("RGB", "L"):
-        image = image.convert("RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _chat_message(message: Message) -> dict:

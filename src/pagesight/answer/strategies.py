@@ -22,10 +22,9 @@ import numpy as np
 from PIL import Image
 
 from pagesight.answer.base import ContextItem, Reader, Reading
+from pagesight.choices import STRATEGIES
 from pagesight.errors import PagesightError
 from pagesight.records import Box
-
-STRATEGIES = ("auto", "all", "concat", "weighted")
 
 
 def choose(strategy: str, reader: Reader, n_items: int) -> str:

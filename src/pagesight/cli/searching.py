@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from pagesight.answer.base import build_reader
 from pagesight.cli.common import (
     ApiKeyOption,
     BaseUrlOption,
@@ -27,7 +28,7 @@ from pagesight.cli.common import (
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.request import AskRequest, SearchRequest
-from pagesight.service import build_reader, open_image, parse_region
+from pagesight.service import open_image, parse_region
 
 app = typer.Typer()
 
@@ -63,7 +64,10 @@ def search(
         if image is not None:
             query = open_image(image, str(image))
             hits = idx.search_image(
-                query, k=request.k, region=parse_region(region, "--region"), doc_ids=request.doc_ids
+                query,
+                k=request.k,
+                region=parse_region(region, "--region"),
+                doc_ids=request.doc_ids,
             )
         else:
             if region is not None:

@@ -18,7 +18,7 @@ import bm25s.stopwords
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from pagesight.read.language import LANGUAGES
+from pagesight.choices import LANGUAGES
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
@@ -29,7 +29,7 @@ _STOPWORDS = frozenset(STOPWORDS_EN)
 
 @cache
 def stemmer(language: str = "en") -> Stemmer.Stemmer:
-    """The Snowball stemmer of ``language`` (a code of ``read.language.LANGUAGES``)."""
+    """The Snowball stemmer of ``language`` (a code of ``choices.LANGUAGES``)."""
     return Stemmer.Stemmer(LANGUAGES[language])
 
 

@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pagesight.choices import DEFAULT_ALPHA
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
 from pagesight.index import Index
 from pagesight.request import SearchRequest
-from pagesight.search.fusion import DEFAULT_ALPHA
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
 

@@ -189,7 +189,7 @@ def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest],
             return reader
 
         return given
-    from pagesight.service import build_reader, reader_options
+    from pagesight.answer.base import build_reader, reader_options
 
     built: dict[tuple, Reader] = {}
 

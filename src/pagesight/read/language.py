@@ -17,20 +17,12 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pagesight.choices import LANGUAGES
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
     from pagesight.records import Page
 
-# code -> Snowball stemmer's and bm25s stop-word list's name
-LANGUAGES = {
-    "en": "english",
-    "fr": "french",
-    "de": "german",
-    "es": "spanish",
-    "it": "italian",
-    "pt": "portuguese",
-}
 DEFAULT = "en"
 MIN_LETTERS = 80  # a page's text shorter than this is not trusted to tell its language
 MIN_PROBABILITY = 0.95  # ... nor a verdict less sure than this

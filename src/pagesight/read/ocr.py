@@ -98,7 +98,7 @@ def _engine(threads: int):
     return RapidOCR(params=params)
 
 
-# Tesseract's model of each language of read.language.LANGUAGES
+# Tesseract's model of each language of choices.LANGUAGES
 TESSERACT_MODELS = {"en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "pt": "por"}
 DEBIAN_PACKAGES = {code: f"tesseract-ocr-{model}" for code, model in TESSERACT_MODELS.items()}
 

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 
 from pagesight.search.fusion import Run
 
-DEFAULT_DOCUMENT_WEIGHT = 1.0
 PAGES = 3  # the best pages of a document that make its score
 
 

@@ -24,15 +24,9 @@ HEAT = (220, 30, 30)  # the colour of a strong match
 OPACITY = 0.6  # of the strongest patch's colour over the tile
 
 
-def best_similarity(patches: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Each patch's best similarity to the query's tokens: ``patches`` (rows, columns, dim) and
-    ``query`` (tokens, dim), unit vectors, give a (rows, columns) grid."""
-    return (patches @ query.T).max(axis=-1)
-
-
 @dataclass
 class SimilarityMap:
-    """A tile's patch grid of similarities to a query (``best_similarity``), the tile, and the part
+    """A tile's patch grid of similarities to a query (``vectors.maxsim.best_similarity``), the tile, and the part
     of it the grid covers (None: all of it; CLIP covers the square it crops from the centre)."""
 
     grid: np.ndarray  # (rows, columns): row 0 is the top of the covered part

@@ -13,16 +13,6 @@ from __future__ import annotations
 Run = list[tuple[int, float]]
 
 
-# Weight of the dense side in relative score fusion. Swept on IRPAPERS, financebench-dev and
-# mmlongbench-dev (BENCHMARKS.md, "Text vectors"): with MiniLM or its static distillation the best
-# hybrid keeps BM25 dominant and lets dense break its ties.
-DEFAULT_ALPHA = 0.15
-# Weight of the visual side in relative score fusion when the index has visual vectors; the text
-# side (BM25 and dense, split by alpha) has the rest. IRPAPERS' multimodal hybrid weighs its text
-# and image runs evenly; no visual model can be measured here to tune it.
-DEFAULT_VISUAL_WEIGHT = 0.5
-
-
 def reciprocal_rank_fusion(runs: dict[str, Run], k: float = 60.0, weights: dict[str, float] | None = None):
     fused: dict[int, float] = {}
     for name, run in runs.items():

@@ -41,10 +41,10 @@ from starlette.applications import Starlette
 
 from pagesight import __version__
 from pagesight.answer.base import Reader, make_reader
-from pagesight.answer.openai_chat import png_base64
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.render.pages import MAX_SERVED_PIXELS
+from pagesight.render.png import png_base64
 from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
 from pagesight.search.filters import MAX_WHERE

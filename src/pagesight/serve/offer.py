@@ -18,10 +18,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from pagesight.answer.base import Reader
+from pagesight.answer.base import Reader, build_reader, reader_options
 from pagesight.errors import PagesightError
 from pagesight.request import AskRequest, SearchRequest
-from pagesight.service import build_reader, reader_options
 
 LOCAL_READER = "extractive"  # reads the tiles' text: nothing to pay, nothing to load
 MODEL_READERS = ("openai",)  # readers a server may offer: their model runs behind an endpoint

@@ -167,3 +167,10 @@ def _maxsim_packed(q: PackedMultiVectors, d: PackedMultiVectors, block_elements:
         scores[:, first:last] = np.add.reduceat(best, query_starts, axis=1).T
         first = last
     return scores
+
+
+def best_similarity(patches: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each patch's best similarity to the query's tokens, MaxSim's inner max seen from the page:
+    ``patches`` (rows, columns, dim) and ``query`` (tokens, dim), unit vectors, give a (rows,
+    columns) grid (``search.explain`` draws it)."""
+    return (patches @ query.T).max(axis=-1)

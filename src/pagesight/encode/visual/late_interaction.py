@@ -104,7 +104,7 @@ class LateInteractionEncoder(TorchEncoder):
         """Each of ``image``'s patches' best similarity to ``query``'s tokens, as the (rows,
         columns) grid the model cut the image into (``search.explain``), from the same unit
         vectors MaxSim ranks with."""
-        from pagesight.search.explain import best_similarity
+        from pagesight.vectors.maxsim import best_similarity
 
         image = image if image.mode == "RGB" else image.convert("RGB")
         batch = self.processor.process_images([image])

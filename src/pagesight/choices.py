@@ -1,0 +1,33 @@
+"""The choices and defaults that the requests (``request.py``) and the stages share: a leaf module,
+importing nothing of pagesight, so that the request model and the stages it names both import it
+and every import points down.
+"""
+
+from __future__ import annotations
+
+# read: the languages a page or a question is analysed in, code -> the name of its Snowball
+# stemmer and bm25s stop-word list
+LANGUAGES = {
+    "en": "english",
+    "fr": "french",
+    "de": "german",
+    "es": "spanish",
+    "it": "italian",
+    "pt": "portuguese",
+}
+
+# search: fusion and document scores
+# Weight of the dense side in relative score fusion. Swept on IRPAPERS, financebench-dev and
+# mmlongbench-dev (BENCHMARKS.md, "Text vectors"): with MiniLM or its static distillation the best
+# hybrid keeps BM25 dominant and lets dense break its ties.
+DEFAULT_ALPHA = 0.15
+# Weight of the visual side in relative score fusion when the index has visual vectors; the text
+# side (BM25 and dense, split by alpha) has the rest. IRPAPERS' multimodal hybrid weighs its text
+# and image runs evenly; no visual model can be measured here to tune it.
+DEFAULT_VISUAL_WEIGHT = 0.5
+DEFAULT_DOCUMENT_WEIGHT = 1.0  # a hit's document score (its best pages) beside its own
+
+# answer: what a model reader looks at, how image tokens are counted, VisRAG's ways to read tiles
+INPUTS = ("images", "text", "images+text")
+TOKEN_MODELS = ("qwen2-vl", "openai-high")
+STRATEGIES = ("auto", "all", "concat", "weighted")
