@@ -186,7 +186,7 @@ class LocalStore:
             return
         # Only deletions since the files were saved: list the tiles gone, rewrite nothing (and load
         # neither bm25s nor FAISS, so `pagesight delete` stays fast on any index size).
-        removed = files.removals(self.root, self.catalog.tile_ids())
+        removed = files.removals(self.root, self.catalog)
         if removed is not None:
             files.save_removals(self.root, generation, removed)
             self._retrievers = None  # loaded again, without the removed tiles, by the next search

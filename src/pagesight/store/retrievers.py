@@ -102,9 +102,10 @@ def segments(folder: Path, pointer: dict):
     return lexical, dense
 
 
-def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
-    """The tiles to list as removed so that the saved files hold exactly ``tile_ids`` (the catalog's
-    tiles now), or None when the catalog has tiles the files lack (they must be built)."""
+def removals(root: Path, catalog: Catalog) -> np.ndarray | None:
+    """The tiles to list as removed so that the saved files hold exactly the catalog's tiles now,
+    or None when the catalog has tiles the files lack (they must be built). A tile id above every
+    saved one is new (ids only grow), found without reading every id."""
     folder = root / FOLDER
     try:
         pointer = json.loads((folder / POINTER).read_text())
@@ -114,6 +115,10 @@ def removals(root: Path, tile_ids: np.ndarray) -> np.ndarray | None:
     except FileNotFoundError:
         return None
     saved = np.concatenate(saved) if saved else np.zeros(0, dtype=np.int64)
+    newest = catalog.newest_tile()
+    if newest is not None and (not len(saved) or newest > saved.max()):
+        return None
+    tile_ids = catalog.tile_ids()
     if not np.isin(tile_ids, saved).all():
         return None
     return np.setdiff1d(saved, tile_ids, assume_unique=True)  # a tile is in one segment, once
