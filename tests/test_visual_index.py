@@ -238,6 +238,11 @@ def test_cli_ingest_with_an_encoder_and_search_by_image(tmp_path, corpus, clip_f
         pagesight("search", "--image", str(query), "--index", index, "-k", "1", "--json").stdout
     )
     assert found[0]["page_id"] == "memo_1" and found[0]["scores"]["visual"] == pytest.approx(1.0, abs=2e-3)
+    within = pagesight("search", "--image", str(query), "--index", index, "--where", "id != memo", "--json")
+    within = json.loads(within.stdout)
+    assert within and all(hit["doc_id"] != "memo" for hit in within)  # the filter holds
+    textual = pagesight("search", "--image", str(query), "--index", index, "--mode", "lexical", check=False)
+    assert textual.returncode == 2 and "without --mode (options of a text search)" in textual.stderr
     bad = pagesight("search", "--image", str(query), "--region", "1,2,3", "--index", index, check=False)
     assert bad.returncode == 2 and "--region must be x0,y0,x1,y1" in bad.stderr
     changed = pagesight("ingest", str(corpus), "--index", index, "--encoder", "dse", check=False)

@@ -33,6 +33,24 @@ from pagesight.service import open_image, parse_region
 app = typer.Typer()
 
 
+IMAGE_FIELDS = ("query", "k", "doc_ids", "where")  # what a search by image reads of the request
+
+
+def _check_image_request(request: SearchRequest) -> None:
+    """Refuse the text search's options with ``--image``, which would otherwise be ignored."""
+    default = SearchRequest(request.query).to_dict()
+    given = [
+        name
+        for name, value in request.to_dict().items()
+        if name not in IMAGE_FIELDS and value != default[name]
+    ]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise PagesightError(
+            f"--image searches by the image alone, without {flags} (options of a text search)"
+        )
+
+
 @app.command()
 @request_options(SearchRequest)
 def search(
@@ -62,12 +80,14 @@ def search(
     idx = _open(index, device=device)
     try:
         if image is not None:
+            _check_image_request(request)
             query = open_image(image, str(image))
             hits = idx.search_image(
                 query,
                 k=request.k,
                 region=parse_region(region, "--region"),
                 doc_ids=request.doc_ids,
+                where=request.where,
             )
         else:
             if region is not None:
