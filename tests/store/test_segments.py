@@ -107,6 +107,23 @@ def test_an_index_built_in_twenty_commits_with_deletes_ranks_as_one_built_at_onc
     assert in_commits == at_once and all(at_once.values())
 
 
+def test_a_commit_that_replaces_a_document_tombstones_its_old_tiles(tmp_path: Path):
+    """A commit finds its new tiles from the largest id it holds and reads every id only when some
+    are gone: a document replaced in the same commit as it is added again leaves none of its old
+    tiles searchable."""
+    files = corpus(tmp_path / "docs", 4)
+    index = Index.open(tmp_path / "ix")
+    index.add(files, jobs=1)
+    make_pdf(files[0], [["zeppelin hangar airship"]])  # doc00 again, other words
+    assert index.add([files[0]], jobs=1).ok
+    current = index.store.retrievers()
+    assert current.lexical.live_tiles == index.catalog.tile_count()
+    assert [hit.doc_id for hit in index.search("zeppelin", k=5, mode="lexical")] == ["doc00"]
+    favourite = WORDS[0]  # doc00's old favourite word, which it no longer holds
+    assert all(hit.doc_id != "doc00" for hit in index.search(favourite, k=50, mode="lexical"))
+    index.close()
+
+
 def test_a_commit_writes_one_segment_and_rewrites_none(tmp_path: Path):
     files = corpus(tmp_path / "docs", 3)
     with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:

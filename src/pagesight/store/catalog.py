@@ -323,11 +323,19 @@ class Catalog:
         """The largest tile id held, None when there is none (ids only grow, never reused)."""
         return self.db.execute("SELECT max(id) FROM tiles").fetchone()[0]
 
-    def tile_ids(self) -> np.ndarray:
-        """Every tile's id, sorted: read from the smallest index that holds them (the rowid of
-        ``tiles_by_doc``), not by scanning the tiles' text."""
-        rows = self.db.execute("SELECT id FROM tiles")
+    def tile_ids(self, above: int | None = None) -> np.ndarray:
+        """Every tile's id (those above ``above`` when given: the tiles added since), sorted: read
+        from the smallest index that holds them (the rowid of ``tiles_by_doc``), not by scanning
+        the tiles' text."""
+        if above is None:
+            rows = self.db.execute("SELECT id FROM tiles")
+        else:
+            rows = self.db.execute("SELECT id FROM tiles WHERE id > ?", (int(above),))
         return np.sort(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64))
+
+    def tile_count(self) -> int:
+        """How many tiles it holds, regions included (as ``tile_ids``)."""
+        return self.db.execute("SELECT COUNT(*) FROM tiles").fetchone()[0]
 
     def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Chunk vectors as (tile id per row, float32 matrix), for all tiles or the given ones."""

@@ -144,7 +144,6 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
     with catalog.snapshot():
         generation = catalog.generation()
         settings = catalog.settings
-        tile_ids = catalog.tile_ids()
         lexical = previous.lexical if previous is not None else None
         dense = previous.dense if previous is not None else None
         if (
@@ -155,13 +154,17 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             lexical = LexicalRetriever([], phrases=settings.phrases, term_weights=settings.term_weights)
             dense = DenseSegments([], dim) if dim is not None else None
         have = lexical.tile_ids
-        # both unique: no sorting of a million ids to find the few that differ
-        gone = np.setdiff1d(have, tile_ids, assume_unique=True)
-        if len(gone):
+        # ids only grow: the tiles above every one held are the new ones; and when the catalog
+        # holds just those besides the live ones held, none is gone, found without reading every id
+        new = catalog.tile_ids(above=int(have.max()) if len(have) else None)
+        tile_ids = None
+        if catalog.tile_count() != lexical.live_tiles + len(new):
+            tile_ids = catalog.tile_ids()
+            # both unique: no sorting of a million ids to find the few that differ
+            gone = np.setdiff1d(have, tile_ids, assume_unique=True)
             lexical = lexical.remove(gone)
             if dense is not None:
                 dense.remove(gone)
-        new = np.setdiff1d(tile_ids, have, assume_unique=True)  # sorted, as tile_ids
         if len(new):
             wanted = set(new.tolist())
             rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
@@ -188,7 +191,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
                 catalog.settings.visual_index,
                 settings.multi_vector_storage,
             )
-            _sync(visual, tile_ids, catalog.visual_vectors)
+            _sync(visual, catalog.tile_ids() if tile_ids is None else tile_ids, catalog.visual_vectors)
     return Retrievers(generation, lexical, dense, visual)
 
 
