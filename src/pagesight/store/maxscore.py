@@ -45,7 +45,7 @@ class MaxScore:
         idf: np.ndarray,
         weight: np.ndarray,
         average: float,
-        allowed,
+        allowed: np.ndarray | None,
     ):
         self.lexical, self.spans, self.idf, self.weight, self.average = lexical, spans, idf, weight, average
         self.bound = idf * weight.astype(np.float64)
