@@ -5,6 +5,7 @@ call to ``register``."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import pytest
 
 from pagesight.errors import PagesightError
 from pagesight.registry import Registry
+from pagesight.testing.store import StoreContract
 
 PLUGIN = """
 from pagesight.answer.base import Reading
@@ -75,6 +77,46 @@ def test_a_reader_and_a_store_declared_as_entry_points_are_found_by_name(tmp_pat
     )
     assert done.stdout.strip() == "found", done.stderr
     assert (tmp_path / "index" / "catalog.sqlite").exists()
+
+
+PLUGIN_TESTS = """
+import pytest
+from pagesight.testing.store import StoreContract
+
+
+class TestShoutingStore(StoreContract):
+    @pytest.fixture
+    def location(self, tmp_path):
+        return f"shout:{tmp_path / 'index'}"
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_plugins_store_passes_the_shipped_store_contract(tmp_path: Path):
+    """``pagesight.testing`` ships the store contract: a plug-in's own tests subclass it with their
+    store's location and run every check of it, as the project's stores do."""
+    site = plugin(tmp_path / "site")
+    (site / "test_shouting_store.py").write_text(PLUGIN_TESTS)
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(site / "test_shouting_store.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    checks = [name for name in dir(StoreContract) if name.startswith("test_")]
+    assert int(re.search(r"(\d+) passed", done.stdout).group(1)) >= len(checks) >= 10
 
 
 def test_a_registry_names_what_it_knows_and_refuses_a_malformed_target():

@@ -8,16 +8,9 @@ import pytest
 
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract
 
-from .conftest import (
-    TOWER,
-    assert_differ,
-    assert_encoder_contract,
-    build_clip,
-    clip_tokenizer,
-    perturbed,
-    unit,
-)
+from .conftest import TOWER, build_clip, clip_tokenizer, perturbed, unit
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -11,14 +11,12 @@ import pytest
 
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract, assert_same
 
 from .conftest import (
     PALIGEMMA_IMAGE,
     PALIGEMMA_SPECIALS,
-    assert_differ,
-    assert_encoder_contract,
     assert_matches_colpali_engine,
-    assert_same,
     build_colpali,
     save_lora,
 )

@@ -9,16 +9,9 @@ import pytest
 
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract, assert_same
 
-from .conftest import (
-    QWEN_IDS,
-    assert_differ,
-    assert_encoder_contract,
-    assert_matches_colpali_engine,
-    assert_same,
-    build_qwen,
-    save_lora,
-)
+from .conftest import QWEN_IDS, assert_matches_colpali_engine, build_qwen, save_lora
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -12,14 +12,12 @@ from PIL import Image
 
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract, assert_same
 
 from .conftest import (
     IDEFICS3_IMAGE,
     IDEFICS3_SPECIALS,
-    assert_differ,
-    assert_encoder_contract,
     assert_matches_colpali_engine,
-    assert_same,
     build_idefics3,
     render_page,
     save_lora,

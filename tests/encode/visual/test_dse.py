@@ -8,17 +8,9 @@ import pytest
 
 from pagesight.encode.visual import make_encoder
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract, assert_same
 
-from .conftest import (
-    QWEN_IDS,
-    assert_differ,
-    assert_encoder_contract,
-    assert_same,
-    build_qwen,
-    perturbed,
-    save_lora,
-    unit,
-)
+from .conftest import QWEN_IDS, build_qwen, perturbed, save_lora, unit
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -9,8 +9,9 @@ import pytest
 from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.encode.visual.pooling import span_mask
 from pagesight.errors import PagesightError
+from pagesight.testing.encoder import assert_differ, assert_encoder_contract
 
-from .conftest import QWEN_IDS, assert_differ, assert_encoder_contract, build_qwen, perturbed, unit
+from .conftest import QWEN_IDS, build_qwen, perturbed, unit
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
