@@ -34,40 +34,98 @@ if TYPE_CHECKING:
 
 
 class Catalog(Protocol):
-    """Documents, pages and tiles of an index; what every stage reads and ingestion writes."""
+    """Documents, pages and tiles of an index; what every stage reads and ingestion writes.
 
-    settings: Settings
+    A method given ids that it does not hold leaves them out of what it returns (a dict or an
+    array) or returns None (one row); none raises for an unknown id. Writes happen inside the
+    store's ``writing()``; a read never blocks on a writer. ``pagesight.testing.store`` checks
+    these promises."""
+
+    settings: Settings  # what the index was made with
     derived: Any  # a catalog.RowCache: what search stages derive from tiles, by id (search.words)
 
-    def generation(self) -> int: ...
-    def snapshot(self) -> AbstractContextManager: ...  # consistent reads across several calls
-    def document(self, doc_id: str) -> DocumentRow | None: ...
-    def documents(self) -> list[DocumentRow]: ...
-    def documents_from(self, source: str) -> list[DocumentRow]: ...
+    def generation(self) -> int:
+        """A number that every committed write increases (never decreases, never repeats)."""
+
+    def snapshot(self) -> AbstractContextManager:
+        """A context in which several reads see one committed state."""
+
+    def document(self, doc_id: str) -> DocumentRow | None:
+        """The document ``doc_id``, None when it is not held."""
+
+    def documents(self) -> list[DocumentRow]:
+        """Every document, by id."""
+
+    def documents_from(self, source: str) -> list[DocumentRow]:
+        """The documents read from file ``source`` (a ZIM archive holds one an article), by id."""
+
     def put_document(
         self,
         document: Document,
         vectors: dict[tuple[int, int], np.ndarray],
         visual: dict[tuple[int, int], np.ndarray] | None = None,
-    ) -> None: ...
-    def touch_document(self, doc_id: str, source: str, mtime_ns: int) -> None: ...
-    def delete_document(self, doc_id: str) -> bool: ...
-    def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]: ...
-    def headings(self, tile_ids: list[int]) -> dict[int, str]: ...  # the page heading BM25 indexed
-    def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]: ...  # (doc id, page)
-    def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None: ...
-    def page_tiles(self, doc_id: str, page: int) -> list[TileRow]: ...
-    def n_tiles(self, doc_id: str, page: int) -> int: ...
-    def page_regions(self, doc_id: str, page: int) -> list[Region]: ...
-    def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray: ...
-    def tile_texts(self) -> Iterator[tuple[int, str]]: ...
-    def tile_image(self, tile_id: int) -> bytes | None: ...
-    def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
-    def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]: ...
-    def visual_spec(self) -> dict | None: ...
-    def set_visual_spec(self, spec: dict) -> None: ...
-    def counts(self) -> dict[str, int]: ...
-    def close(self) -> None: ...
+    ) -> None:
+        """Store ``document`` whole, replacing an earlier version of the same id, in one
+        transaction: its pages, tiles (new tile ids, above every id used before), text chunk
+        ``vectors`` and ``visual`` vectors by (page, tile index). A failure leaves the catalog as
+        it was."""
+
+    def touch_document(self, doc_id: str, source: str, mtime_ns: int) -> None:
+        """Record a new path or modification time of a document whose content is unchanged."""
+
+    def delete_document(self, doc_id: str) -> bool:
+        """Remove the document and its pages, tiles and vectors; whether it was held."""
+
+    def tiles(self, tile_ids: list[int], spans: bool = True) -> dict[int, TileRow]:
+        """Tile rows by id (``spans=False``: their text spans left out, empty)."""
+
+    def headings(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's page heading as BM25 indexed it (empty for the bands after a page's first)."""
+
+    def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
+        """Each tile's (document id, page number)."""
+
+    def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None:
+        """Tile ``idx`` (band order, from 0) of page ``page`` (from 1) of ``doc_id``, with spans."""
+
+    def page_tiles(self, doc_id: str, page: int) -> list[TileRow]:
+        """The bands of a page in order, without spans (layout regions' units left out)."""
+
+    def n_tiles(self, doc_id: str, page: int) -> int:
+        """How many bands the page has (0 when it is not held)."""
+
+    def page_regions(self, doc_id: str, page: int) -> list[Region]:
+        """The layout regions found on a page, top to bottom (none without layout regions)."""
+
+    def tile_ids_of(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """The tile ids (int64) of the documents ``doc_ids``, regions' units included."""
+
+    def tile_texts(self) -> Iterator[tuple[int, str]]:
+        """Every tile's (id, indexed text), by id."""
+
+    def tile_image(self, tile_id: int) -> bytes | None:
+        """The tile's kept image (PNG bytes); None when its pixels are rendered again on demand."""
+
+    def vectors(self, tile_ids: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Text chunk vectors of the tiles (all: None) as (tile id per row, float32 matrix), a
+        tile's chunks together and in order."""
+
+    def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The visual vectors of the tiles that have them, by tile id: (tile ids, one float32 array
+        each, ``(dim,)`` for a single-vector encoder, ``(n_tokens, dim)`` for a multi-vector one)."""
+
+    def visual_spec(self) -> dict | None:
+        """The visual encoder that wrote the visual vectors (``VisualEncoder.spec``), None if none."""
+
+    def set_visual_spec(self, spec: dict) -> None:
+        """Record the visual encoder, once, at its first use."""
+
+    def counts(self) -> dict[str, int]:
+        """How many documents, pages, tiles (bands), vectors, visual vectors and OCR'd pages it
+        holds (and regions, with layout regions)."""
+
+    def close(self) -> None:
+        """Let go of its files and connections; it is not used after."""
 
 
 class Allowed:
@@ -95,17 +153,24 @@ class VectorStore(Protocol):
     ``language`` (``read.language``; None: told from the query among its ``languages``, those of
     its pages)."""
 
-    def tile_ids(self) -> np.ndarray: ...
+    def tile_ids(self) -> np.ndarray:
+        """The tiles it holds vectors of (int64)."""
+
     def search(
         self, query: Any, n: int, allowed: np.ndarray | Allowed | None = None
-    ) -> list[tuple[int, float]]: ...
+    ) -> list[tuple[int, float]]:
+        """At most ``n`` (tile id, score) pairs, best first, each tile once, only ``allowed`` ones
+        when given (an empty ``allowed`` gives none); a lexical store leaves out tiles scoring 0."""
 
 
 class MutableVectorStore(VectorStore, Protocol):
     """A vector store brought up to its catalog by adding and removing tiles (``store/retrievers.py``)."""
 
-    def add(self, tile_ids: np.ndarray, vectors: Any) -> None: ...
-    def remove(self, tile_ids: np.ndarray) -> None: ...
+    def add(self, tile_ids: np.ndarray, vectors: Any) -> None:
+        """Hold ``vectors`` for ``tile_ids``, tiles it does not hold yet (a tile's rows together)."""
+
+    def remove(self, tile_ids: np.ndarray) -> None:
+        """Drop every vector of ``tile_ids``; a tile not held is ignored."""
 
 
 @dataclass
