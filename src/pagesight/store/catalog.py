@@ -319,10 +319,6 @@ class Catalog:
         )
         return dict(rows.fetchall())
 
-    def newest_tile(self) -> int | None:
-        """The largest tile id held, None when there is none (ids only grow, never reused)."""
-        return self.db.execute("SELECT max(id) FROM tiles").fetchone()[0]
-
     def tile_ids(self, above: int | None = None) -> np.ndarray:
         """Every tile's id (those above ``above`` when given: the tiles added since), sorted: read
         from the smallest index that holds them (the rowid of ``tiles_by_doc``), not by scanning

@@ -30,6 +30,7 @@ import numpy as np
 
 from pagesight.errors import IndexFormatError
 from pagesight.vectors import VectorIndex
+from pagesight.vectors.maxsim import runs
 
 CHUNKS = 1 << 12  # most chunks of one tile: 4,096 chunks of 120 words, far beyond a page's text
 IVF_FROM = 100_000  # chunk vectors (about 18,000 tiles) from which a part is an IVF index
@@ -75,7 +76,7 @@ class DenseRetriever:
             tiles = np.unique(tiles)
         starts = np.searchsorted(chunks, tiles * CHUNKS)
         counts = np.searchsorted(chunks, (tiles + 1) * CHUNKS) - starts
-        return chunks[np.arange(int(counts.sum())) + np.repeat(starts - (np.cumsum(counts) - counts), counts)]
+        return chunks[runs(starts, counts)]
 
     def tile_ids(self) -> np.ndarray:
         """The tiles held, sorted, each once."""
@@ -109,13 +110,19 @@ class DenseRetriever:
         self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """The ``n`` best (tile id, best chunk score) pairs, best first."""
-        if not len(self.index):
-            return []
         allowed_chunks = None
         if allowed is not None:
             allowed_chunks = self._chunks_of(np.asarray(allowed, dtype=np.int64))
             if not len(allowed_chunks):
                 return []
+        return self.search_chunks(query_vector, n, allowed_chunks)
+
+    def search_chunks(
+        self, query_vector: np.ndarray, n: int, allowed_chunks: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """``search`` within the chunk ids ``allowed_chunks`` (of ``_chunks_of``; None: all)."""
+        if not len(self.index):
+            return []
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
         wanted = min(len(self.index), n * 4)
         scores, ids = self.index.search(query_vector.reshape(1, -1), wanted, allowed_ids=allowed_chunks)
@@ -244,7 +251,7 @@ class DenseSegments:
                 part = self.part(i)
                 chunks = part._chunks_of(allowed)
                 if len(chunks) > EXACT_FILTER:
-                    found.extend(part.search(query_vector, n, allowed))
+                    found.extend(part.search_chunks(query_vector, n, chunks))
                 elif len(chunks):
                     few.append((part, chunks))
             found.extend(_best_tiles(query_vector, few, n))

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pagesight.vectors.maxsim import runs
+
 if TYPE_CHECKING:
     from pagesight.store.bm25 import LexicalRetriever
 
@@ -104,8 +106,7 @@ class MaxScore:
                 continue
             part, held = self.lexical.segments[i], matched[keep]
             first, counts = starts[keep], ends[keep] - starts[keep]
-            # every posting of these terms, in term order: one gather, no slice a term
-            where = np.arange(int(counts.sum())) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+            where = runs(first, counts)  # every posting of these terms, in term order
             docs, tfs, term = part.docs[where], part.tfs[where], np.repeat(held, counts)
             places = docs.astype(np.int64) + self.offsets[i]
             live = ~self.lexical.removed[i][docs] if self.lexical.dirty[i] else None

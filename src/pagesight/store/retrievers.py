@@ -115,8 +115,7 @@ def removals(root: Path, catalog: Catalog) -> np.ndarray | None:
     except FileNotFoundError:
         return None
     saved = np.concatenate(saved) if saved else np.zeros(0, dtype=np.int64)
-    newest = catalog.newest_tile()
-    if newest is not None and (not len(saved) or newest > saved.max()):
+    if len(catalog.tile_ids(above=int(saved.max()) if len(saved) else None)):
         return None
     tile_ids = catalog.tile_ids()
     if not np.isin(tile_ids, saved).all():

@@ -76,9 +76,14 @@ def gather(vectors: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Pack
     """The runs ``vectors[start : start + length]``, packed in that order."""
     offsets = np.zeros(len(starts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # Row indices of every selected vector: each run start, shifted by its position in the run.
-    rows = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-    return PackedMultiVectors(vectors[rows], offsets)
+    return PackedMultiVectors(vectors[runs(starts, lengths)], offsets)
+
+
+def runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``start, ..., start + length - 1`` of each run, the runs one after another:
+    one gather takes them all, no slice a run (each run's start, shifted by the position in it)."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
 
 
 MultiVectors = PackedMultiVectors | Sequence[Any] | np.ndarray
