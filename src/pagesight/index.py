@@ -343,21 +343,16 @@ class Index:
     def document_list(self, where: str | None = None) -> list[dict]:
         """Each document as {"id", "type", "pages", "source", "bytes", "notes", "fields"}, sorted
         by id; notes are caveats found when it was read (blank pages, a web page cut short), fields
-        what a ``where`` filter reads (``search.filters``: ``language`` is its pages' most frequent),
+        what a ``where`` filter reads (``pagesight.where``: ``language`` is its pages' most frequent),
         which ``where`` keeps them to."""
-        from pagesight.search.filters import document_fields, parse
+        from pagesight.where import document_fields, parse
 
-        kept = parse(where) if where is not None else None
-        listed = []
-        for d in self.catalog.documents():
-            fields = document_fields(d)
-            if kept is None or kept.passes(fields):
-                notes = list(d.meta.get("notes", []))
-                listed.append(
-                    {"id": d.id, "type": d.type, "pages": d.n_pages, "source": str(d.source), "bytes": d.size,
-                     "notes": notes, "fields": fields}
-                )  # fmt: skip
-        return listed
+        rows = self.catalog.documents() if where is None else self.catalog.documents_where(parse(where))
+        return [
+            {"id": d.id, "type": d.type, "pages": d.n_pages, "source": str(d.source), "bytes": d.size,
+             "notes": list(d.meta.get("notes", [])), "fields": document_fields(d)}
+            for d in rows
+        ]  # fmt: skip
 
     def close(self) -> None:
         if self._renderer is not None:

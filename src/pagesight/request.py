@@ -165,7 +165,7 @@ class SearchRequest:
 
             ranker(self.ranker_file)  # a missing or malformed file is refused with the request
         if self.where is not None:
-            from pagesight.search.filters import parse
+            from pagesight.where import parse
 
             parse(self.where)  # a malformed filter is refused with the request, naming its token
 

@@ -14,7 +14,7 @@ import pytest
 from pagesight import Index
 from pagesight.errors import PagesightError
 from pagesight.request import SearchRequest
-from pagesight.search.filters import parse
+from pagesight.where import parse
 from tests.conftest import cli, make_pdf
 
 TEAMS = {"red": ["atlas", "basin", "cirque"], "blue": ["delta", "esker"]}

@@ -214,3 +214,41 @@ def test_a_search_within_documents_filters_their_tiles_by_payload_listing_none(t
             assert [row.doc_id for row in rows.values()] == ["tides"]
             assert bool(listed) == (not location.startswith("qdrant:"))
             assert index.search("owls", where="id = owls")[0].doc_id == "owls"
+
+
+@pytest.mark.timeout(180)
+def test_a_filter_is_payload_conditions_on_the_documents_and_old_indexes_gain_them(tmp_path: Path):
+    """``where`` reaches the server as conditions on the document points' fields: the exact clauses
+    let through only the documents passing, ``^=`` every document holding the field (checked after).
+    An index written before documents carried their fields gains them when next opened."""
+    from pagesight.store.qdrant.fields import conditions
+    from pagesight.where import parse
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n, name in enumerate(("atlas", "basin", "cirque", "delta")):
+        made = make_pdf(docs / f"{name}.pdf", [[f"{name} glacier moraine"]])
+        team = "red" if n % 2 == 0 else "blue"
+        made.with_name(made.name + ".meta.json").write_text(json.dumps({"team": team, "rank": n}))
+    location = f"qdrant:{tmp_path / 'q'}"
+    with Index.open(location, settings={"dense_model": None}) as index:
+        assert index.add([docs], jobs=1).ok
+        catalog = index.catalog
+
+        def let_through(text: str) -> int:
+            return catalog.client.count(catalog.catalog_name, count_filter=conditions(parse(text))).count
+
+        assert let_through("team = red") == 2 and let_through("rank >= 2") == 2
+        assert let_through("team = red and rank > 0") == 1 and let_through("team in (blue, 0)") == 2
+        assert let_through("team ^= re") == 4  # the field's presence: checked by the catalog
+        assert [row["id"] for row in index.document_list("team ^= re")] == ["atlas", "cirque"]
+        # as an index of format 1 was: no fields on its documents
+        for row in catalog.documents():
+            catalog.client.delete_payload(catalog.catalog_name, ["where"], [catalog._document_point(row.id)])
+        catalog._index["format_version"] = 1
+        catalog._save_index()
+    with Index.open(location) as index:
+        assert [hit.doc_id for hit in index.search("glacier moraine", where="team = blue and rank < 3")] == [
+            "basin"
+        ]
+        assert index.catalog._index["format_version"] == 2

@@ -26,8 +26,8 @@ class RayOptions:
 
 def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
     """``KEY=VALUE`` items (``ingest --meta``, an upload's ``meta`` form fields) as fields; the
-    catalog's facts (``search.filters.FACTS``: id, path, type, ...) are refused."""
-    from pagesight.search.filters import FACTS
+    catalog's facts (``where.FACTS``: id, path, type, ...) are refused."""
+    from pagesight.where import FACTS
 
     fields = {}
     for item in given:
@@ -60,7 +60,7 @@ class IngestOptions:
     height and the per-page timeout come from the index's settings and ``timeout``; a mapping of
     its fields is taken too). ``ray``: read and encode on a Ray cluster (True: a local Ray, a
     string: a cluster's address, or ``RayOptions``); web pages are then refused. ``meta``: fields
-    every document of the run carries, for ``where`` filters (``search.filters``; a file's own, from
+    every document of the run carries, for ``where`` filters (``pagesight.where``; a file's own, from
     ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence). ``stands_for``:
     files read where they are but recorded as another path, whose stem is the document's id and
     which is its source (a server's staged upload, standing for the file it replaces once read)."""

@@ -47,7 +47,7 @@ from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.png import png_base64
 from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
-from pagesight.search.filters import MAX_WHERE
+from pagesight.where import MAX_WHERE
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pagesight.errors import PagesightError
-from pagesight.search.filters import document_fields, parse
+from pagesight.where import document_fields, parse
 
 FIELD = "tenant"  # the field a tenant's uploads carry
 SEPARATOR = "--"  # between a tenant's name and an uploaded file's name

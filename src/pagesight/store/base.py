@@ -31,6 +31,7 @@ from pagesight.settings import Settings
 if TYPE_CHECKING:
     from pagesight.records import Document, Region
     from pagesight.store.rows import DocumentRow, TileRow
+    from pagesight.where import Filter
 
 
 class Catalog(Protocol):
@@ -55,6 +56,13 @@ class Catalog(Protocol):
 
     def documents(self) -> list[DocumentRow]:
         """Every document, by id."""
+
+    def documents_where(self, given: Filter) -> list[DocumentRow]:
+        """The documents whose fields (``where.document_fields``) pass ``given``, by id: exactly
+        those, however the store narrows them (Qdrant: by payload conditions on the server)."""
+
+    def document_count(self) -> int:
+        """How many documents it holds."""
 
     def documents_from(self, source: str) -> list[DocumentRow]:
         """The documents read from file ``source`` (a ZIM archive holds one an article), by id."""

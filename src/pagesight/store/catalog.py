@@ -26,6 +26,7 @@ from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
 from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create, packed, unpacked
+from pagesight.where import Filter, document_fields
 
 V = TypeVar("V")
 KEPT = 200_000  # tiles whose heading, or whose document and page, a catalog keeps (``Kept``)
@@ -128,6 +129,12 @@ class Catalog:
             "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents ORDER BY id"
         )
         return [self._document_row(r) for r in rows]
+
+    def documents_where(self, given: Filter) -> list[DocumentRow]:
+        return [row for row in self.documents() if given.passes(document_fields(row))]
+
+    def document_count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
 
     def _document_row(self, row) -> DocumentRow:
         source = Path(row[1])

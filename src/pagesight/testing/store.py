@@ -27,6 +27,7 @@ from pagesight.errors import SettingsConflict
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
 from pagesight.store.base import open_store, store_exists
+from pagesight.where import document_fields, parse
 
 SETTINGS = Settings(dense_model=None)
 
@@ -199,6 +200,53 @@ class StoreContract:
         row = store.catalog.document("owls")
         assert (str(row.source), row.mtime_ns) == ("/elsewhere/owls.pdf", 7)
         assert store.catalog.generation() == generation
+
+    @pytest.mark.timeout(120)
+    def test_the_documents_where_are_exactly_those_whose_fields_pass(self, store):
+        """``documents_where`` keeps to what ``where`` says of each document's fields, whatever
+        the store narrows them by: numbers against text, prefixes, absent fields, odd names."""
+        given = {
+            "atlas": {"team": "red", "rank": 0, "code": "007", "budget": 3.5, "region.name": "north"},
+            "basin": {"team": "blue", "rank": "1", "code": "7", "budget": "unknown", "tags": ["ice"]},
+            "cirque": {"team": "red team", "rank": 2.0, "budget": float("inf"), "region.name": "south"},
+            "delta": {"team": "Red", "rank": True, "code": "nan", "budget": -12},
+        }
+        documents = [document(doc_id, [[f"{doc_id} moraine"]]) for doc_id in given]
+        for made in documents:
+            made.meta = {"fields": given[made.id]}
+        self.put(store, *documents)
+        store.catalog.documents()  # every row once, as the reference reads them
+        for text in (
+            "team = red",
+            "team != red",
+            "team ^= red",
+            "team in (red, blue, 5)",
+            "rank = 1",
+            "rank >= 1 and team != blue",
+            "rank < 1",
+            "code = 7",
+            "code = '007'",
+            "code != 7",
+            "budget > 3",
+            "budget <= 3.5",
+            "budget = unknown",
+            "region.name = north",
+            "region.name > n",
+            "tags = \"['ice']\"",
+            "missing != 1",
+            "title >= ''",
+            "id in (atlas, delta) and pages = 1",
+            "type = pdf and size > 50",
+        ):
+            given_filter = parse(text)
+            expected = [
+                row.id for row in store.catalog.documents() if given_filter.passes(document_fields(row))
+            ]
+            assert [row.id for row in store.catalog.documents_where(given_filter)] == expected, text
+        assert store.catalog.document_count() == 4
+        with store.writing():
+            store.catalog.touch_document("atlas", "/elsewhere/atlas.pdf", 7)
+        assert [row.id for row in store.catalog.documents_where(parse("path ^= /elsewhere/"))] == ["atlas"]
 
     @pytest.mark.timeout(120)
     def test_the_visual_encoder_spec_is_kept(self, store):

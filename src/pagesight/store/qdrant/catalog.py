@@ -19,17 +19,22 @@ from pagesight.settings import Settings
 from pagesight.store.base import Allowed
 from pagesight.store.catalog import Kept, RowCache
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
+from pagesight.store.qdrant.fields import conditions, fields_payload
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
     FORMAT_VERSION,
     HEAVY,
     INDEX_POINT,
     ensure_tiles_collection,
+    is_document,
     qdrant_models,
     scroll,
     tile_row,
 )
 from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_row, span_rows
+from pagesight.where import Filter, document_fields
+
+_ROW_KEYS = ["id", "source", "sha256", "type", "size", "mtime_ns", "n_pages", "meta"]  # a DocumentRow's
 
 
 class QdrantCatalog(Lease, Bm25Weights):
@@ -74,6 +79,8 @@ class QdrantCatalog(Lease, Bm25Weights):
         if not found:
             raise IndexFormatError(f"{self.catalog_name}: not a pagesight index (no index point)")
         self._index = found[0].payload
+        if self._index.get("format_version") == 1:
+            self._upgrade_fields()
         if self._index.get("format_version") != FORMAT_VERSION:
             raise IndexFormatError(
                 f"{self.catalog_name}: index format version {self._index.get('format_version')}; "
@@ -81,6 +88,16 @@ class QdrantCatalog(Lease, Bm25Weights):
             )
         self.settings = Settings.from_dict(self._index["settings"])
         return self._index
+
+    def _upgrade_fields(self) -> None:
+        """Format 1 to 2: each document point gains its ``where`` fields (``fields.py``). Any
+        process opening the index may do it: it writes what every other would."""
+        for payload in self._document_payloads():
+            self.client.set_payload(
+                self.catalog_name, {"where": self._where(payload)}, [self._document_point(payload["id"])]
+            )
+        self._index["format_version"] = 2
+        self._save_index()
 
     def _save_index(self) -> None:
         models = qdrant_models()
@@ -138,13 +155,28 @@ class QdrantCatalog(Lease, Bm25Weights):
 
     def _document_payloads(self, **where) -> Iterator[dict]:
         models = qdrant_models()
-        must = [models.FieldCondition(key="kind", match=models.MatchValue(value="document"))]
+        must = [is_document()]
         must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in where.items()]
         for record in scroll(self.client, self.catalog_name, models.Filter(must=must), with_payload=True):
             yield record.payload
 
     def documents(self) -> list[DocumentRow]:
         return sorted((self._row(p) for p in self._document_payloads()), key=lambda row: row.id)
+
+    def documents_where(self, given: Filter) -> list[DocumentRow]:
+        """The documents the server's payload conditions let through (``fields.conditions``),
+        checked here for the clauses they cannot say exactly."""
+        let_through = scroll(self.client, self.catalog_name, conditions(given), with_payload=_ROW_KEYS)
+        rows = (self._row(record.payload) for record in let_through)
+        return sorted((row for row in rows if given.passes(document_fields(row))), key=lambda row: row.id)
+
+    def document_count(self) -> int:
+        documents = qdrant_models().Filter(must=[is_document()])
+        return self.client.count(self.catalog_name, count_filter=documents, exact=True).count
+
+    def _where(self, payload: dict) -> dict:
+        """The ``where`` payload of the document point ``payload``."""
+        return fields_payload(document_fields(self._row(payload)))
 
     def documents_from(self, source: str) -> list[DocumentRow]:
         return [self._row(p) for p in self._document_payloads(source=os.path.abspath(source))]
@@ -249,6 +281,7 @@ class QdrantCatalog(Lease, Bm25Weights):
             "bm25_terms": sum(map(len, terms)),
             "ocr_pages": sum(p.text_source == "ocr" for p in document.pages),
         }
+        record["where"] = self._where(record)
         self.client.upsert(
             self.catalog_name,
             [models.PointStruct(id=self._document_point(document.id), vector={}, payload=record)],
@@ -298,11 +331,12 @@ class QdrantCatalog(Lease, Bm25Weights):
         self._save_index()
 
     def touch_document(self, doc_id: str, source: str, mtime_ns: int) -> None:
-        self.client.set_payload(
-            self.catalog_name,
-            {"source": os.path.abspath(source), "mtime_ns": mtime_ns},
-            [self._document_point(doc_id)],
-        )
+        payload = self._document_payload(doc_id)
+        if payload is None:
+            return
+        payload.update(source=os.path.abspath(source), mtime_ns=mtime_ns)
+        changed = {"source": payload["source"], "mtime_ns": mtime_ns, "where": self._where(payload)}
+        self.client.set_payload(self.catalog_name, changed, [self._document_point(doc_id)])
 
     def delete_document(self, doc_id: str) -> bool:
         previous = self._document_payload(doc_id)

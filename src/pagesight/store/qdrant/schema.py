@@ -13,7 +13,7 @@ from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.settings import Settings
 from pagesight.store.rows import TileRow, region_of
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: document points carry their where fields (fields.py)
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
 BURSTS_POINT = 1  # ... and the collection's bursty words (bm25.Bm25Weights.update_bursts)
@@ -107,6 +107,12 @@ def quantization(storage: str):
     if storage == "binary":
         return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
     return None
+
+
+def is_document():
+    """The condition of a NAME-catalog point being a document's."""
+    models = qdrant_models()
+    return models.FieldCondition(key="kind", match=models.MatchValue(value="document"))
 
 
 def tile_row(tile_id: int, payload: dict, spans: bool) -> TileRow:
