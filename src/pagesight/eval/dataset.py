@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class Dataset:
     options: dict[str, list[str]] = field(default_factory=dict)  # multiple-choice questions' options
     fields: dict[str, dict] = field(default_factory=dict)  # queries.jsonl's own "fields"
     boxes: Boxes = field(default_factory=dict)  # query -> corpus id -> annotator -> its gold boxes
-    texts: dict[str, str] = field(default_factory=dict)  # corpus id -> its transcription
+    texts: Mapping[str, str] = field(default_factory=dict)  # corpus id -> its transcription
 
     @property
     def name(self) -> str:

@@ -17,8 +17,10 @@ never the words' own boxes; their spans' source says so (``TRANSCRIPT``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 from pagesight.errors import InputError
 from pagesight.jsonl import numbered
@@ -27,9 +29,9 @@ from pagesight.records import Span
 TRANSCRIPT = "transcript"  # the source of a transcription's spans and of its pages' text
 
 
-def read_transcripts(path: str | os.PathLike) -> dict[str, str]:
-    """The transcriptions of ``path`` by corpus id (read once while the file is unchanged; not to be
-    changed); ``InputError`` naming ``path:line`` for a line that is not ``{"corpus_id", "text"}``
+def read_transcripts(path: str | os.PathLike) -> Mapping[str, str]:
+    """The transcriptions of ``path`` by corpus id (read once while the file is unchanged, so
+    read-only); ``InputError`` naming ``path:line`` for a line that is not ``{"corpus_id", "text"}``
     or names a corpus id a second time."""
     path = Path(path)
     try:
@@ -40,7 +42,7 @@ def read_transcripts(path: str | os.PathLike) -> dict[str, str]:
 
 
 @lru_cache(maxsize=4)
-def _read(path: Path, changed: int) -> dict[str, str]:
+def _read(path: Path, changed: int) -> Mapping[str, str]:
     texts: dict[str, str] = {}
     for number, row in numbered(path):
         corpus_id, text = row.get("corpus_id"), row.get("text")
@@ -51,10 +53,10 @@ def _read(path: Path, changed: int) -> dict[str, str]:
         if str(corpus_id) in texts:
             raise InputError(f"{path}:{number}: corpus id {corpus_id} has a text already")
         texts[str(corpus_id)] = text
-    return texts
+    return MappingProxyType(texts)
 
 
-def page_transcript(texts: dict[str, str], doc_id: str, number: int, n_pages: int) -> str:
+def page_transcript(texts: Mapping[str, str], doc_id: str, number: int, n_pages: int) -> str:
     """The transcription of page ``number`` of the document ``doc_id`` of ``n_pages`` pages ('' when
     there is none); a document of several pages named by its id alone is refused (which page?)."""
     own = f"{doc_id}_{number}"
