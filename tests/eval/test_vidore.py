@@ -234,7 +234,8 @@ def test_the_dataset_transcriptions_are_indexed_instead_of_the_pages_text(tmp_pa
     english = tmp_path / "english"
     cli("import-dataset", str(source), str(english), "--language", "english")
     data = Dataset.load(english)
-    assert default_index_dir(data, "dataset") != default_index_dir(data)
+    cached = default_index_dir(data, "dataset")
+    assert cached != default_index_dir(data) and cached == default_index_dir(data, "dataset")
     pages, texts = tmp_path / "pages-ix", tmp_path / "texts-ix"
     read = json.loads(
         cli(
@@ -263,6 +264,9 @@ def test_the_dataset_transcriptions_are_indexed_instead_of_the_pages_text(tmp_pa
             "eval", str(english), "--index", str(index), "-m", "lexical", "--text-from", other, check=False
         )
         assert refused.returncode == 2 and "took their text from" in refused.stderr
+    with (english / "texts.jsonl").open("a") as texts:  # other transcriptions: another index
+        texts.write('{"corpus_id": "9", "text": "more"}\n')
+    assert default_index_dir(Dataset.load(english), "dataset") != cached
     (english / "texts.jsonl").unlink()
     refused = cli("eval", str(english), "-i", str(tmp_path / "new"), "--text-from", "dataset", check=False)
     assert refused.returncode == 2 and "no texts.jsonl" in refused.stderr

@@ -141,11 +141,16 @@ class Result:
 
 def default_index_dir(dataset: Dataset, text_from: str = TEXT_FROM[0]) -> Path:
     """Where ``pagesight eval`` keeps a dataset's index when none is given: one folder for each
-    source of the pages' text (``TEXT_FROM``)."""
+    source of the pages' text (``TEXT_FROM``), and for the transcriptions, one for each content of
+    texts.jsonl (an unchanged page file is not read again, so changed transcriptions need a new
+    index)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha1(str(dataset.root.resolve()).encode()).hexdigest()[:8]
-    texts = "" if text_from == TEXT_FROM[0] else "-texts"
-    return cache / "pagesight" / "eval" / f"{dataset.name}{texts}-{key}"
+    key = hashlib.sha1(str(dataset.root.resolve()).encode())
+    transcribed = text_from != TEXT_FROM[0]
+    if transcribed and (dataset.root / TEXTS).is_file():
+        key.update((dataset.root / TEXTS).read_bytes())
+    name = f"{dataset.name}-texts" if transcribed else dataset.name
+    return cache / "pagesight" / "eval" / f"{name}-{key.hexdigest()[:8]}"
 
 
 def prepare_index(
