@@ -31,3 +31,7 @@ DEFAULT_DOCUMENT_WEIGHT = 1.0  # a hit's document score (its best pages) beside 
 INPUTS = ("images", "text", "images+text")
 TOKEN_MODELS = ("qwen2-vl", "openai-high")
 STRATEGIES = ("auto", "all", "concat", "weighted")
+
+# eval: where a dataset's index takes its pages' text: their text layer or OCR, or the dataset's
+# own transcriptions (texts.jsonl, indexed through ``IngestOptions.transcripts``)
+TEXT_FROM = ("documents", "dataset")

@@ -17,7 +17,7 @@ class Span:
 
     text: str
     box: Box
-    source: str  # "pdf" (text layer), "ocr" or "dom" (a web page's own text)
+    source: str  # "pdf" (text layer), "ocr", "dom" (a web page's own text) or "transcript" (given)
     conf: float = 1.0
 
 
@@ -67,7 +67,7 @@ class Page:
     number: int  # from 1
     width: int  # pixels at the index DPI
     height: int
-    text_source: str  # "pdf", "ocr" or "none"
+    text_source: str  # "pdf", "ocr", "dom", "transcript" (read.transcripts) or "none"
     tiles: list[Tile] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)  # layout detection's blocks (index setting)
     language: str = "en"  # its text's (read.language), which BM25 analyses it in

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from pagesight.choices import TEXT_FROM
 from pagesight.cli.common import (
     ApiKeyOption,
     BaseUrlOption,
@@ -44,6 +45,7 @@ Inputs = field_option(AskRequest, "inputs", many=True)
 Strategies = field_option(AskRequest, "strategy", many=True)
 Searches = field_option(AskRequest, "max_searches", many=True)
 Judges = choices("Judges", JUDGES)
+TextFrom = choices("TextFrom", TEXT_FROM)
 
 
 @app.command("eval")
@@ -77,6 +79,21 @@ def evaluate(
     report: Annotated[
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
     ] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also break every score down by these fields of the questions (queries.jsonl's fields: "
+            "ViDoRe V3's language, query_format, query_types, content_type, modality, ...; pages: the "
+            "number of relevant pages, 1, 2, 3-5, 6+). Repeat, or join by commas."
+        ),
+    ] = None,
+    text_from: Annotated[
+        TextFrom,
+        typer.Option(
+            help="The pages' text: their text layer or OCR (documents), or the dataset's own "
+            "transcriptions, texts.jsonl (dataset; in an index of its own)."
+        ),
+    ] = TextFrom.documents,
     depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
     primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
     rerank: Annotated[
@@ -175,7 +192,7 @@ def evaluate(
                 kind = judge.value if judge else "binary"
                 scorer = openai_judge(kind, judge_model, judge_base_url or base_url, api_key)
             data = Dataset.load(dataset)
-            path = index or default_index_dir(data)
+            path = index or default_index_dir(data, text_from.value)
             if not store_exists(path):
                 err.print(f"indexing {data.documents} into {path}", highlight=False)
             evaluation = evaluate_dataset(
@@ -194,6 +211,8 @@ def evaluate(
                 reader_options=local,
                 judge=scorer,
                 report=report,
+                by=values(by, str, "--by") or (),
+                text_from=text_from.value,
                 progress=searched,
                 answer_progress=answered,
             )
@@ -209,6 +228,7 @@ def evaluate(
     _print_summaries(evaluation.summaries())
     if evaluation.answer_grid:
         _print_answers([result.summary() for result in evaluation.answer_grid])
+    _print_breakdowns(evaluation.breakdowns(), evaluation.best.config.name)
 
 
 def answer_grid(request: AskRequest, **given: list[str] | None):
@@ -254,6 +274,22 @@ def _print_answers(summaries: list[dict]) -> None:
         "(m-: the retrieval's misses)",
         highlight=False,
     )
+
+
+def _print_breakdowns(breakdowns: dict, config: str) -> None:
+    """A table per field: the best configuration's scores over each value's questions."""
+    columns = ("recall@1", "recall@5", "ndcg@10")  # every metric and configuration in --json, --report
+    for name, found in breakdowns.items():
+        table = Table(pad_edge=False, title=f"{config} by {name}")
+        table.add_column("value", overflow="fold")
+        table.add_column("n", justify="right")
+        for column in columns:
+            table.add_column(column.replace("recall", "R").replace("ndcg", "nDCG"), justify="right")
+        for value, entry in found.items():
+            if "configs" in entry:
+                means = entry["configs"][config]
+                table.add_row(value, str(entry["n_queries"]), *(f"{means[c]:.4f}" for c in columns))
+        out.print(table)
 
 
 def _print_summaries(summaries: list[dict]) -> None:
@@ -399,18 +435,28 @@ def import_dataset(
     ],
     out: Annotated[Path, typer.Argument(help="New dataset folder for `pagesight eval`.")],
     split: Annotated[str, typer.Option(help="Split to take where the source has several.")] = "test",
+    language: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Keep only the questions in this language, as the queries' language column names it "
+            "(ViDoRe V3: english, french, ...), with their judgements, boxes and answers. Repeatable."
+        ),
+    ] = None,
 ) -> None:
-    """Convert a public dataset into the layout eval reads."""
+    """Convert a public dataset into the layout eval reads.
+
+    ViDoRe V3's tables keep their questions' fields (for eval --by), answers, gold boxes, page
+    transcriptions (for eval --text-from dataset) and documents' metadata (for --where).
+    """
     from pagesight.eval.importers import import_dataset as convert
 
     try:
-        counts = convert(source, out, split=split)
+        counts = convert(source, out, split=split, languages=values(language, str, "--language") or ())
     except PagesightError as exc:
         _fail(str(exc))
-    err.print(
-        f"{out}: {counts['corpus']} corpus items, {counts['queries']} queries, {counts['qrels']} judgements",
-        highlight=False,
-    )
+    # corpus items, queries, judgements, answers; from tables also boxes (and those of no area
+    # dropped) and transcriptions
+    err.print(f"{out}: " + ", ".join(f"{name} {n}" for name, n in counts.items()), highlight=False)
 
 
 @app.command()

@@ -1,15 +1,27 @@
 """An evaluation dataset: a folder in the BEIR layout, with page documents instead of text.
 
     DATASET/
-      pdfs/ (or documents/, pages/, images/, corpus/)   anything `pagesight ingest` accepts
-      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"], "options"?: ["...", ...]}
-                        per line; doc_ids: the documents the question is asked of (default: those of
+      pdfs/ (or documents/, pages/, images/, corpus/)   anything `pagesight ingest` accepts, with
+                        its sidecar fields for ``where`` filters (a ``pagesight.meta.csv``,
+                        ``ingest.extract.folder_fields``: ViDoRe's doc_id, doc_type, doc_year, ...)
+      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"], "options"?: ["...", ...],
+                        "fields"?: {"language": "english", "query_types": ["numerical"], ...}} per
+                        line; doc_ids: the documents the question is asked of (default: those of
                         its relevant pages); options: a multiple-choice question's options, lettered
-                        A, B, ... in this order
+                        A, B, ... in this order; fields: what ``eval --by`` breaks the metrics down
+                        by, names to a string, a number or a list of strings (the question counts
+                        under each); ``pages``, its number of relevant pages, is always one
       qrels.tsv         header "query-id corpus-id score", tab-separated; graded scores allowed
       answers.jsonl     optional: {"_id": "q0", "answer": "..." | ["...", ...], "aliases"?: [...],
                         "format"?: "number" | ...}; several answers (a list, or aliases) are each
                         right; a multiple-choice answer is its letter, or its option's text
+      boxes.jsonl       optional: {"_id": "q0", "corpus_id": "<corpus id>", "annotator": 0,
+                        "box": [x0, y0, x1, y1]} per line, one gold box each: where on a relevant
+                        page (judged in qrels.tsv) the answer lies, in pixels of that page's image
+                        as the folder stores it (x0 < x1, y0 < y1), by annotator (a whole number)
+      texts.jsonl       optional: {"corpus_id": "<corpus id>", "text": "..."} per line: the pages'
+                        own transcriptions, which ``eval --text-from dataset`` indexes instead of
+                        their text layer and OCR (``read.transcripts``)
 
 A corpus id names a page (``<document id>_<page>``, pages from 1) or a whole document (its id,
 the file stem); the harness tells which from the index.
@@ -18,14 +30,21 @@ the file stem); the harness tells which from the index.
 from __future__ import annotations
 
 import csv
-import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pagesight.errors import InputError
 from pagesight.eval.answers import LETTERS, normalize
+from pagesight.jsonl import numbered
+from pagesight.read.transcripts import read_transcripts
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
+TEXTS, BOXES = "texts.jsonl", "boxes.jsonl"
+PAGES = "pages"  # the field every question has: its number of relevant pages, in PAGE_BUCKETS
+PAGE_BUCKETS = ("0", "1", "2", "3-5", "6+")
+Boxes = dict[str, dict[str, dict[int, list[tuple[float, float, float, float]]]]]
 
 
 @dataclass
@@ -37,6 +56,9 @@ class Dataset:
     answers: dict[str, dict] = field(default_factory=dict)
     doc_ids: dict[str, list[str]] = field(default_factory=dict)  # queries.jsonl's own "doc_ids"
     options: dict[str, list[str]] = field(default_factory=dict)  # multiple-choice questions' options
+    fields: dict[str, dict] = field(default_factory=dict)  # queries.jsonl's own "fields"
+    boxes: Boxes = field(default_factory=dict)  # query -> corpus id -> annotator -> its gold boxes
+    texts: Mapping[str, str] = field(default_factory=dict)  # corpus id -> its transcription
 
     @property
     def name(self) -> str:
@@ -52,7 +74,7 @@ class Dataset:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
         rows = read_jsonl(root / "queries.jsonl", ("_id", "text"))
         queries = {row["_id"]: row["text"] for row in rows}
-        doc_ids, options = {}, {}
+        doc_ids, options, fields = {}, {}, {}
         for row in rows:
             for key, found, least in (("doc_ids", doc_ids, 1), ("options", options, 2)):
                 if key in row:
@@ -63,6 +85,8 @@ class Dataset:
                             f"{root / 'queries.jsonl'}: query {row['_id']}: {key} must be {what}"
                         )
                     found[row["_id"]] = given
+            if "fields" in row:
+                fields[row["_id"]] = _fields(row["fields"], f"{root / 'queries.jsonl'}: query {row['_id']}")
         qrels = read_qrels(root / "qrels.tsv")
         unknown = sorted(set(qrels) - set(queries))
         if unknown:
@@ -70,10 +94,36 @@ class Dataset:
         answers = {}
         if (root / "answers.jsonl").exists():
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
-        data = cls(root, documents, queries, qrels, answers, doc_ids, options)
+        boxes = read_boxes(root / BOXES, qrels) if (root / BOXES).exists() else {}
+        texts = read_transcripts(root / TEXTS) if (root / TEXTS).exists() else {}
+        data = cls(root, documents, queries, qrels, answers, doc_ids, options, fields, boxes, texts)
         for qid in answers:
             data.references(qid)  # a malformed answer or an unknown option is refused here
         return data
+
+    def field_names(self) -> list[str]:
+        """The fields ``eval --by`` can break the metrics down by: the questions' own and ``pages``."""
+        return sorted({name for given in self.fields.values() for name in given} | {PAGES})
+
+    def groups(self, name: str) -> dict[str, list[str]]:
+        """The questions under each value of field ``name``, the values in order (a list field
+        counts a question under each of its values; a question without the field is in no group);
+        ``pages``: by how many relevant pages a question has (``PAGE_BUCKETS``)."""
+        if name not in self.field_names():
+            raise InputError(
+                f"{self.root}: no field '{name}' to break the metrics down by "
+                f"(this dataset's: {', '.join(self.field_names())})"
+            )
+        found: dict[str, list[str]] = {}
+        for qid in self.queries:
+            if name == PAGES:
+                given = [_bucket(sum(grade > 0 for grade in self.qrels.get(qid, {}).values()))]
+            else:
+                given = self.fields.get(qid, {}).get(name, [])
+            for value in dict.fromkeys(given if isinstance(given, list) else [given]):
+                found.setdefault(str(value), []).append(qid)
+        order = PAGE_BUCKETS.index if name == PAGES else str
+        return {value: found[value] for value in sorted(found, key=order)}
 
     def references(self, qid: str) -> list[str]:
         """The right answers to question ``qid``: its answer (or answers) and aliases; for a
@@ -120,24 +170,67 @@ def _strings(value, least: int) -> bool:
     return isinstance(value, list) and len(value) >= least and all(isinstance(v, str) for v in value)
 
 
+def finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def field_value(value) -> bool:
+    """Whether ``value`` can be a question's field: a string, a number or a list of strings."""
+    return isinstance(value, str) or finite_number(value) or _strings(value, 0)
+
+
+def _fields(given, where: str) -> dict:
+    """A question's ``fields``, checked: names to a string, a number or a list of strings."""
+    if not isinstance(given, dict) or not all(field_value(value) for value in given.values()):
+        raise InputError(
+            f"{where}: fields must be an object of names to strings, numbers or lists of strings"
+        )
+    if PAGES in given:
+        raise InputError(
+            f"{where}: the field '{PAGES}' is the number of relevant pages; name yours otherwise"
+        )
+    return given
+
+
+def _bucket(n_pages: int) -> str:
+    return str(n_pages) if n_pages < 3 else "3-5" if n_pages <= 5 else "6+"
+
+
+def read_boxes(path: Path, qrels: dict[str, dict[str, int]]) -> Boxes:
+    """The gold boxes of ``path`` (boxes.jsonl): query -> corpus id -> annotator -> boxes; a line
+    that is not a box on a page its query judges is refused, naming ``path:line``."""
+    boxes: Boxes = {}
+    for number, row in numbered(path):
+        qid, corpus_id, annotator, box = (row.get(key) for key in ("_id", "corpus_id", "annotator", "box"))
+        if (
+            not all(
+                isinstance(value, (str, int)) and not isinstance(value, bool) for value in (qid, corpus_id)
+            )
+            or not (isinstance(annotator, int) and not isinstance(annotator, bool))
+            or not (isinstance(box, list) and len(box) == 4 and all(finite_number(value) for value in box))
+            or not (box[0] < box[2] and box[1] < box[3])
+        ):
+            raise InputError(
+                f'{path}:{number}: expected {{"_id", "corpus_id", "annotator": a whole number, '
+                '"box": [x0, y0, x1, y1] with x0 < x1 and y0 < y1}'
+            )
+        qid, corpus_id = str(qid), str(corpus_id)
+        if corpus_id not in qrels.get(qid, {}):
+            raise InputError(f"{path}:{number}: qrels.tsv judges no corpus id {corpus_id} for query {qid}")
+        pages = boxes.setdefault(qid, {}).setdefault(corpus_id, {})
+        pages.setdefault(annotator, []).append(tuple(float(value) for value in box))
+    return boxes
+
+
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
-    if not path.is_file():
-        raise InputError(f"{path}: missing")
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            missing = [key for key in required if key not in row]
-            if missing:
-                raise InputError(f"{path}:{number}: missing {', '.join(missing)}")
-            if "_id" in row:
-                row["_id"] = str(row["_id"])
-            rows.append(row)
+    for number, row in numbered(path):
+        missing = [key for key in required if key not in row]
+        if missing:
+            raise InputError(f"{path}:{number}: missing {', '.join(missing)}")
+        if "_id" in row:
+            row["_id"] = str(row["_id"])
+        rows.append(row)
     return rows
 
 

@@ -24,7 +24,7 @@ import itertools
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from pagesight.answer.ask import ask
@@ -118,9 +118,11 @@ class AnswerResult:
     setting: AnswerConfig | None = None
     judge: Judge | None = None
 
-    def means(self) -> dict[str, float]:
-        names = [key for key in self.rows[0]["scores"]] if self.rows else []
-        return {name: statistics.fmean(row["scores"][name] for row in self.rows) for name in names}
+    def means(self, ids: Collection[str] | None = None) -> dict[str, float]:
+        """Each score's mean over the questions answered (of ``ids`` only, when given)."""
+        rows = [row for row in self.rows if ids is None or row["id"] in ids]
+        names = list(rows[0]["scores"]) if rows else []
+        return {name: statistics.fmean(row["scores"][name] for row in rows) for name in names}
 
     def summary(self) -> dict:
         rows, n = self.rows, len(self.rows) or 1

@@ -10,11 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pagesight.choices import DEFAULT_ALPHA
+from pagesight.choices import DEFAULT_ALPHA, TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
-from pagesight.eval.dataset import Dataset
+from pagesight.eval.dataset import TEXTS, Dataset
 from pagesight.index import Index
+from pagesight.read.transcripts import TRANSCRIPT
 from pagesight.request import SearchRequest
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
@@ -138,19 +139,35 @@ class Result:
         }
 
 
-def default_index_dir(dataset: Dataset) -> Path:
-    """Where ``pagesight eval`` keeps a dataset's index when none is given."""
+def default_index_dir(dataset: Dataset, text_from: str = TEXT_FROM[0]) -> Path:
+    """Where ``pagesight eval`` keeps a dataset's index when none is given: one folder for each
+    source of the pages' text (``TEXT_FROM``), and for the transcriptions, one for each content of
+    texts.jsonl (an unchanged page file is not read again, so changed transcriptions need a new
+    index)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha1(str(dataset.root.resolve()).encode()).hexdigest()[:8]
-    return cache / "pagesight" / "eval" / f"{dataset.name}-{key}"
+    key = hashlib.sha1(str(dataset.root.resolve()).encode())
+    transcribed = text_from != TEXT_FROM[0]
+    if transcribed and (dataset.root / TEXTS).is_file():
+        key.update((dataset.root / TEXTS).read_bytes())
+    name = f"{dataset.name}-texts" if transcribed else dataset.name
+    return cache / "pagesight" / "eval" / f"{name}-{key.hexdigest()[:8]}"
 
 
-def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[Index, list]:
+def prepare_index(
+    dataset: Dataset, path: Path, dense: bool, text_from: str = TEXT_FROM[0], **ingest
+) -> tuple[Index, list]:
     """The dataset's index at ``path``, created or brought up to date; returns it with the failures.
 
     A new index gets dense vectors only when ``dense``; an existing one must have them if asked
-    (or, for hybrid configurations, visual vectors to fuse with BM25 instead).
+    (or, for hybrid configurations, visual vectors to fuse with BM25 instead). With ``text_from``
+    'dataset', the pages' text is the dataset's transcriptions (texts.jsonl); an existing index
+    whose documents took their text from elsewhere is refused before anything is added to it.
     """
+    if text_from not in TEXT_FROM:
+        raise PagesightError(f"text_from must be one of {', '.join(TEXT_FROM)}, got '{text_from}'")
+    transcribed = text_from == "dataset"
+    if transcribed and not dataset.texts:
+        raise PagesightError(f"{dataset.root}: no {TEXTS} (the pages' transcriptions) to index")
     exists = store_exists(path)
     index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
     if dense and not (index.settings.dense_model or index.settings.visual_encoder):
@@ -159,6 +176,20 @@ def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[
             f"{path}: index has no dense vectors, which dense and hybrid configurations need;"
             " evaluate lexical only or use a new --index"
         )
+    other = [
+        row.id
+        for row in index.catalog.documents()
+        if (row.meta.get("text_from") == TRANSCRIPT) != transcribed
+    ]
+    if other:
+        index.close()
+        read = "the dataset's transcriptions" if not transcribed else "their text layer or OCR"
+        raise PagesightError(
+            f"{path}: its documents ({other[0]}, ...) took their text from {read}; "
+            f"index text from {text_from} into a new index (--index)"
+        )
+    if transcribed:
+        ingest["transcripts"] = dataset.root / TEXTS
     report = index.add(dataset.documents, **ingest)
     return index, report.failed
 

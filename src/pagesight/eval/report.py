@@ -1,5 +1,7 @@
 """Side-by-side reports of evaluation results: Markdown, HTML, PNG plots and the saved runs; with
-answers, a row per answer configuration (scores, grades, tokens, time, failure decomposition)."""
+answers, a row per answer configuration (scores, grades, tokens, time, failure decomposition); with
+fields to break them down by (``eval --by``), every configuration's scores over the questions of
+each value (``breakdowns``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
+from pagesight.eval import metrics
 from pagesight.eval.grid import DECOMPOSITION, AnswerResult
 from pagesight.eval.harness import METRICS, Result
 from pagesight.eval.runs import write_trec
@@ -62,6 +65,62 @@ def comparisons(results: Sequence[Result], metric: str, primary: str = "ndcg@10"
     return [wins_and_losses(a, b, metric) for a, b in pairs]
 
 
+def breakdowns(
+    groups: dict[str, dict[str, list[str]]], results: Sequence[Result], answers: Sequence[AnswerResult] = ()
+) -> dict:
+    """The scores over the questions under each value of each field (``groups``: field -> value ->
+    question ids, ``Dataset.groups``): field -> value -> ``n_queries`` (of them searched) and
+    ``configs`` (each configuration's mean metrics), with answers ``n_answers`` and ``answers``
+    (each answer configuration's mean scores); a value none of whose questions was searched or
+    answered is left out."""
+    found: dict[str, dict] = {}
+    for name, values in groups.items():
+        found[name] = {}
+        for value, qids in values.items():
+            ids = set(qids)
+            entry: dict = {}
+            searched = ids & results[0].per_query.keys() if results else set()
+            if searched:
+                entry["n_queries"] = len(searched)
+                entry["configs"] = {
+                    r.config.name: _rounded(metrics.mean({q: r.per_query[q] for q in searched}))
+                    for r in results
+                }
+            answered = sum(row["id"] in ids for row in answers[0].rows) if answers else 0
+            if answered:
+                entry["n_answers"] = answered
+                entry["answers"] = {a.setting.name: _rounded(a.means(ids)) for a in answers}
+            if entry:
+                found[name][value] = entry
+    return found
+
+
+def _rounded(means: dict[str, float]) -> dict[str, float]:
+    return {name: round(value, 6) for name, value in means.items()}
+
+
+def breakdown_tables(found: dict) -> list[tuple[str, list[list[str]]]]:
+    """``breakdowns`` as titled tables, the header first: for each field, a row per value and
+    configuration, and, with answers, a row per value and answer configuration."""
+    tables = []
+    for name, values in found.items():
+        rows = [["value", "n", "config", *COLUMNS]]
+        for value, entry in values.items():
+            for config, means in entry.get("configs", {}).items():
+                rows.append([value, str(entry["n_queries"]), config, *(f"{means[m]:.4f}" for m in COLUMNS)])
+        tables.append((f"By {name}", rows))
+        answered = [entry for entry in values.values() if "answers" in entry]
+        if answered:
+            scores = [s for s in ANSWER_SCORES if s in next(iter(answered[0]["answers"].values()))]
+            rows = [["value", "n", "answers", *scores]]
+            for value, entry in values.items():
+                for setting, means in entry.get("answers", {}).items():
+                    cells = [f"{means[s]:.4f}" if s in means else "-" for s in scores]
+                    rows.append([value, str(entry["n_answers"]), setting, *cells])
+            tables.append((f"Answers by {name}", rows))
+    return tables
+
+
 def alpha_sweep(results: Sequence[Result]) -> list[Result]:
     sweep = [r for r in results if r.config.request.mode == "hybrid" and r.config.request.fusion == "rsf"]
     return sorted(sweep, key=lambda r: r.config.request.alpha) if len(sweep) >= 2 else []
@@ -76,9 +135,10 @@ def write(
     compare_at: str = "success@5",
     primary: str = "ndcg@10",
     answers: Sequence[AnswerResult] = (),
+    by: dict | None = None,
 ) -> dict[str, Path]:
     """Write report.md, report.html, summary.json, the plots and runs/*.trec into ``out``; with
-    ``answers``, their table and plot too."""
+    ``answers``, their table and plot too; with ``by`` (``breakdowns``), its tables."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     for result in results:
@@ -97,6 +157,8 @@ def write(
     }
     answered = [result.summary() for result in answers]
     extra = {"answers": answered} if answered else {}
+    if by:
+        extra["breakdowns"] = by
     (out / "summary.json").write_text(
         json.dumps({**context, "results": summaries, "comparisons": pairs, **extra}, indent=1) + "\n"
     )
@@ -106,8 +168,9 @@ def write(
         plots["answers"] = _answer_plot(out, answered)
     files.update(plots)
     table = answer_table(answered)
-    (out / "report.md").write_text(_markdown(context, summaries, pairs, plots, table))
-    (out / "report.html").write_text(_html(context, summaries, pairs, plots, table))
+    tables = breakdown_tables(by or {})
+    (out / "report.md").write_text(_markdown(context, summaries, pairs, plots, table, tables))
+    (out / "report.html").write_text(_html(context, summaries, pairs, plots, table, tables))
     return files
 
 
@@ -178,7 +241,12 @@ PAIR_HEADER = ("A", "B", "only A", "only B", "both", "neither")
 
 
 def _markdown(
-    context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path], answers: list[list[str]]
+    context: dict,
+    summaries: list[dict],
+    pairs: list[dict],
+    plots: dict[str, Path],
+    answers: list[list[str]],
+    tables: list[tuple[str, list[list[str]]]],
 ) -> str:
     lines = [f"# Evaluation: {context['dataset']}", "", _headline(context), ""]
     header = ["config", *COLUMNS, "p50 ms"]
@@ -193,13 +261,21 @@ def _markdown(
         lines += ["", "## Answers", "", "| " + " | ".join(answers[0]) + " |", "|" + "---|" * len(answers[0])]
         lines += ["| " + " | ".join(row) + " |" for row in answers[1:]]
         lines += ["", ANSWER_NOTE]
+    for title, (header, *rows) in tables:
+        lines += ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{name}]({path.name})" for name, path in plots.items()]
     return "\n".join(lines) + "\n"
 
 
 def _html(
-    context: dict, summaries: list[dict], pairs: list[dict], plots: dict[str, Path], answers: list[list[str]]
+    context: dict,
+    summaries: list[dict],
+    pairs: list[dict],
+    plots: dict[str, Path],
+    answers: list[list[str]],
+    tables: list[tuple[str, list[list[str]]]],
 ) -> str:
     def row(cells, tag="td"):
         return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in cells) + "</tr>"
@@ -229,6 +305,9 @@ def _html(
     if answers:
         parts += ["<h2>Answers</h2><table>", row(answers[0], "th"), *(row(cells) for cells in answers[1:])]
         parts += ["</table>", f"<p>{html.escape(ANSWER_NOTE)}</p>"]
+    for title, (header, *rows) in tables:
+        parts += [f"<h2>{html.escape(title)}</h2><table>", row(header, "th"), *(row(cells) for cells in rows)]
+        parts += ["</table>"]
     parts += [
         f"<img src='{html.escape(path.name)}' alt='{html.escape(name)}'>" for name, path in plots.items()
     ]

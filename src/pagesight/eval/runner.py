@@ -4,11 +4,13 @@
     evaluation = evaluate_dataset("datasets/irpapers", modes=["lexical", "hybrid"], report="out/")
     print(evaluation.best.config.name, evaluation.best.means["recall@5"])
 
-The dataset's index is made or brought up to date (``harness.prepare_index``), every configuration
+The dataset's index is made or brought up to date (``harness.prepare_index``; the pages' text
+from their text layer or OCR, or from the dataset's own transcriptions), every configuration
 (and its reranked twin) runs every judged query (``harness.evaluate``), a reader answers the
 questions with reference answers under the best configuration, once for each configuration of the
-answer grid (``grid.AnswerGrid``: contexts, k, compression, inputs, strategies, agent budgets), and
-the report is written when asked.
+answer grid (``grid.AnswerGrid``: contexts, k, compression, inputs, strategies, agent budgets), the
+scores are broken down by the questions' fields when asked (``report.breakdowns``), and the report
+is written when asked.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pagesight.answer.base import Reader
+from pagesight.choices import TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import harness, metrics
 from pagesight.eval import report as reports
@@ -42,6 +45,7 @@ class Evaluation:
     failed: list[tuple[str, str]]  # dataset documents the index could not read: (path, reason)
     answer_grid: list[AnswerResult] = field(default_factory=list)  # one per answer configuration
     report_files: dict[str, Path] | None = None  # report.md, report.html, ... when a report was asked
+    groups: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # by: field -> value -> ids
 
     @property
     def best(self) -> harness.Result:
@@ -55,9 +59,14 @@ class Evaluation:
     def summaries(self) -> list[dict]:
         return [result.summary(self.n_pages) for result in self.results]
 
+    def breakdowns(self) -> dict:
+        """The scores over the questions of each value of each field asked (``report.breakdowns``)."""
+        return reports.breakdowns(self.groups, self.results, self.answer_grid)
+
     def to_dict(self) -> dict:
         """The best configuration's summary with every configuration's, and the answers' scores:
-        ``answers`` the first answer configuration's, ``answer_grid`` every one's."""
+        ``answers`` the first answer configuration's, ``answer_grid`` every one's; ``breakdowns``
+        by the fields asked."""
         summaries = self.summaries()
         extra = {}
         if self.answer_grid:
@@ -65,6 +74,8 @@ class Evaluation:
                 "answers": self.answers.summary(),
                 "answer_grid": [a.summary() for a in self.answer_grid],
             }
+        if self.groups:
+            extra["breakdowns"] = self.breakdowns()
         return {
             **summaries[self.results.index(self.best)],
             "dataset": self.dataset.name,
@@ -119,6 +130,8 @@ def evaluate_dataset(
     reader_options: dict | None = None,
     judge: Judge | None = None,
     report: str | os.PathLike | None = None,
+    by: Iterable[str] = (),
+    text_from: str = TEXT_FROM[0],
     progress: SearchProgress | None = None,
     answer_progress: AnswerProgress | None = None,
 ) -> Evaluation:
@@ -129,8 +142,12 @@ def evaluate_dataset(
     a named reader is built for each configuration's request with ``reader_options``: base URL, API
     key, device), graded by ``judge`` when given (``judges.Judge``). ``within_document`` also runs
     every configuration with each question searched inside its own documents only (``/within``).
-    ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers."""
+    ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers. ``by``:
+    fields of the questions (``Dataset.field_names``: queries.jsonl's ``fields`` and ``pages``) to
+    break every score down by. ``text_from``: 'documents' (the pages' text layer or OCR) or
+    'dataset' (its texts.jsonl, in an index of its own by default)."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
+    groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
     configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where)
@@ -146,10 +163,11 @@ def evaluate_dataset(
     if grid is not None:  # a bad grid value or reader option is refused before any work
         for config in grid.configs(configs[0]):
             readers(config.request)
-    path = Path(index) if index is not None else harness.default_index_dir(data)
-    idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
+    path = Path(index) if index is not None else harness.default_index_dir(data, text_from)
+    dense = any(c.needs_dense for c in configs)
+    idx, failed = harness.prepare_index(data, path, dense=dense, text_from=text_from)
     try:
-        evaluation = Evaluation(data, [], primary, idx.catalog.counts()["pages"], failed)
+        evaluation = Evaluation(data, [], primary, idx.catalog.counts()["pages"], failed, groups=groups)
         total = len(data.qrels)
         evaluation.results = harness.evaluate(
             idx,
@@ -220,6 +238,7 @@ def _write_report(out: Path, evaluation: Evaluation) -> None:
         evaluation.n_pages,
         primary=evaluation.primary,
         answers=evaluation.answer_grid,
+        by=evaluation.breakdowns(),
     )
     if evaluation.answer_grid:
         with (out / "answers.jsonl").open("w") as rows:

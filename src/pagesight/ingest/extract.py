@@ -20,6 +20,7 @@ from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
 from pagesight.read.ocr import LanguageReader, ink_box
 from pagesight.read.textlayer import usable_text
 from pagesight.read.titles import heading
+from pagesight.read.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
 from pagesight.render.sources import PdfSource, file_sha256
@@ -38,7 +39,9 @@ def extract(
     on_page: Callable[[int], None] | None = None,
 ) -> Document | str:
     """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``;
-    ``on_page(n)`` is told each time another page has been read."""
+    ``on_page(n)`` is told each time another page has been read. With ``reading.transcripts``, the
+    pages' text is their transcription (``read.transcripts``), and the document says so in its
+    meta (``text_from``)."""
     file = Path(path)
     try:
         stat = file.stat()
@@ -63,8 +66,10 @@ def extract(
         )
         blank = []
         scans = LanguageReader(settings.ocr_engine, reading.language)
+        texts = read_transcripts(reading.transcripts) if reading.transcripts else None
         for number in range(1, source.n_pages + 1):
-            page, is_blank = _read_page(source, number, settings, reading.ocr, scans)
+            given = None if texts is None else page_transcript(texts, doc_id, number, source.n_pages)
+            page, is_blank = _read_page(source, number, settings, reading.ocr, scans, given)
             document.pages.append(page)
             if is_blank:
                 blank.append(number)
@@ -85,6 +90,8 @@ def extract(
             document.meta["pdf"] = pdf
         if fields := sidecar_fields(file):
             document.meta["fields"] = fields
+        if texts is not None:
+            document.meta["text_from"] = TRANSCRIPT
         return document
     finally:
         source.close()
@@ -159,20 +166,27 @@ def _cell(value: str) -> str | float:
     return int(number) if number.is_integer() and "." not in text else number
 
 
-def _read_page(source, number: int, settings: Settings, ocr: str, scans: LanguageReader) -> tuple[Page, bool]:
+def _read_page(
+    source, number: int, settings: Settings, ocr: str, scans: LanguageReader, transcript: str | None
+) -> tuple[Page, bool]:
     """The page with its tiles and text, and whether it is blank (no text, nothing drawn); OCR
-    (mode ``ocr``) by ``scans``, the document's reader."""
+    (mode ``ocr``) by ``scans``, the document's reader; the lines of ``transcript`` instead of the
+    text layer and OCR when it is given."""
     width, height = source.page_size(number, settings.dpi)
-    spans = source.text_layer(number, settings.dpi) if ocr != "always" else []
-    text_source = "pdf" if spans else "none"
     image = None
-    if ocr == "always" or (ocr == "auto" and not usable_text(spans)):
-        # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
-        ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
-        image = source.render(number, ocr_dpi)
-        found = scans.read(image, scale=width / image.width)
-        if found or ocr == "always":
-            spans, text_source = found, "ocr" if found else "none"
+    if transcript is not None:
+        spans = transcript_spans(transcript, width, height)
+        text_source = TRANSCRIPT if spans else "none"
+    else:
+        spans = source.text_layer(number, settings.dpi) if ocr != "always" else []
+        text_source = "pdf" if spans else "none"
+        if ocr == "always" or (ocr == "auto" and not usable_text(spans)):
+            # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
+            ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
+            image = source.render(number, ocr_dpi)
+            found = scans.read(image, scale=width / image.width)
+            if found or ocr == "always":
+                spans, text_source = found, "ocr" if found else "none"
     page = Page(number=number, width=width, height=height, text_source=text_source)
     for index, box in enumerate(cut_tiles(width, height, settings.tile_height, settings.min_tail)):
         page.tiles.append(Tile(index=index, box=box, spans=_spans_in(spans, box)))

@@ -44,12 +44,14 @@ def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
 
 @dataclass(frozen=True)
 class PageReading:
-    """How the reader processes read a run's pages: ``ocr`` (auto, always, never), and the pages'
+    """How the reader processes read a run's pages: ``ocr`` (auto, always, never), the pages'
     ``language`` when the run gives one, whose OCR model then reads them (None: each page's told
-    from a reading, ``read.ocr.LanguageReader``)."""
+    from a reading, ``read.ocr.LanguageReader``), and ``transcripts``, a file of the pages' text
+    (``read.transcripts``) read instead of their text layer and OCR (None: they are read)."""
 
     ocr: str = "auto"
     language: str | None = None
+    transcripts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,10 @@ class IngestOptions:
     every document of the run carries, for ``where`` filters (``pagesight.where``; a file's own, from
     ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence). ``stands_for``:
     files read where they are but recorded as another path, whose stem is the document's id and
-    which is its source (a server's staged upload, standing for the file it replaces once read)."""
+    which is its source (a server's staged upload, standing for the file it replaces once read).
+    ``transcripts``: a JSON-lines file of the pages' text (``read.transcripts``: a dataset's own
+    transcriptions), indexed instead of their text layer and OCR; checked when the options are
+    made. Files only: web pages keep their own text."""
 
     ocr: str = "auto"
     jobs: int | None = None
@@ -76,8 +81,14 @@ class IngestOptions:
     nice: int = 0  # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
     language: str | None = None  # every page's language (read.language); None: detected a page
     stands_for: Mapping[str, str] = field(default_factory=dict)  # read path -> recorded path
+    transcripts: str | None = None  # a texts.jsonl read instead of the pages' text layer and OCR
 
     def __post_init__(self) -> None:
+        if self.transcripts is not None:
+            from pagesight.read.transcripts import read_transcripts
+
+            object.__setattr__(self, "transcripts", str(self.transcripts))
+            read_transcripts(self.transcripts)  # a malformed line is refused before any file is read
         if self.language is not None:
             from pagesight.read.language import check_language
 

@@ -167,7 +167,7 @@ def run(
     store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for read in settled + web_settled:
         store(read)
-    reading = PageReading(ocr, options.language)
+    reading = PageReading(ocr, options.language, options.transcripts)
     if on_planned:
         on_planned(len(todo) + len(web_todo))
     if not todo and not web_todo:
