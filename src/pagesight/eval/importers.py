@@ -52,7 +52,7 @@ from pagesight.errors import InputError
 from pagesight.eval.dataset import BOXES, PAGES, TEXTS, field_value, finite_number
 from pagesight.ingest.extract import FOLDER_FIELDS
 from pagesight.jsonl import numbered
-from pagesight.search.filters import FACTS
+from pagesight.where import FACTS
 
 ID_COLUMNS = ("corpus-id", "corpus_id", "_id", "id", "docid", "doc_id")
 QUERY_ID_COLUMNS = ("query-id", "query_id", "_id", "id", "qid")

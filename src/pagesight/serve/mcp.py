@@ -47,11 +47,11 @@ from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.png import png_base64
 from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
-from pagesight.where import MAX_WHERE
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
 from pagesight.service import Scrub, hits_payload
+from pagesight.where import MAX_WHERE
 
 INSTRUCTIONS = (
     "pagesight searches an index of document page images (PDFs, scans, web pages) cut into tiles. "
