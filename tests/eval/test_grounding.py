@@ -53,3 +53,69 @@ def test_scores_overlap_by_pixels_and_keep_the_best_annotator():
     assert nothing["grounding_f1"] == nothing["grounding_iou"] == nothing["grounding_page_f1"] == 0.0
     assert score({"report_1": [(0, 0, 10, 10)]}, {}) is None  # no gold: not scored
     assert to_gold((150.0, 300.0, 300.0, 450.0), 72 / 150) == (72.0, 144.0, 144.0, 216.0)
+
+
+@pytest.mark.timeout(180)
+def test_eval_scores_the_extractive_readers_boxes_against_the_lines_the_generator_drew(tmp_path):
+    """Gold boxes from where ``make_pdf`` draws each answer's line (PDF points); the extractive
+    reader cites the line it answers from, so its zones meet them, and a gold box on another line
+    scores lower."""
+    import json
+
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    from pagesight.eval.runner import evaluate_dataset
+    from tests.conftest import make_pdf
+
+    pages = {
+        "glaciers": [
+            "Glacier field survey",
+            "The Atlas glacier retreated 42 metres in 2021.",
+            "Ice cores were kept.",
+        ],
+        "harbours": ["Harbour log", "Fog delayed ferries", "The north pier handled 310 ships last year."],
+    }
+    data = tmp_path / "data"
+    (data / "pdfs").mkdir(parents=True)
+    for name, lines in pages.items():
+        make_pdf(data / "pdfs" / f"{name}.pdf", [lines])
+
+    def drawn(row: int, text: str) -> list[float]:  # make_pdf: 12 pt Helvetica, baselines 14 pt apart
+        baseline = letter[1] - (720 - 14 * row)
+        return [72.0, baseline - 0.718 * 12, 72.0 + stringWidth(text, "Helvetica", 12), baseline + 0.207 * 12]
+
+    questions = {
+        "q1": ("How many metres did the Atlas glacier retreat in 2021?", "glaciers", 1, "42 metres"),
+        "q2": ("How many ships did the north pier handle last year?", "harbours", 2, "310"),
+    }
+
+    def write(box_row: dict[str, int]) -> None:
+        lines = {
+            "queries.jsonl": [{"_id": q, "text": t} for q, (t, _, _, _) in questions.items()],
+            "answers.jsonl": [{"_id": q, "answer": a} for q, (_, _, _, a) in questions.items()],
+            "boxes.jsonl": [
+                {
+                    "_id": q,
+                    "corpus_id": f"{doc}_1",
+                    "annotator": 0,
+                    "box": drawn(box_row[q], pages[doc][box_row[q]]),
+                }
+                for q, (_, doc, _, _) in questions.items()
+            ],
+        }
+        for name, rows in lines.items():
+            (data / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        qrels = "".join(f"{q}\t{doc}_1\t1\n" for q, (_, doc, _, _) in questions.items())
+        (data / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+
+    def grounding(box_row: dict[str, int]) -> dict:
+        write(box_row)
+        found = evaluate_dataset(data, index=tmp_path / "ix", modes=["lexical"], reader="extractive")
+        return found.answers.summary()
+
+    right = grounding({q: row for q, (_, _, row, _) in questions.items()})
+    assert right["n_grounded"] == 2 and right["grounding_page_f1"] == 1.0
+    assert right["grounding_recall"] > 0.8 and right["grounding_f1"] > 0.6, right
+    wrong = grounding({"q1": 2, "q2": 0})  # gold on a line the answer is not on
+    assert wrong["grounding_page_f1"] == 1.0 and wrong["grounding_f1"] < right["grounding_f1"] / 2

@@ -18,7 +18,9 @@
       boxes.jsonl       optional: {"_id": "q0", "corpus_id": "<corpus id>", "annotator": 0,
                         "box": [x0, y0, x1, y1]} per line, one gold box each: where on a relevant
                         page (judged in qrels.tsv) the answer lies, in pixels of that page's image
-                        as the folder stores it (x0 < x1, y0 < y1), by annotator (a whole number)
+                        as the folder stores it, or PDF points on a PDF's page (x0 < x1, y0 < y1),
+                        by annotator (a whole number); answers' cited boxes are scored against
+                        them (``eval.grounding``)
       texts.jsonl       optional: {"corpus_id": "<corpus id>", "text": "..."} per line: the pages'
                         own transcriptions, which ``eval --text-from dataset`` indexes instead of
                         their text layer and OCR (``read.transcripts``)

@@ -32,6 +32,8 @@ from pagesight.answer.base import Reader, strip_thinking
 from pagesight.errors import PagesightError
 from pagesight.eval.answers import choice_question, chosen_letter, scores
 from pagesight.eval.dataset import Dataset
+from pagesight.eval.grounding import PDF_DPI, to_gold
+from pagesight.eval.grounding import score as grounding_score
 from pagesight.eval.harness import Config, corpus_unit
 from pagesight.eval.judges import Judge
 from pagesight.records import Hit
@@ -144,6 +146,12 @@ class AnswerResult:
             judged.update(Counter(row["grade"] for row in rows))
             if self.judge.kind == "simpleqa":
                 summary.update(simpleqa_rates(judged, len(rows)))
+        grounded = [row["grounding"] for row in rows if row.get("grounding")]
+        if grounded:  # the questions with gold boxes (eval.grounding)
+            summary["n_grounded"] = len(grounded)
+            summary.update(
+                {name: round(statistics.fmean(g[name] for g in grounded), 6) for name in grounded[0]}
+            )
         summary["decomposition"] = decomposition(rows)
         return summary
 
@@ -204,6 +212,24 @@ def evaluate_grid(
         if progress:
             progress(done)
     return results
+
+
+def _grounding(index, citations, gold, unit: str) -> dict | None:
+    """The grounding scores of an answer's cited boxes against the question's gold boxes
+    (``eval.grounding``), the citations put in the gold's units: an image page's own pixels, PDF
+    points for a page rendered at the index's DPI; None without gold boxes."""
+    if not gold:
+        return None
+    cited: dict[str, list] = {}
+    types: dict[str, str] = {}
+    for citation in citations:
+        if citation.doc_id not in types:
+            row = index.catalog.document(citation.doc_id)
+            types[citation.doc_id] = row.type if row else ""
+        scale = 1.0 if types[citation.doc_id] == "image" else PDF_DPI / index.settings.dpi
+        corpus_id = citation.page_id if unit == "page" else citation.doc_id
+        cited.setdefault(corpus_id, []).extend(to_gold(box, scale) for box in citation.boxes)
+    return grounding_score(cited, gold)
 
 
 def _gold(dataset: Dataset, qid: str) -> set[str]:
@@ -290,6 +316,7 @@ def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, jud
         **({"grade": grade.label} if grade else {}),
         "right": right,
         "gold_in_context": bool({_unit(hit, unit) for hit in answer.hits} & gold) if gold else None,
+        "grounding": _grounding(index, answer.citations, dataset.boxes.get(qid), unit),
         "tokens_in": usage.get("prompt_tokens") or 0,
         "tokens_out": usage.get("completion_tokens") or 0,
         "image_tokens": usage.get("image_tokens") or 0,

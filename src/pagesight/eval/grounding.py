@@ -13,9 +13,9 @@ scored against each annotator and keeps the best (by F1, then IoU). An answer ci
 0; a question without gold zones is not scored. The union's area is exact: the boxes' edges cut the
 page into cells, and a cell is in or out.
 
-Units: gold boxes are in pixels of the page as the dataset holds it (an image page's own pixels; a
-PDF page at the ``dpi`` of its line, 72 when absent: PDF points); citations are in page pixels at
-the index's DPI, where an image page is its own pixels. ``to_gold`` converts one to the other.
+Units: gold boxes are in pixels of the page as the dataset holds it (an image page's own pixels, a
+PDF page's points); citations are in page pixels at the index's DPI, where an image page is its
+own pixels. ``to_gold`` converts one to the other.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from pagesight.records import Box
 
-PDF_DPI = 72.0  # a PDF page's gold boxes, when their line names no dpi: PDF points
+PDF_DPI = 72.0  # a PDF page's gold boxes are in points
 
 
 def to_gold(box: Box, scale: float) -> Box:

@@ -200,7 +200,18 @@ def answer_table(answered: Sequence[dict], compact: bool = False) -> list[list[s
     return rows
 
 
-ANSWER_SCORES = ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge", "f_score")
+ANSWER_SCORES = (
+    "exact_match",
+    "f1",
+    "relaxed_accuracy",
+    "contains",
+    "cites_relevant",
+    "judge",
+    "f_score",
+    "grounding_f1",
+    "grounding_iou",
+    "grounding_page_f1",
+)
 COMPACT_SCORES = ("relaxed_accuracy", "contains", "judge")
 ANSWER_NOTE = (
     "gold_right / gold_wrong: a gold page was in the context and the answer was right / wrong (the "
