@@ -115,7 +115,8 @@ def ingest(
     encoder: Annotated[
         str | None,
         typer.Option(
-            help="Visual encoder embedding every tile image: colqwen2, dse, clip, ... (new index only)."
+            help="Visual encoder embedding every tile image: colqwen2, dse, clip, ...; visrag-ret, jina-v4 "
+            "and nemotron-colembed run their model's own code (--trust-remote-code) (new index only)."
         ),
     ] = None,
     encoder_model: Annotated[

@@ -2,7 +2,8 @@
 
 A visual encoder turns page images and queries into vectors. Single-vector models (DSE,
 Qwen3-VL-Embedding, VisRAG-Ret, jina-embeddings-v4, CLIP, SigLIP) give one array of shape ``(dim,)``
-per input; late-interaction models (ColPali and its kin) give ``(n_tokens, dim)``, scored by MaxSim.
+per input; late-interaction models (ColPali and its kin, Nemotron ColEmbed) give ``(n_tokens, dim)``,
+scored by MaxSim. Those whose published checkpoints run their own code load through ``remote.py``.
 Every vector is L2-normalised and float32, whatever dtype the model ran in.
 
 ``spec()`` describes the vector space an encoder produces; an index records it, and
@@ -94,8 +95,9 @@ ENCODERS = Registry(
         "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
         "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
         "dse": "pagesight.encode.visual.dse:DSEEncoder",
-        "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",
-        "jina-v4": "pagesight.encode.visual.jina_v4:JinaV4Encoder",
+        "visrag-ret": "pagesight.encode.visual.visrag:visrag_ret",
+        "jina-v4": "pagesight.encode.visual.jina_v4:jina_v4",
+        "nemotron-colembed": "pagesight.encode.visual.nemotron:NemotronColEmbedEncoder",
         "clip": "pagesight.encode.visual.clip:CLIPEncoder",
         "siglip": "pagesight.encode.visual.clip:SigLIPEncoder",
     },
@@ -117,8 +119,8 @@ def make_encoder(
 ) -> VisualEncoder:
     """The encoder registered as ``name``, loaded from ``model`` (a hub id or a local folder; the
     family's published checkpoint when None) on ``device``, with an optional PEFT ``adapter``.
-    ``trust_remote_code`` lets an encoder that takes it run the model's own code; off, such a model
-    is refused (``remote_code_refused``).
+    ``trust_remote_code`` lets an encoder that takes it run the model's own code (VisRAG-Ret,
+    jina-embeddings-v4, Nemotron ColEmbed); off, such a model is refused (``remote_code_refused``).
     ``options`` go to the factory (``batch_size``, ``dtype``, ``max_pixels``, ``revision``, ...)."""
     factory = ENCODERS.load(name)
     lending = lent(factory, trust_remote_code=trust_remote_code)
