@@ -48,7 +48,8 @@ TrustOption = Annotated[
     typer.Option(
         "--trust-remote-code",
         help="Let the visual encoder, rerankers and the transformers reader run the code a model comes "
-        "with: only for models whose source you trust. Given at each run, never stored in the index.",
+        "with (visrag-ret, jina-v4, nemotron-colembed, jina-m0): only for models whose source you trust. "
+        "Given at each run, never stored in the index.",
     ),
 ]
 

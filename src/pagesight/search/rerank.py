@@ -14,6 +14,8 @@ eval). Three kinds, chosen by name (``make_reranker``, ``register``):
   as the first token of its answer to "does this image answer the question?", pointwise, through
   the ``transformers`` reader (the model's logits) or the ``openai`` one (the endpoint's top
   log-probabilities).
+- ``jina-m0``: jina-reranker-m0 (a Qwen2-VL-2B with a scoring head, its own code: it needs
+  ``trust_remote_code``) scores each (query, tile image) pair through its ``compute_score``.
 
 A reranker that runs a model here takes the index's ``device``, and one that can run a model's own
 code takes ``trust_remote_code`` (the opener's leave, ``Index.open``); neither ever comes from a request.
@@ -83,6 +85,7 @@ RERANKERS = Registry(
         "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
         "vlm": "pagesight.search.rerank:VlmReranker",
         "vlm-openai": "pagesight.search.rerank:openai_vlm",
+        "jina-m0": "pagesight.search.rerank:JinaM0Reranker",
     },
 )
 
@@ -367,6 +370,55 @@ class VlmReranker(_Timed):
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
         prompt = JUDGE_PROMPT.format(query=query)
         return [yes_probability(self.reader.first_token_logprobs(prompt, [c.image])) for c in candidates]
+
+
+class JinaM0Reranker(_Timed):
+    """jina-reranker-m0 (jinaai/jina-reranker-m0 by default): the relevance of each tile image to the
+    query from the model's own ``compute_score`` over (query, image) pairs, ``doc_type="image"``,
+    at most ``max_length`` tokens a pair; sigmoid scores in [0, 1]. Its code comes with the model,
+    so it loads only with ``trust_remote_code``."""
+
+    name = "jina-m0"
+    default_model = "jinaai/jina-reranker-m0"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "auto",
+        batch_size: int = 8,
+        max_length: int = 2048,
+        dtype: str = "auto",
+        trust_remote_code: bool = False,
+    ):
+        super().__init__()
+        from pagesight.devices import import_torch, resolve_device, resolve_dtype
+        from pagesight.encode.visual.base import load_pretrained, remote_code_refused, require
+
+        model = model or self.default_model
+        if not trust_remote_code:
+            raise remote_code_refused(f"reranker '{self.name}': model", model)
+        import_torch()
+        transformers = require("transformers", "visual")
+        device = resolve_device(device)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.model = load_pretrained(
+            "reranker",
+            model,
+            transformers.AutoModel.from_pretrained,
+            dtype=resolve_dtype(dtype, device),
+            trust_remote_code=True,
+        )
+        self.model.to(device).eval()
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        scores = self.model.compute_score(
+            [[query, c.image] for c in candidates],
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            doc_type="image",
+        )
+        return [float(s) for s in np.atleast_1d(np.asarray(scores, dtype=np.float32))]  # one pair: a float
 
 
 def yes_probability(logprobs: dict[str, float]) -> float:
