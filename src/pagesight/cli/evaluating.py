@@ -14,6 +14,7 @@ from pagesight.cli.common import (
     BaseUrlOption,
     JsonOption,
     ReaderDeviceOption,
+    TrustOption,
     _fail,
     _help,
     _progress,
@@ -107,6 +108,7 @@ def evaluate(
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
     device: ReaderDeviceOption = None,
+    trust_remote_code: TrustOption = False,
     max_tokens: field_option(AskRequest, "max_tokens") = None,
     agent: field_option(AskRequest, "agent") = False,
     max_searches: Searches = None,
@@ -196,6 +198,7 @@ def evaluate(
                 report=report,
                 progress=searched,
                 answer_progress=answered,
+                trust_remote_code=trust_remote_code,
             )
         except PagesightError as exc:
             _fail(str(exc))

@@ -145,14 +145,18 @@ def default_index_dir(dataset: Dataset) -> Path:
     return cache / "pagesight" / "eval" / f"{dataset.name}-{key}"
 
 
-def prepare_index(dataset: Dataset, path: Path, dense: bool, **ingest) -> tuple[Index, list]:
+def prepare_index(
+    dataset: Dataset, path: Path, dense: bool, trust_remote_code: bool = False, **ingest
+) -> tuple[Index, list]:
     """The dataset's index at ``path``, created or brought up to date; returns it with the failures.
 
     A new index gets dense vectors only when ``dense``; an existing one must have them if asked
-    (or, for hybrid configurations, visual vectors to fuse with BM25 instead).
+    (or, for hybrid configurations, visual vectors to fuse with BM25 instead). ``trust_remote_code``
+    is the index's leave to run a model's own code (``Index.open``).
     """
     exists = store_exists(path)
-    index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
+    settings = None if exists else Settings() if dense else Settings(dense_model=None)
+    index = Index.open(path, settings=settings, trust_remote_code=trust_remote_code)
     if dense and not (index.settings.dense_model or index.settings.visual_encoder):
         index.close()
         raise PagesightError(

@@ -121,6 +121,7 @@ def evaluate_dataset(
     report: str | os.PathLike | None = None,
     progress: SearchProgress | None = None,
     answer_progress: AnswerProgress | None = None,
+    trust_remote_code: bool = False,
 ) -> Evaluation:
     """Score search on ``dataset`` under each configuration of ``modes`` (see ``configurations``)
     in ``index`` (default: a folder cached per dataset, made on first use). With ``reader`` (a
@@ -129,7 +130,9 @@ def evaluate_dataset(
     a named reader is built for each configuration's request with ``reader_options``: base URL, API
     key, device), graded by ``judge`` when given (``judges.Judge``). ``within_document`` also runs
     every configuration with each question searched inside its own documents only (``/within``).
-    ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers."""
+    ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers.
+    ``trust_remote_code`` lets the index's visual encoder, the reranker and the readers built here
+    run the code a model comes with (``Index.open``)."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
@@ -142,12 +145,13 @@ def evaluate_dataset(
         grid = AnswerGrid(ks=(answer_k,))
     if grid is not None and isinstance(reader, str):
         grid = replace(grid, request=grid.request.replace(reader=reader))
-    readers = _readers(reader, reader_options or {})
+    readers = _readers(reader, reader_options or {}, trust_remote_code)
     if grid is not None:  # a bad grid value or reader option is refused before any work
         for config in grid.configs(configs[0]):
             readers(config.request)
     path = Path(index) if index is not None else harness.default_index_dir(data)
-    idx, failed = harness.prepare_index(data, path, dense=any(c.needs_dense for c in configs))
+    dense = any(c.needs_dense for c in configs)
+    idx, failed = harness.prepare_index(data, path, dense=dense, trust_remote_code=trust_remote_code)
     try:
         evaluation = Evaluation(data, [], primary, idx.catalog.counts()["pages"], failed)
         total = len(data.qrels)
@@ -176,9 +180,11 @@ def evaluate_dataset(
     return evaluation
 
 
-def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest], Reader]:
+def _readers(
+    reader: Reader | str | None, local: dict, trust_remote_code: bool
+) -> Callable[[AskRequest], Reader]:
     """A request's reader: ``reader`` itself when given built, else the request's reader built with
-    its options and ``local`` ones, each kind built once."""
+    its options and ``local`` ones (and leave to run a model's own code), each kind built once."""
     if reader is not None and not isinstance(reader, str):
 
         def given(request: AskRequest) -> Reader:
@@ -196,7 +202,7 @@ def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest],
     def build(request: AskRequest) -> Reader:
         key = (request.reader, *sorted(reader_options(request, local).items()))
         if key not in built:
-            built[key] = build_reader(request, **local)
+            built[key] = build_reader(request, trust_remote_code=trust_remote_code, **local)
         return built[key]
 
     return build
