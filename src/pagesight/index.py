@@ -39,12 +39,15 @@ if TYPE_CHECKING:
 
 
 class Index:
-    def __init__(self, store: Store, device: str = "auto"):
+    def __init__(self, store: Store, device: str = "auto", trust_remote_code: bool = False):
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
         self._rerankers: dict = {}  # loaded rerankers by name and options
         self.device = device  # where the visual encoder and rerankers run: auto, cpu, cuda[:N] or mps
+        # whether its models (visual encoder, rerankers, readers built by name) may run the code
+        # that comes with a model: the opener's leave, given at each open, never stored
+        self.trust_remote_code = trust_remote_code
 
     @classmethod
     def open(
@@ -54,6 +57,7 @@ class Index:
         create: bool = True,
         settings: Settings | Mapping[str, Any] | None = None,
         device: str = "auto",
+        trust_remote_code: bool = False,
     ) -> Index:
         """Open the index at ``path``; create it with ``settings`` when ``create`` and absent.
 
@@ -61,14 +65,18 @@ class Index:
         new index). An existing index is checked against them: the fields given must be those it
         was made with, or ``SettingsConflict`` names each difference (settings are fixed when an
         index is made). ``device`` is where its models run (the visual encoder, rerankers): auto,
-        cpu, cuda[:N] or mps.
+        cpu, cuda[:N] or mps. ``trust_remote_code`` lets them run the code a model comes with
+        (VisRAG-Ret, jina-embeddings-v4, Nemotron ColEmbed, jina-reranker-m0): it is this opening's
+        leave, not a setting, so an index made with such an encoder must be opened with it again
+        to encode with it; without it, loading that model is refused, naming it and the flag.
         """
         if settings is not None and not store_exists(path):
             settings = Settings.given(settings)
             _check_models(settings)
             if settings.layout:
                 _check_layout()
-        return cls(open_store(path, create=create, settings=settings), device=device)
+        store = open_store(path, create=create, settings=settings)
+        return cls(store, device=device, trust_remote_code=trust_remote_code)
 
     @property
     def root(self) -> Path:
@@ -146,6 +154,7 @@ class Index:
                 model=self.settings.visual_model,
                 adapter=self.settings.visual_adapter,
                 device=self.device,
+                trust_remote_code=self.trust_remote_code,
             )
             recorded = self.catalog.visual_spec()
             if recorded is not None:
@@ -207,12 +216,14 @@ class Index:
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:
         """The reranker ``name`` with ``model`` (``search.rerank.make_reranker``) on this index's
-        device, loaded once per index object."""
+        device, with its leave to run a model's own code, loaded once per index object."""
         key = (name, model)
         if key not in self._rerankers:
             from pagesight.search.rerank import make_reranker
 
-            self._rerankers[key] = make_reranker(name, model=model, device=self.device)
+            self._rerankers[key] = make_reranker(
+                name, model=model, device=self.device, trust_remote_code=self.trust_remote_code
+            )
         return self._rerankers[key]
 
     def search_image(
@@ -252,7 +263,8 @@ class Index:
         keywords) from its ``k`` best tiles, with citations; see ``pagesight.answer.ask``.
 
         ``reader`` is a reader, or the name of one built with the request's reader options
-        (default: the request's ``reader``). With ``agent`` the reader (a model reader) searches
+        (default: the request's ``reader``; one built here has this index's leave to run a
+        model's own code). With ``agent`` the reader (a model reader) searches
         itself, ``k`` tiles a search, up to ``max_searches`` times, by text or by regions of the
         question's ``image``, then answers from the tiles it read. ``hits``: the tiles to answer
         from, when the caller has searched already (the request's search is then not run again).
@@ -265,7 +277,7 @@ class Index:
         if reader is None or isinstance(reader, str):
             from pagesight.answer.base import build_reader
 
-            reader = build_reader(request)
+            reader = build_reader(request, trust_remote_code=self.trust_remote_code)
         return ask(self, request, reader, image=image, hits=hits)
 
     # Reading -----------------------------------------------------------------------------------

@@ -10,11 +10,16 @@ an entry point in their ``pyproject.toml``, found the first time the registry is
 
 The groups are ``pagesight.encoders``, ``pagesight.readers``, ``pagesight.rerankers`` and
 ``pagesight.stores`` (a store's name is the scheme of its locations).
+
+What the machine lends a factory rather than the request (a ``device``, leave to run a model's own
+code: ``trust_remote_code``) is given to those that name it as a parameter (``lent``), so a factory
+that runs no such model, another package's included, needs no parameter it would ignore.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping, MutableMapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -72,3 +77,9 @@ class Registry(MutableMapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._all())
+
+
+def lent(factory: Any, **offered: Any) -> dict[str, Any]:
+    """Those of ``offered`` that ``factory`` takes by name."""
+    parameters = inspect.signature(factory).parameters
+    return {name: value for name, value in offered.items() if name in parameters}

@@ -313,6 +313,37 @@ def test_text_only_language_model(tmp_path):
         TransformersReader(model=str(folder), device="cpu")
 
 
+def test_a_language_model_with_its_own_code_reads_only_with_leave(tmp_path):
+    """A causal language model whose code comes with it (``tests/remote_code``) is refused in one line
+    naming it and the flag; with the caller's leave (never a request's) it loads through that code
+    and reads. A reader that runs no such model is built as before when the leave is given."""
+    from pagesight.answer.base import build_reader
+    from pagesight.request import AskRequest
+    from tests.remote_code import modeling_tiny_lm, save
+
+    tokenizer = qwen_tokenizer()
+    tokenizer.chat_template = TEMPLATE
+    folder = tmp_path / "tiny-lm"
+    save(
+        folder,
+        modeling_tiny_lm,
+        "AutoModelForCausalLM",
+        tokenizer=tokenizer,
+        vocab_size=len(tokenizer),
+        eos_token_id=END,
+    )
+    with pytest.raises(
+        PagesightError, match=f"reader: model '{folder}' runs code of its own.*--trust-remote-code"
+    ):
+        TransformersReader(model=str(folder), device="cpu", inputs="text")
+    request = AskRequest(QUESTION, reader="transformers", model=str(folder), inputs="text", max_tokens=3)
+    reader = build_reader(request, trust_remote_code=True, device="cpu")
+    assert type(reader.model).__module__.startswith("transformers_modules.")  # the model's own code
+    reading = reader.read(QUESTION, [_item(*page, image=False) for page in PAGES])
+    assert 1 <= reading.usage["completion_tokens"] <= 3 and math.isfinite(reading.logprob)
+    assert build_reader(AskRequest(QUESTION), trust_remote_code=True).name == "extractive"
+
+
 def test_single_image_reader_and_weighted_selection(tiny, context):
     single = TransformersReader.from_objects(tiny.model, tiny.processor, max_images=1, max_tokens=3)
     assert single.max_images == 1

@@ -180,6 +180,26 @@ def test_lexical_index_refuses_dense_configurations(tmp_path: Path):
     assert lexical["config"] == "lexical" and lexical["n_queries"] == 13
 
 
+def test_a_reranker_running_its_own_code_is_evaluated_with_the_leave(tmp_path: Path):
+    """eval takes --trust-remote-code, as the refusal of a model with its own code asks."""
+    pytest.importorskip("torch")
+    from tests.remote_code import modeling_tiny_m0, save
+
+    index = str(tmp_path / "ix")
+    cli("ingest", str(ROOT / "samples" / "corpus"), "--index", index, "--no-dense", "--ocr", "never")
+    folder = tmp_path / "tiny-m0"
+    save(folder, modeling_tiny_m0)
+    args = ("eval", str(ROOT / "samples"), "--index", index, "-m", "lexical", "--rerank", "jina-m0")
+    args += ("--rerank-model", str(folder), "--rerank-candidates", "2", "--json")
+    refused = cli(*args, check=False)
+    assert refused.returncode == 2 and "runs code of its own" in refused.stderr
+    assert "--trust-remote-code" in refused.stderr
+    ran = json.loads(cli(*args, "--trust-remote-code").stdout)
+    plain, reranked = ran["configs"]
+    assert reranked["config"] == "lexical+jina-m0" and reranked["n_queries"] == plain["n_queries"] == 13
+    assert reranked["latency_ms_p50"] > plain["latency_ms_p50"]  # the tiles' images were scored
+
+
 def page_image(text: str) -> bytes:
     image = Image.new("RGB", (900, 260), "white")
     ImageDraw.Draw(image).text((40, 90), text, fill="black", font=ImageFont.load_default(size=44))

@@ -96,3 +96,29 @@ def test_visual_vectors_come_from_encoder_actors(cluster, folder: Path, tmp_path
     assert on_ray.catalog.visual_spec() == local.catalog.visual_spec()
     local.close()
     on_ray.close()
+
+
+def test_encoder_actors_run_a_models_own_code_only_with_leave(cluster, folder: Path, tmp_path: Path):
+    """The actors' visual encoder is given ``RayOptions.trust_remote_code``: without it one whose
+    model runs its own code (a tiny jina-embeddings-v4, ``tests/remote_code``) is refused naming the
+    flag, with it the actors' vectors are those of the local encoder, given the leave by its index."""
+    pytest.importorskip("transformers")
+    from tests.remote_code import modeling_tiny_jina, save
+
+    jina = tmp_path / "tiny-jina"
+    save(jina, modeling_tiny_jina)
+    settings = Settings(dense_model=None, visual_encoder="jina-v4", visual_model=str(jina))
+    pdfs = [folder / "owls.pdf", folder / "tides.pdf"]
+    refused = Index.open(tmp_path / "refused", settings=settings)
+    # an actor that cannot start ends the run with Ray's error, which carries the refusal
+    with pytest.raises(ray.exceptions.RayActorError, match="runs code of its own.*--trust-remote-code"):
+        refused.add(pdfs, ocr="never", ray=RayOptions(device="cpu"))
+    refused.close()
+    local = Index.open(tmp_path / "local", settings=settings, device="cpu", trust_remote_code=True)
+    on_ray = Index.open(tmp_path / "ray", settings=settings)
+    assert local.add(pdfs, ocr="never").ok
+    assert on_ray.add(pdfs, ocr="never", ray=RayOptions(device="cpu", trust_remote_code=True)).ok
+    ours, theirs = _contents(on_ray), _contents(local)
+    assert len(ours["visual"]) == 3 and ours["visual"] == theirs["visual"]
+    local.close()
+    on_ray.close()

@@ -1,7 +1,7 @@
 """Rerankers over a real index: the registry, reordering of the first-stage hits with their
-scores kept, a cross-encoder from a folder, a visual encoder's reranking, the VLM yes/no judge
-through the transformers reader (a tiny Qwen2-VL) and an OpenAI-compatible server, and the
-command line's --rerank."""
+scores kept, a cross-encoder from a folder, a visual encoder's reranking, jina-reranker-m0 through
+its own code, the VLM yes/no judge through the transformers reader (a tiny Qwen2-VL) and an
+OpenAI-compatible server, and the command line's --rerank."""
 
 from __future__ import annotations
 
@@ -153,6 +153,32 @@ def test_a_visual_encoder_reranks_tile_images(index, tmp_path):
             float(np.dot(query, encoder.encode_images([image])[0])), abs=1e-5
         )
     assert reranker.last["candidates"] == len(hits)
+
+
+@pytest.mark.timeout(60)
+def test_jina_reranker_m0_scores_tile_images_through_its_own_code(index, tmp_path):
+    """jina-reranker-m0 (a tiny one, its code saved beside it) is refused without the index's leave
+    to run a model's own code, and with it scores each (query, tile image) by its compute_score."""
+    pytest.importorskip("torch")
+    from tests.remote_code import modeling_tiny_m0, save
+
+    folder = tmp_path / "tiny-m0"
+    model = save(folder, modeling_tiny_m0)
+    query = ("metres water", "--index", str(index.root), "--mode", "lexical", "--rerank", "jina-m0")
+    refused = cli("search", *query, "--rerank-model", str(folder), check=False)
+    assert refused.returncode == 2
+    assert f"reranker 'jina-m0': model '{folder}' runs code of its own" in refused.stderr
+    assert "--trust-remote-code" in refused.stderr
+    with pytest.raises(PagesightError, match="'jinaai/jina-reranker-m0' runs code.*--trust-remote-code"):
+        make_reranker("jina-m0")  # the published model, refused before anything is fetched
+    with Index.open(index.root, create=False, device="cpu", trust_remote_code=True) as trusted:
+        hits = trusted.search("metres water", k=3, mode="lexical", rerank="jina-m0", rerank_model=str(folder))
+        for hit in hits:
+            image = trusted.tile_image(hit.doc_id, hit.page, hit.tile)
+            assert hit.scores["rerank"] == pytest.approx(model.score_pair("metres water", image), abs=1e-6)
+        assert trusted.reranker("jina-m0", str(folder)).last["candidates"] == len(hits) == 2
+    reranked = cli("search", *query, "--rerank-model", str(folder), "--trust-remote-code")
+    assert "reranked 2 candidates with jina-m0" in reranked.stderr
 
 
 @pytest.mark.timeout(10)

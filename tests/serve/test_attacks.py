@@ -186,6 +186,42 @@ def test_a_request_cannot_spend_the_operators_model_key(tmp_path: Path, monkeypa
         index.close()
 
 
+def test_only_the_operator_lets_models_run_their_own_code(tmp_path: Path):
+    """Whether a model may run the code it comes with is given when the server starts (``serve
+    --trust-remote-code``), to every index it opens; no request field carries it, so a request
+    naming it changes nothing and an offered reranker that needs it stays refused."""
+    import dataclasses
+
+    from pagesight.request import AskRequest, SearchRequest
+    from pagesight.serve.workers import ServeConfig, build
+
+    assert not [
+        f.name for kind in (SearchRequest, AskRequest) for f in dataclasses.fields(kind) if "trust" in f.name
+    ]
+    pdf = make_pdf(tmp_path / "owls.pdf", [["zephyrine owls nest in basalt cliffs"]])
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as made:
+        assert made.add([pdf], jobs=1).ok
+    config = ServeConfig(str(tmp_path / "ix"), rerankers=("jina-m0",))
+    with TestClient(build(config, None), base_url="http://127.0.0.1") as client:
+        searched = client.get(
+            "/api/search", params={"q": "owls", "rerank": "jina-m0", "trust_remote_code": "true"}
+        )
+        asked = client.post(
+            "/api/ask", json={"question": "owls?", "rerank": "jina-m0", "trust_remote_code": True}
+        )
+        for refused in (searched, asked):
+            assert refused.status_code == 400, refused.text
+            assert "'jinaai/jina-reranker-m0' runs code of its own" in refused.json()["error"]
+            assert "--trust-remote-code" in refused.json()["error"]
+        with client.app.state.served.pool.reading() as index:
+            assert index.trust_remote_code is False
+    trusting = build(dataclasses.replace(config, trust_remote_code=True), None)
+    with TestClient(trusting, base_url="http://127.0.0.1") as client:
+        pool = client.app.state.served.pool
+        with pool.reading() as one, pool.reading() as other:  # the operator's leave reaches each
+            assert one is not other and one.trust_remote_code and other.trust_remote_code
+
+
 def test_a_model_reader_is_offered_only_with_its_models_and_endpoint(monkeypatch):
     for name in ("PAGESIGHT_OPENAI_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -29,7 +29,7 @@ from PIL import Image
 from pagesight.choices import INPUTS
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Span
-from pagesight.registry import Registry
+from pagesight.registry import Registry, lent
 from pagesight.render.tiles import scaled_size
 
 if TYPE_CHECKING:
@@ -167,10 +167,13 @@ def make_reader(name: str, **options) -> Reader:
     return READERS.load(name)(**options)
 
 
-def build_reader(request: AskRequest, **local: Any) -> Reader:
+def build_reader(request: AskRequest, trust_remote_code: bool = False, **local: Any) -> Reader:
     """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
-    endpoint's base URL and key, a device: what the machine serving it decides)."""
+    endpoint's base URL and key, a device: what the machine serving it decides), allowed to run a
+    model's own code with ``trust_remote_code`` when it is a reader that can (the ``transformers``
+    one): the caller's leave, never a request's."""
     options = reader_options(request, local)
+    options.update(lent(READERS.load(request.reader), trust_remote_code=trust_remote_code))
     try:
         return make_reader(request.reader, **options)
     except TypeError:

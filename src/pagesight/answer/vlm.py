@@ -29,7 +29,9 @@ in the generated text.
 
 torch and transformers are imported when a reader is built: install torch first, then
 ``pagesight[vlm]`` (transformers and accelerate). Qwen-VL processors also need torchvision, the
-build that matches your torch. ``adapter`` applies a PEFT LoRA adapter (``pip install peft``).
+build that matches your torch. ``adapter`` applies a PEFT LoRA adapter (``pip install peft``). A
+model whose code comes with it (an ``auto_map`` in its config) runs that code only with
+``trust_remote_code=True`` (``ask --trust-remote-code``); otherwise it is refused in one line.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from pagesight.answer.base import (
     strip_thinking,
 )
 from pagesight.devices import resolve_device, resolve_dtype
-from pagesight.encode.visual.base import looks_like_path
+from pagesight.encode.visual.base import asks_for_trust, looks_like_path, remote_code_refused
 from pagesight.errors import PagesightError
 
 _INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
@@ -103,6 +105,7 @@ class TransformersReader:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         adapter: str | None = None,
+        trust_remote_code: bool = False,
     ) -> None:
         _check_options(max_tokens, inputs, coordinates, max_images)
         if not model:
@@ -121,6 +124,7 @@ class TransformersReader:
             min_pixels=min_pixels,
             max_pixels=max_pixels,
             adapter=adapter,
+            trust_remote_code=trust_remote_code,
         )
         self._attach(loaded, processor, model, max_tokens, inputs, coordinates, max_images)
 
@@ -388,11 +392,13 @@ def load(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     adapter: str | None = None,
+    trust_remote_code: bool = False,
 ) -> tuple[Any, Any]:
     """The model and processor of ``name`` (hub id or local folder), on ``device`` in ``dtype``.
 
     Image-text-to-text models load with ``AutoModelForImageTextToText``; for ``inputs="text"`` a
-    causal language model loads with ``AutoModelForCausalLM``. Every failure is a one-line
+    causal language model loads with ``AutoModelForCausalLM``. A model or processor with code of
+    its own runs it only with ``trust_remote_code``. Every failure is a one-line
     ``PagesightError`` naming the model.
     """
     try:
@@ -413,19 +419,21 @@ def load(
     torch_dtype = resolve_dtype(dtype, device)
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
 
+    trust = {"trust_remote_code": trust_remote_code}  # said either way: never transformers' prompt
     try:
-        config = transformers.AutoConfig.from_pretrained(source)
+        config = transformers.AutoConfig.from_pretrained(source, **trust)
         vision = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
         if not vision and inputs != "text":
             raise PagesightError(
                 f"{where}: a '{config.model_type}' model reads no images; pass inputs='text' for a "
                 "text-only model"
             )
-        processor = transformers.AutoProcessor.from_pretrained(source)
+        processor = transformers.AutoProcessor.from_pretrained(source, **trust)
         if min_pixels is not None or max_pixels is not None:
             size = processor.image_processor.size
             processor = transformers.AutoProcessor.from_pretrained(
                 source,
+                **trust,
                 size={
                     "shortest_edge": min_pixels or size["shortest_edge"],
                     "longest_edge": max_pixels or size["longest_edge"],
@@ -434,10 +442,14 @@ def load(
         model_class = (
             transformers.AutoModelForImageTextToText if vision else transformers.AutoModelForCausalLM
         )
-        model = model_class.from_pretrained(source, config=config, dtype=torch_dtype, device_map={"": device})
+        model = model_class.from_pretrained(
+            source, config=config, dtype=torch_dtype, device_map={"": device}, **trust
+        )
     except PagesightError:
         raise
     except Exception as exc:  # a third-party loader: anything it raises means the model cannot be used
+        if asks_for_trust(exc):
+            raise remote_code_refused("transformers reader: model", name) from None
         if "torchvision" in str(exc).lower():
             raise PagesightError(
                 f"{where}: its processor needs torchvision; install the torchvision build that matches "

@@ -43,6 +43,15 @@ ApiKeyOption = Annotated[str | None, typer.Option(help="openai reader: API key."
 ReaderDeviceOption = Annotated[
     str | None, typer.Option(help="transformers reader, visual encoder, rerankers: cpu, cuda, mps or auto.")
 ]
+TrustOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Let the visual encoder, rerankers and the transformers reader run the code a model comes "
+        "with (visrag-ret, jina-v4, nemotron-colembed, jina-m0): only for models whose source you trust. "
+        "Given at each run, never stored in the index.",
+    ),
+]
 
 
 class Ocr(str, Enum):
@@ -76,15 +85,21 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _open(
-    path: str | Path, create: bool = False, settings: dict | None = None, device: str = "auto"
+    path: str | Path,
+    create: bool = False,
+    settings: dict | None = None,
+    device: str = "auto",
+    trust_remote_code: bool = False,
 ) -> Index:
-    """The index at ``path`` (created with ``settings`` when ``create``), its models on ``device``;
-    an error ends the command, except a settings conflict, which the caller words with its
-    options' names."""
+    """The index at ``path`` (created with ``settings`` when ``create``), its models on ``device``,
+    allowed to run a model's own code with ``trust_remote_code``; an error ends the command,
+    except a settings conflict, which the caller words with its options' names."""
     try:
         from pagesight.index import Index
 
-        index = Index.open(path, create=create, settings=settings, device=device)
+        index = Index.open(
+            path, create=create, settings=settings, device=device, trust_remote_code=trust_remote_code
+        )
     except SettingsConflict:
         raise
     except PagesightError as exc:

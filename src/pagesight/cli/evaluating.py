@@ -15,6 +15,7 @@ from pagesight.cli.common import (
     BaseUrlOption,
     JsonOption,
     ReaderDeviceOption,
+    TrustOption,
     _fail,
     _help,
     _progress,
@@ -124,6 +125,7 @@ def evaluate(
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
     device: ReaderDeviceOption = None,
+    trust_remote_code: TrustOption = False,
     max_tokens: field_option(AskRequest, "max_tokens") = None,
     agent: field_option(AskRequest, "agent") = False,
     max_searches: Searches = None,
@@ -215,6 +217,7 @@ def evaluate(
                 text_from=text_from.value,
                 progress=searched,
                 answer_progress=answered,
+                trust_remote_code=trust_remote_code,
             )
         except PagesightError as exc:
             _fail(str(exc))

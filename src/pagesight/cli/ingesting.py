@@ -14,6 +14,7 @@ from pagesight.cli.common import (
     MultiVectorStorage,
     Ocr,
     OcrEngine,
+    TrustOption,
     VisualKind,
     _fail,
     _flag,
@@ -114,7 +115,8 @@ def ingest(
     encoder: Annotated[
         str | None,
         typer.Option(
-            help="Visual encoder embedding every tile image: colqwen2, dse, clip, ... (new index only)."
+            help="Visual encoder embedding every tile image: colqwen2, dse, clip, ...; visrag-ret, jina-v4 "
+            "and nemotron-colembed run their model's own code (--trust-remote-code) (new index only)."
         ),
     ] = None,
     encoder_model: Annotated[
@@ -135,6 +137,7 @@ def ingest(
         typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
     ] = VisualKind.ivf,
     device: DeviceOption = "auto",
+    trust_remote_code: TrustOption = False,
     layout: Annotated[
         bool,
         typer.Option(
@@ -237,6 +240,7 @@ def ingest(
                 encoders=max(1, ray_encoders),
                 gpus_per_encoder=ray_gpus,
                 device=device,
+                trust_remote_code=trust_remote_code,
             )
             if ray or ray_address
             else None,
@@ -244,7 +248,7 @@ def ingest(
     except PagesightError as exc:
         _fail(str(exc))
     try:
-        idx = _open(index, create=True, settings=given, device=device)
+        idx = _open(index, create=True, settings=given, device=device, trust_remote_code=trust_remote_code)
     except SettingsConflict as exc:
         flags = [_flag(ctx, chosen[name][0]) for name in exc.conflicts]
         made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())

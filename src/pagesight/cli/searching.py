@@ -19,6 +19,7 @@ from pagesight.cli.common import (
     IndexOption,
     JsonOption,
     ReaderDeviceOption,
+    TrustOption,
     _fail,
     _open,
     err,
@@ -71,13 +72,14 @@ def search(
         ),
     ] = None,
     device: DeviceOption = "auto",
+    trust_remote_code: TrustOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Search with a text query, or an image or image region.
 
     Hits are tiles with their page, score per retriever, snippet and evidence boxes.
     """
-    idx = _open(index, device=device)
+    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     try:
         if image is not None:
             _check_image_request(request)
@@ -140,6 +142,7 @@ def ask(
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
     device: ReaderDeviceOption = None,
+    trust_remote_code: TrustOption = False,
     image: Annotated[
         Path | None,
         typer.Option(help="With --agent: an image the question is about, which it may search by regions of."),
@@ -157,9 +160,11 @@ def ask(
     """
     from pagesight.answer.show import write_html
 
-    idx = _open(index, device=device or "auto")
+    idx = _open(index, device=device or "auto", trust_remote_code=trust_remote_code)
     try:
-        reader = build_reader(request, base_url=base_url, api_key=api_key, device=device)
+        reader = build_reader(
+            request, trust_remote_code=trust_remote_code, base_url=base_url, api_key=api_key, device=device
+        )
         if image is not None and not request.agent:
             raise PagesightError("--image needs --agent")
         question_image = open_image(image, str(image)) if image is not None else None

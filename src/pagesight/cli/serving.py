@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pagesight.cli.common import DeviceOption, IndexOption, _fail, _open, err
+from pagesight.cli.common import DeviceOption, IndexOption, TrustOption, _fail, _open, err
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -79,12 +79,14 @@ def serve(
         int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
     ] = 1024,
     device: DeviceOption = "auto",
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Serve the index over HTTP: a web page and a JSON API.
 
     The API is documented at /docs (OpenAPI). Binds to 127.0.0.1; with --api-key every request needs
     the key, and uploads and deletes are allowed. Requests choose among the readers, models and
-    rerankers given here: by default the extractive reader and no reranker.
+    rerankers given here: by default the extractive reader and no reranker. Whether models may run
+    their own code (--trust-remote-code) is the operator's choice alone: no request can ask for it.
     """
     if host not in LOOPBACK and not (api_key or keys) and not insecure:
         _fail(
@@ -97,7 +99,7 @@ def serve(
     config = ServeConfig(
         index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
         str(keys) if keys else None, tuple(reader or ()), tuple(model or ()), base_url, tuple(rerank or ()),
-        max_tokens,
+        max_tokens, trust_remote_code,
     )  # fmt: skip
     try:
         check(config)
@@ -129,20 +131,23 @@ def mcp_server(
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     device: DeviceOption = "auto",
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Serve the index as MCP tools for agents.
 
     Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: see the
     README for the mcpServers entry), or with --http over streamable HTTP at http://HOST:PORT/mcp.
     """
-    from pagesight.answer import make_reader
+    from pagesight.answer import READERS, make_reader
+    from pagesight.registry import lent
     from pagesight.serve.mcp import serve as serve_mcp
 
-    idx = _open(index, device=device)
+    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
     chosen = reader  # the extractive reader is made on the first ask, so the server starts at once
     if reader != "extractive" or options:
         try:
+            options.update(lent(READERS.load(reader), trust_remote_code=trust_remote_code))
             chosen = make_reader(reader, **options)
         except (PagesightError, TypeError) as exc:
             _fail(f"reader '{reader}': {exc}")

@@ -154,7 +154,12 @@ def default_index_dir(dataset: Dataset, text_from: str = TEXT_FROM[0]) -> Path:
 
 
 def prepare_index(
-    dataset: Dataset, path: Path, dense: bool, text_from: str = TEXT_FROM[0], **ingest
+    dataset: Dataset,
+    path: Path,
+    dense: bool,
+    text_from: str = TEXT_FROM[0],
+    trust_remote_code: bool = False,
+    **ingest,
 ) -> tuple[Index, list]:
     """The dataset's index at ``path``, created or brought up to date; returns it with the failures.
 
@@ -162,6 +167,7 @@ def prepare_index(
     (or, for hybrid configurations, visual vectors to fuse with BM25 instead). With ``text_from``
     'dataset', the pages' text is the dataset's transcriptions (texts.jsonl); an existing index
     whose documents took their text from elsewhere is refused before anything is added to it.
+    ``trust_remote_code`` is the index's leave to run a model's own code (``Index.open``).
     """
     if text_from not in TEXT_FROM:
         raise PagesightError(f"text_from must be one of {', '.join(TEXT_FROM)}, got '{text_from}'")
@@ -169,7 +175,8 @@ def prepare_index(
     if transcribed and not dataset.texts:
         raise PagesightError(f"{dataset.root}: no {TEXTS} (the pages' transcriptions) to index")
     exists = store_exists(path)
-    index = Index.open(path, settings=None if exists else Settings() if dense else Settings(dense_model=None))
+    settings = None if exists else Settings() if dense else Settings(dense_model=None)
+    index = Index.open(path, settings=settings, trust_remote_code=trust_remote_code)
     if dense and not (index.settings.dense_model or index.settings.visual_encoder):
         index.close()
         raise PagesightError(

@@ -134,6 +134,7 @@ def evaluate_dataset(
     text_from: str = TEXT_FROM[0],
     progress: SearchProgress | None = None,
     answer_progress: AnswerProgress | None = None,
+    trust_remote_code: bool = False,
 ) -> Evaluation:
     """Score search on ``dataset`` under each configuration of ``modes`` (see ``configurations``)
     in ``index`` (default: a folder cached per dataset, made on first use). With ``reader`` (a
@@ -145,7 +146,9 @@ def evaluate_dataset(
     ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers. ``by``:
     fields of the questions (``Dataset.field_names``: queries.jsonl's ``fields`` and ``pages``) to
     break every score down by. ``text_from``: 'documents' (the pages' text layer or OCR) or
-    'dataset' (its texts.jsonl, in an index of its own by default)."""
+    'dataset' (its texts.jsonl, in an index of its own by default). ``trust_remote_code`` lets the
+    index's visual encoder, the reranker and the readers built here run the code a model comes with
+    (``Index.open``)."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
     groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
@@ -159,13 +162,15 @@ def evaluate_dataset(
         grid = AnswerGrid(ks=(answer_k,))
     if grid is not None and isinstance(reader, str):
         grid = replace(grid, request=grid.request.replace(reader=reader))
-    readers = _readers(reader, reader_options or {})
+    readers = _readers(reader, reader_options or {}, trust_remote_code)
     if grid is not None:  # a bad grid value or reader option is refused before any work
         for config in grid.configs(configs[0]):
             readers(config.request)
     path = Path(index) if index is not None else harness.default_index_dir(data, text_from)
     dense = any(c.needs_dense for c in configs)
-    idx, failed = harness.prepare_index(data, path, dense=dense, text_from=text_from)
+    idx, failed = harness.prepare_index(
+        data, path, dense=dense, text_from=text_from, trust_remote_code=trust_remote_code
+    )
     try:
         evaluation = Evaluation(data, [], primary, idx.catalog.counts()["pages"], failed, groups=groups)
         total = len(data.qrels)
@@ -194,9 +199,11 @@ def evaluate_dataset(
     return evaluation
 
 
-def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest], Reader]:
+def _readers(
+    reader: Reader | str | None, local: dict, trust_remote_code: bool
+) -> Callable[[AskRequest], Reader]:
     """A request's reader: ``reader`` itself when given built, else the request's reader built with
-    its options and ``local`` ones, each kind built once."""
+    its options and ``local`` ones (and leave to run a model's own code), each kind built once."""
     if reader is not None and not isinstance(reader, str):
 
         def given(request: AskRequest) -> Reader:
@@ -214,7 +221,7 @@ def _readers(reader: Reader | str | None, local: dict) -> Callable[[AskRequest],
     def build(request: AskRequest) -> Reader:
         key = (request.reader, *sorted(reader_options(request, local).items()))
         if key not in built:
-            built[key] = build_reader(request, **local)
+            built[key] = build_reader(request, trust_remote_code=trust_remote_code, **local)
         return built[key]
 
     return build

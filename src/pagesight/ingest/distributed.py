@@ -98,7 +98,11 @@ def read_and_encode(
         dataset = dataset.map_batches(
             VisualStage,
             batch_size=DOCUMENTS_PER_BATCH,
-            fn_constructor_kwargs={"settings": settings, "device": options.device},
+            fn_constructor_kwargs={
+                "settings": settings,
+                "device": options.device,
+                "trust_remote_code": options.trust_remote_code,
+            },
             compute=actors,
             num_gpus=options.gpus_per_encoder,
         )
@@ -159,7 +163,7 @@ class VisualStage:
     """An actor holding the index's visual encoder: the vectors of each document's tile images,
     rendered again on the node from the file (as local ingestion does), and the encoder's spec."""
 
-    def __init__(self, settings: Settings, device: str):
+    def __init__(self, settings: Settings, device: str, trust_remote_code: bool):
         from pagesight.encode.visual import make_encoder
 
         self.settings = settings
@@ -168,6 +172,7 @@ class VisualStage:
             model=settings.visual_model,
             adapter=settings.visual_adapter,
             device=device,
+            trust_remote_code=trust_remote_code,
         )
 
     def __call__(self, batch: dict) -> dict:

@@ -22,6 +22,7 @@ class RayOptions:
     encoders: int = 1  # actors per encoder (each holds one copy of the model)
     gpus_per_encoder: float = 0.0  # num_gpus of each encoder actor
     device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
+    trust_remote_code: bool = False  # whether the actors' visual encoder may run its model's own code
 
 
 def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:

@@ -14,13 +14,17 @@ eval). Three kinds, chosen by name (``make_reranker``, ``register``):
   as the first token of its answer to "does this image answer the question?", pointwise, through
   the ``transformers`` reader (the model's logits) or the ``openai`` one (the endpoint's top
   log-probabilities).
+- ``jina-m0``: jina-reranker-m0 (a Qwen2-VL-2B with a scoring head, its own code: it needs
+  ``trust_remote_code``) scores each (query, tile image) pair through its ``compute_score``.
+
+A reranker that runs a model here takes the index's ``device``, and one that can run a model's own
+code takes ``trust_remote_code`` (the opener's leave, ``Index.open``); neither ever comes from a request.
 
 Each reranker keeps the size and time of its last call (``last``), which search reports.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import time
@@ -34,7 +38,7 @@ import numpy as np
 from PIL import Image
 
 from pagesight.errors import PagesightError
-from pagesight.registry import Registry
+from pagesight.registry import Registry, lent
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
@@ -81,6 +85,7 @@ RERANKERS = Registry(
         "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
         "vlm": "pagesight.search.rerank:VlmReranker",
         "vlm-openai": "pagesight.search.rerank:openai_vlm",
+        "jina-m0": "pagesight.search.rerank:JinaM0Reranker",
     },
 )
 
@@ -90,10 +95,17 @@ def register(name: str, target: str) -> None:
     RERANKERS.register(name, target)
 
 
-def make_reranker(name: str, model: str | None = None, device: str = "auto", **options: Any) -> Reranker:
+def make_reranker(
+    name: str,
+    model: str | None = None,
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    **options: Any,
+) -> Reranker:
     """The reranker registered as ``name``, or visual reranking by the visual encoder ``name``,
     with ``model`` (None: its default) and ``options``, on ``device`` when it runs a model here
-    (its factory takes a ``device``)."""
+    and allowed to run the model's own code with ``trust_remote_code`` when it can (its factory
+    takes a ``device``, a ``trust_remote_code``)."""
     from pagesight.encode.visual import ENCODERS
 
     if model:
@@ -105,9 +117,7 @@ def make_reranker(name: str, model: str | None = None, device: str = "auto", **o
     else:
         factory = None
     if factory is not None:
-        if "device" in inspect.signature(factory).parameters:
-            options["device"] = device
-        return factory(**options)
+        return factory(**options, **lent(factory, device=device, trust_remote_code=trust_remote_code))
     known = ", ".join(sorted(RERANKERS) + ["a visual encoder (" + ", ".join(sorted(ENCODERS)) + ")"])
     raise PagesightError(f"unknown reranker '{name}'; choose one of {known}")
 
@@ -215,6 +225,7 @@ class CrossEncoderReranker(_Timed):
         batch_size: int = 64,
         max_length: int = 256,
         device: str = "auto",
+        trust_remote_code: bool = False,
     ):
         super().__init__()
         if not model:
@@ -234,7 +245,12 @@ class CrossEncoderReranker(_Timed):
         self.model = load_pretrained(
             "cross-encoder",
             model,
-            lambda m: CrossEncoder(m, max_length=max_length, device=None if device == "auto" else device),
+            lambda m: CrossEncoder(
+                m,
+                max_length=max_length,
+                device=None if device == "auto" else device,
+                trust_remote_code=trust_remote_code,
+            ),
         )
         self.passage = passage_size(model)
 
@@ -270,13 +286,19 @@ class VisualReranker(_Timed):
         adapter: str | None = None,
         device: str = "auto",
         batch_size: int = 4,
+        trust_remote_code: bool = False,
         **options: Any,
     ):
         super().__init__()
         from pagesight.encode.visual import make_encoder
 
         self.encoder = make_encoder(
-            encoder, model=model, adapter=adapter, device=device, batch_size=batch_size
+            encoder,
+            model=model,
+            adapter=adapter,
+            device=device,
+            batch_size=batch_size,
+            trust_remote_code=trust_remote_code,
         )
         self.name = encoder
         self.batch_size = batch_size
@@ -321,10 +343,16 @@ class VlmReranker(_Timed):
     batch_size = 1
 
     def __init__(
-        self, reader: Any = "transformers", model: str | None = None, device: str = "auto", **options: Any
+        self,
+        reader: Any = "transformers",
+        model: str | None = None,
+        device: str = "auto",
+        trust_remote_code: bool = False,
+        **options: Any,
     ):
-        """``reader``: "transformers" (on ``device``) or "openai", built with ``model`` and
-        ``options``, or a reader object that has ``first_token_logprobs``."""
+        """``reader``: "transformers" (on ``device``, running the model's own code if
+        ``trust_remote_code``) or "openai", built with ``model`` and ``options``, or a reader
+        object that has ``first_token_logprobs``."""
         super().__init__()
         from pagesight.answer.base import make_reader
 
@@ -334,7 +362,7 @@ class VlmReranker(_Timed):
                     f"the vlm reranker reads through 'transformers' or 'openai', not '{reader}'"
                 )
             if reader == "transformers":
-                options["device"] = device
+                options.update(device=device, trust_remote_code=trust_remote_code)
             reader = make_reader(reader, model=model, **options)
         self.name = "vlm-openai" if getattr(reader, "name", "") == "openai" else "vlm"
         self.reader = reader
@@ -342,6 +370,55 @@ class VlmReranker(_Timed):
     def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
         prompt = JUDGE_PROMPT.format(query=query)
         return [yes_probability(self.reader.first_token_logprobs(prompt, [c.image])) for c in candidates]
+
+
+class JinaM0Reranker(_Timed):
+    """jina-reranker-m0 (jinaai/jina-reranker-m0 by default): the relevance of each tile image to the
+    query from the model's own ``compute_score`` over (query, image) pairs, ``doc_type="image"``,
+    at most ``max_length`` tokens a pair; sigmoid scores in [0, 1]. Its code comes with the model,
+    so it loads only with ``trust_remote_code``."""
+
+    name = "jina-m0"
+    default_model = "jinaai/jina-reranker-m0"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "auto",
+        batch_size: int = 8,
+        max_length: int = 2048,
+        dtype: str = "auto",
+        trust_remote_code: bool = False,
+    ):
+        super().__init__()
+        from pagesight.devices import import_torch, resolve_device, resolve_dtype
+        from pagesight.encode.visual.base import load_pretrained, remote_code_refused, require
+
+        model = model or self.default_model
+        if not trust_remote_code:
+            raise remote_code_refused(f"reranker '{self.name}': model", model)
+        import_torch()
+        transformers = require("transformers", "visual")
+        device = resolve_device(device)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.model = load_pretrained(
+            "reranker",
+            model,
+            transformers.AutoModel.from_pretrained,
+            dtype=resolve_dtype(dtype, device),
+            trust_remote_code=True,
+        )
+        self.model.to(device).eval()
+
+    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
+        scores = self.model.compute_score(
+            [[query, c.image] for c in candidates],
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            doc_type="image",
+        )
+        return [float(s) for s in np.atleast_1d(np.asarray(scores, dtype=np.float32))]  # one pair: a float
 
 
 def yes_probability(logprobs: dict[str, float]) -> float:

@@ -48,9 +48,15 @@ class IndexPool:
         self._writer = self._open_like(index) if separate else None
 
     def _open_like(self, index: Index) -> Index:
-        """Another ``Index`` on the same store, sharing the loaded visual encoder (a model loaded
-        once per process, not once per connection)."""
-        opened = Index.open(index.store.location, create=False, device=index.device)
+        """Another ``Index`` on the same store with the same device and leave to run a model's own
+        code, sharing the loaded visual encoder (a model loaded once per process, not once per
+        connection)."""
+        opened = Index.open(
+            index.store.location,
+            create=False,
+            device=index.device,
+            trust_remote_code=index.trust_remote_code,
+        )
         if index.settings.visual_encoder is not None:
             opened._visual = index.visual_encoder()
         self._opened.append(opened)

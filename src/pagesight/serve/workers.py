@@ -54,6 +54,9 @@ class ServeConfig:
     base_url: str | None = None
     rerankers: tuple[str, ...] = ()
     max_tokens: int = DEFAULT_MAX_TOKENS
+    # whether the index's visual encoder and the offered rerankers may run their model's own code:
+    # the operator's leave at start, which no request can give (it is no request field)
+    trust_remote_code: bool = False
 
     def offer(self) -> Offer:
         return Offer(
@@ -91,12 +94,16 @@ def build(config: ServeConfig, api_key: str | None) -> FastAPI:
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
     offer = config.offer()
-    index = Index.open(config.index, create=False, device=config.device)
+    index = Index.open(
+        config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
+    )
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
     mcp = None
     if isinstance(index.store, LocalStore):
-        tools = Index.open(config.index, create=False, device=config.device)
+        tools = Index.open(
+            config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
+        )
         mcp = http_app(tools, host=config.host, stateless=config.workers > 1, offer=offer)
     return create_app(
         index,

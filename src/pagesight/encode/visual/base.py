@@ -2,7 +2,8 @@
 
 A visual encoder turns page images and queries into vectors. Single-vector models (DSE,
 Qwen3-VL-Embedding, VisRAG-Ret, jina-embeddings-v4, CLIP, SigLIP) give one array of shape ``(dim,)``
-per input; late-interaction models (ColPali and its kin) give ``(n_tokens, dim)``, scored by MaxSim.
+per input; late-interaction models (ColPali and its kin, Nemotron ColEmbed) give ``(n_tokens, dim)``,
+scored by MaxSim. Those whose published checkpoints run their own code load through ``remote.py``.
 Every vector is L2-normalised and float32, whatever dtype the model ran in.
 
 ``spec()`` describes the vector space an encoder produces; an index records it, and
@@ -29,7 +30,7 @@ from PIL import Image
 
 from pagesight.devices import import_torch, resolve_device, resolve_dtype
 from pagesight.errors import PagesightError
-from pagesight.registry import Registry
+from pagesight.registry import Registry, lent
 
 if TYPE_CHECKING:
     import torch
@@ -94,8 +95,9 @@ ENCODERS = Registry(
         "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
         "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",
         "dse": "pagesight.encode.visual.dse:DSEEncoder",
-        "visrag-ret": "pagesight.encode.visual.visrag:VisRAGRetEncoder",
-        "jina-v4": "pagesight.encode.visual.jina_v4:JinaV4Encoder",
+        "visrag-ret": "pagesight.encode.visual.visrag:visrag_ret",
+        "jina-v4": "pagesight.encode.visual.jina_v4:jina_v4",
+        "nemotron-colembed": "pagesight.encode.visual.nemotron:NemotronColEmbedEncoder",
         "clip": "pagesight.encode.visual.clip:CLIPEncoder",
         "siglip": "pagesight.encode.visual.clip:SigLIPEncoder",
     },
@@ -112,12 +114,17 @@ def make_encoder(
     model: str | None = None,
     device: str = "auto",
     adapter: str | None = None,
+    trust_remote_code: bool = False,
     **options: Any,
 ) -> VisualEncoder:
     """The encoder registered as ``name``, loaded from ``model`` (a hub id or a local folder; the
     family's published checkpoint when None) on ``device``, with an optional PEFT ``adapter``.
+    ``trust_remote_code`` lets an encoder that takes it run the model's own code (VisRAG-Ret,
+    jina-embeddings-v4, Nemotron ColEmbed); off, such a model is refused (``remote_code_refused``).
     ``options`` go to the factory (``batch_size``, ``dtype``, ``max_pixels``, ``revision``, ...)."""
-    return ENCODERS.load(name)(model=model, device=device, adapter=adapter, **options)
+    factory = ENCODERS.load(name)
+    lending = lent(factory, trust_remote_code=trust_remote_code)
+    return factory(model=model, device=device, adapter=adapter, **lending, **options)
 
 
 def describe_spec(spec: dict) -> str:
@@ -198,10 +205,36 @@ def load_pretrained(what: str, model: str, loader: Callable[..., Any], **kwargs:
     except PagesightError:
         raise
     except Exception as error:  # a third-party loader: anything it raises means the model is unusable
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if asks_for_trust(error):
+            raise remote_code_refused(f"the {what}", model) from None
+        first = first_line(error)
         if "ignore_mismatched_sizes" in first:  # transformers' message points at a report it logged
             first = "its weights have other shapes than this encoder's architecture (another model family?)"
         raise PagesightError(f"cannot load the {what} from '{model}': {first}") from None
+
+
+def first_line(error: Exception) -> str:
+    """The first line of what ``error`` says, or its type's name when it says nothing."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+TRUST_FLAG = "--trust-remote-code"
+
+
+def remote_code_refused(what: str, model: str) -> PagesightError:
+    """The one-line refusal of a model that runs code of its own (an ``auto_map`` in its config
+    names its classes in Python files beside its weights) when leave to run it was not given."""
+    return PagesightError(
+        f"{what} '{model}' runs code of its own, shipped with the model: pass {TRUST_FLAG} "
+        "(trust_remote_code=True) to run it, if you trust its source"
+    )
+
+
+def asks_for_trust(error: Exception) -> bool:
+    """Whether ``error`` is transformers' refusal to run a model's own code without
+    ``trust_remote_code=True`` (it names that argument, in every version's wording)."""
+    return "trust_remote_code=True" in str(error)
 
 
 def check_available(model: str, revision: str | None = None, option: str = "--encoder-model") -> None:
