@@ -31,3 +31,6 @@ DEFAULT_DOCUMENT_WEIGHT = 1.0  # a hit's document score (its best pages) beside 
 INPUTS = ("images", "text", "images+text")
 TOKEN_MODELS = ("qwen2-vl", "openai-high")
 STRATEGIES = ("auto", "all", "concat", "weighted")
+# the scale of the boxes a model reader cites: pixels of the image as the model saw it, 0..1000 or
+# 0..1 across each side of the image
+COORDINATES = ("pixels", "norm1000", "norm1")

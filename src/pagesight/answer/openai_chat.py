@@ -6,7 +6,10 @@ labels each tile (``Image N: <doc id> page <page> tile <tile>``) and gives its i
 URL, then the question. Three kinds of input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
-  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels.
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels:
+  on the 0..1000 grid unless ``coordinates`` says otherwise (an endpoint does not say which model
+  family it serves; a Qwen2.5-VL behind it answers in ``"pixels"``, each image's size then given
+  in its label). ``number_from`` 0 numbers the images (and passages) from 0.
 - ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
   ablation), for text-only models. The lines are numbered and the model cites them as
   ``<lines passage="N">[k, ...]</lines>``; a cited line gives its box and its text.
@@ -89,7 +92,8 @@ class OpenAIReader:
         max_tokens: int = 512,
         temperature: float = 0.0,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         logprobs: bool = False,
         max_images: int | None = None,
     ) -> None:
@@ -105,7 +109,7 @@ class OpenAIReader:
                 "the openai reader needs a model: pass model= (--model) or set PAGESIGHT_OPENAI_MODEL "
                 "to the name the endpoint serves"
             )
-        check_options(inputs, coordinates, max_images)
+        check_options(inputs, coordinates, max_images, number_from)
         if timeout <= 0:
             raise PagesightError(f"timeout must be positive, got {timeout}")
         if max_retries < 0:
@@ -122,7 +126,8 @@ class OpenAIReader:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.inputs = inputs
-        self.coordinates = coordinates
+        self.coordinates = coordinates or "norm1000"
+        self.number_from = number_from
         self.logprobs = logprobs
         self.max_images = max_images
         self._client = openai.OpenAI(
@@ -143,9 +148,11 @@ class OpenAIReader:
         reply = self._complete(messages, logprobs=self.logprobs)
         answer = strip_thinking(reply.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context)
+            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
         else:
-            text, cited, warnings = parse_bboxes(answer, context, self.coordinates)
+            text, cited, warnings = parse_bboxes(
+                answer, context, self.coordinates, number_from=self.number_from
+            )
             quotes = {}
         if reply.finish_reason == "length":
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -189,7 +196,9 @@ class OpenAIReader:
         return {"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}
 
     def _instructions(self, pages: bool = True) -> str:
-        return instructions(self.inputs, self.coordinates, sizes_labelled=True, pages=pages)
+        return instructions(
+            self.inputs, self.coordinates, sizes_labelled=True, pages=pages, number_from=self.number_from
+        )
 
     def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
         """The user message: each tile labelled, then its image and/or text, then the question.
@@ -197,9 +206,9 @@ class OpenAIReader:
         Text-only requests are one string, which every endpoint (text-only ones included) accepts.
         """
         if self.inputs == "text":
-            return passages_prompt(question, context)
+            return passages_prompt(question, context, self.number_from)
         parts: list[dict] = []
-        for n, item in enumerate(context, 1):
+        for n, item in enumerate(context, self.number_from):
             text = f"Image {n}: {label(item)}"
             if self.coordinates == "pixels":
                 width, height = item.image_size()

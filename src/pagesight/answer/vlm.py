@@ -8,9 +8,10 @@ system message with the instructions, then a user message that labels each tile
 of input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
-  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``. With ``coordinates="pixels"`` (Qwen2.5-VL)
-  the boxes are in pixels of the image as the model saw it, after its processor resized it; they
-  are mapped back through that size.
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, on its family's scale unless
+  ``coordinates`` says otherwise (``FAMILY_COORDINATES``). With ``"pixels"`` (Qwen2.5-VL) the boxes
+  are in pixels of the image as the model saw it, after its processor resized it; they are mapped
+  back through that size. ``number_from`` 0 numbers the images (and passages) from 0.
 - ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
   ablation), with numbered lines cited as ``<lines passage="N">[k, ...]</lines>``. A text-only
   causal language model can be loaded for this.
@@ -70,6 +71,16 @@ _TOOLS_PROMPT = (
     '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": '
     "<args-json-object>}}\n</tool_call>"
 )
+# The boxes each model family cites, by transformers' model_type: Qwen2.5-VL in pixels of the image as
+# its processor resized it, Qwen2-VL and Qwen3-VL on a 0..1000 grid (their cookbooks: Qwen3-VL went
+# back to relative coordinates). Other families are asked for the 0..1000 grid, the common one.
+FAMILY_COORDINATES = {
+    "qwen2_vl": "norm1000",
+    "qwen2_5_vl": "pixels",
+    "qwen3_vl": "norm1000",
+    "qwen3_vl_moe": "norm1000",
+}
+DEFAULT_COORDINATES = "norm1000"
 
 
 @dataclass
@@ -98,13 +109,14 @@ class TransformersReader:
         dtype: str = "auto",
         max_tokens: int = 512,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         max_images: int | None = None,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         adapter: str | None = None,
     ) -> None:
-        _check_options(max_tokens, inputs, coordinates, max_images)
+        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         if not model:
             raise PagesightError(
                 "the transformers reader needs a model: pass model= (--model), a hub id such as "
@@ -122,7 +134,7 @@ class TransformersReader:
             max_pixels=max_pixels,
             adapter=adapter,
         )
-        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, max_images)
+        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, number_from, max_images)
 
     @classmethod
     def from_objects(
@@ -133,16 +145,17 @@ class TransformersReader:
         source: str = "model object",
         max_tokens: int = 512,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         max_images: int | None = None,
     ) -> TransformersReader:
         """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``).
 
         ``source`` names the model in messages.
         """
-        _check_options(max_tokens, inputs, coordinates, max_images)
+        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         reader = cls.__new__(cls)
-        reader._attach(model, processor, source, max_tokens, inputs, coordinates, max_images)
+        reader._attach(model, processor, source, max_tokens, inputs, coordinates, number_from, max_images)
         return reader
 
     def _attach(
@@ -152,7 +165,8 @@ class TransformersReader:
         source: str,
         max_tokens: int,
         inputs: str,
-        coordinates: str,
+        coordinates: str | None,
+        number_from: int,
         max_images: int | None,
     ) -> None:
         if not getattr(processor, "chat_template", None):
@@ -168,7 +182,9 @@ class TransformersReader:
         self.source = source
         self.max_tokens = max_tokens
         self.inputs = inputs
-        self.coordinates = coordinates
+        family = getattr(model.config, "model_type", None)
+        self.coordinates = coordinates or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
+        self.number_from = number_from
         self.max_images = max_images
         self._template_tools: bool | None = None  # whether the chat template renders tools
 
@@ -183,9 +199,11 @@ class TransformersReader:
         generation = self.generate(self.messages(question, context), images)
         answer = strip_thinking(generation.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context)
+            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
         else:
-            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, generation.seen_sizes)
+            text, cited, warnings = parse_bboxes(
+                answer, context, self.coordinates, generation.seen_sizes, self.number_from
+            )
             quotes = {}
         if generation.cut:
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -278,12 +296,14 @@ class TransformersReader:
         """
         system = {
             "role": "system",
-            "content": instructions(self.inputs, self.coordinates, pages=bool(context)),
+            "content": instructions(
+                self.inputs, self.coordinates, pages=bool(context), number_from=self.number_from
+            ),
         }
         if self.inputs == "text":
-            return [system, {"role": "user", "content": passages_prompt(question, context)}]
+            return [system, {"role": "user", "content": passages_prompt(question, context, self.number_from)}]
         parts: list[dict] = []
-        for n, item in enumerate(context, 1):
+        for n, item in enumerate(context, self.number_from):
             parts.append({"type": "text", "text": f"Image {n}: {label(item)}\n"})
             parts.append({"type": "image"})
             if self.inputs == "images+text" and item.text:
@@ -463,10 +483,12 @@ def _apply_adapter(model: Any, adapter: str, where: str) -> Any:
         raise PagesightError(f"{where}: cannot apply adapter '{adapter}': {_one_line(exc)}") from exc
 
 
-def _check_options(max_tokens: int, inputs: str, coordinates: str, max_images: int | None) -> None:
+def _check_options(
+    max_tokens: int, inputs: str, coordinates: str | None, max_images: int | None, number_from: int
+) -> None:
     if max_tokens < 1:
         raise PagesightError(f"max_tokens must be 1 or more, got {max_tokens}")
-    check_options(inputs, coordinates, max_images)
+    check_options(inputs, coordinates, max_images, number_from)
 
 
 def _one_line(exc: Exception, limit: int = 200) -> str:

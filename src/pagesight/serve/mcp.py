@@ -40,7 +40,7 @@ from pydantic import Field
 from starlette.applications import Starlette
 
 from pagesight import __version__
-from pagesight.answer.base import Reader, make_reader
+from pagesight.answer.base import Reader, Readers
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.render.pages import MAX_SERVED_PIXELS
@@ -69,15 +69,19 @@ Compression = Annotated[
 ]
 
 
-def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer | None = None) -> MCPServer:
-    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name).
-    ``offer``: the rerankers a search or an ask may name (``serve.offer``; None: any, for an agent
-    that launched the server itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
+def build_server(
+    index: Index, reader: str | Reader | Readers = "extractive", offer: Offer | None = None
+) -> MCPServer:
+    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader, a reader's name, or
+    the ``Readers`` that build it for each request's options, such as its coordinates; a reader
+    named is built on the first ask that needs it: it may load a model). ``offer``: the rerankers a
+    search or an ask may name (``serve.offer``; None: any, for an agent that launched the server
+    itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     lock = threading.Lock()
-    answering = {"reader": reader}  # a reader named is made on the first ask: it may load a model
+    readers = reader if isinstance(reader, Readers) else Readers(reader)
     scrub = Scrub({index.root: "<index>"})
 
     @contextmanager
@@ -125,12 +129,10 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
         """Answer a question from the best tiles, with citations: page id, tile and the cited boxes."""
         tenant = caller(arguments.pop("ctx"))
         with using_index():
-            if isinstance(answering["reader"], str):
-                answering["reader"] = make_reader(answering["reader"])
             request = tool_request(AskRequest, arguments)
             if offer is not None:
                 request = offer.check(request)
-            answer = index.ask(request.replace(where=tenant.within(request.where)), answering["reader"])
+            answer = index.ask(request.replace(where=tenant.within(request.where)), readers.get(request))
         data = answer.to_dict()
         result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
         return CallToolResult(content=[_text(result)], structured_content=result)
@@ -207,7 +209,7 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
 
 def http_app(
     index: Index,
-    reader: str | Reader = "extractive",
+    reader: str | Reader | Readers = "extractive",
     *,
     path: str = "/",
     host: str = "127.0.0.1",
@@ -229,7 +231,7 @@ def http_app(
 
 def serve(
     index: Index,
-    reader: str | Reader = "extractive",
+    reader: str | Reader | Readers = "extractive",
     *,
     http: bool = False,
     host: str = "127.0.0.1",
