@@ -5,8 +5,10 @@ downscaled by a compression factor, and the tile's text with boxes) and returns 
 answer text, the boxes it cites in *page* pixels per context item, and, when it can tell, the
 log-probability of its answer and the number of tokens it is over (VisRAG's weighted selection
 scores an answer by its perplexity). An empty context is the no-retrieval baseline: a model reader
-answers from what it knows (``CLOSED_BOOK``). A reasoning model's ``<think>...</think>`` is no part
-of the answer (``strip_thinking``).
+answers from what it knows (``CLOSED_BOOK``). A question may come with a picture it is about
+(``ask --image``): a reader that reads images is given it after the tiles, unnumbered, as the
+question's image (``read(question, context, image=...)``). A reasoning model's
+``<think>...</think>`` is no part of the answer (``strip_thinking``).
 
 Readers that are vision-language models cite regions the ViDoRe V3 way, one tag per image:
 ``<bboxes image="2">[[x0, y0, x1, y1], ...]</bboxes>``, images numbered in the order they were
@@ -18,6 +20,7 @@ given from ``number_from`` (1, or 0 as ViDoRe V3's prompt), coordinates on the m
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -137,6 +140,8 @@ class Reader(Protocol):
     ``inputs`` says what the reader looks at: ``"images"``, ``"text"`` or ``"images+text"``.
     ``max_images`` is how many images one call may carry (None: any number); readers limited to
     one are run through the VisRAG strategies (page concatenation or weighted selection).
+    ``read`` may take ``image``, a picture the question is about, shown beside the tiles (a
+    reader that reads images and takes none is refused one: ``takes_question_image``).
     """
 
     name: str
@@ -144,6 +149,12 @@ class Reader(Protocol):
     max_images: int | None
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading: ...
+
+
+def takes_question_image(reader: Reader) -> bool:
+    """Whether ``reader`` is shown a question's picture: it reads images and its ``read`` takes
+    ``image``."""
+    return reader.inputs != "text" and "image" in inspect.signature(reader.read).parameters
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
@@ -263,6 +274,11 @@ CLOSED_BOOK = (
     "You answer questions concisely from what you know; no document pages are given. If you do not "
     "know the answer, say so."
 )
+QUESTION_IMAGE = "The question's image"  # the label of a picture the question is about
+_ABOUT_IMAGE = (
+    "The question comes with an image of its own, labelled {label}: it shows what the question is about."
+)
+_NOT_A_PAGE = " It is not one of the numbered pages: cite only those."
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _THINKING_END = re.compile(r"</think>", re.IGNORECASE)
 
@@ -286,7 +302,12 @@ def strip_thinking(text: str) -> str:
 
 
 def instructions(
-    inputs: str, coordinates: str, sizes_labelled: bool = False, pages: bool = True, number_from: int = 1
+    inputs: str,
+    coordinates: str,
+    sizes_labelled: bool = False,
+    pages: bool = True,
+    number_from: int = 1,
+    question_image: bool = False,
 ) -> str:
     """The system prompt of the model readers: answer from the pages, then cite the regions
     (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used,
@@ -294,15 +315,18 @@ def instructions(
 
     ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
     ``pages`` False: no pages are given (the no-retrieval baseline), ``CLOSED_BOOK``.
+    ``question_image``: the question comes with a picture, labelled ``QUESTION_IMAGE``.
     """
+    about = _ABOUT_IMAGE.format(label=QUESTION_IMAGE.lower()) if question_image else ""
     if not pages:
-        return CLOSED_BOOK
+        return f"{CLOSED_BOOK}\n{about}" if about else CLOSED_BOOK
     if inputs == "text":
         return f"{_INSTRUCTIONS}\n{_CITE_LINES.format(first=number_from)}"
     scale = _SCALES[coordinates]
     if coordinates == "pixels" and sizes_labelled:
         scale += " (each image's size is given in its label)"
-    return f"{_INSTRUCTIONS}\n{_CITE_BOXES.format(first=number_from, scale=scale)}"
+    cite = _CITE_BOXES.format(first=number_from, scale=scale)
+    return f"{_INSTRUCTIONS}\n{cite}" + (f"\n{about}{_NOT_A_PAGE}" if about else "")
 
 
 def model_scale(coordinates: str, seen: tuple[int, int]) -> tuple[float, float]:

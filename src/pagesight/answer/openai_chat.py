@@ -3,7 +3,8 @@ hosted APIs) reads the retrieved tiles and answers with citations.
 
 One question is one chat request: a system message with the instructions and a user message that
 labels each tile (``Image N: <doc id> page <page> tile <tile>``) and gives its image as a PNG data
-URL, then the question. Three kinds of input, chosen with ``inputs``:
+URL, then the question's own image when it comes with one (labelled ``The question's image``),
+then the question. Three kinds of input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
   ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels:
@@ -44,6 +45,7 @@ from PIL import Image
 
 from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import (
+    QUESTION_IMAGE,
     ContextItem,
     Reading,
     answer_logprob,
@@ -134,16 +136,27 @@ class OpenAIReader:
             api_key=key or "none", base_url=self.base_url, timeout=timeout, max_retries=max_retries
         )
 
-    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        """Answer ``question`` from ``context`` in one chat request; cited boxes are in page pixels."""
-        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
+    def read(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> Reading:
+        """Answer ``question`` from ``context`` (and the question's ``image``, shown after the tiles)
+        in one chat request; cited boxes are in page pixels."""
+        if image is not None and self.inputs == "text":
             raise PagesightError(
-                f"{self._where()}: takes at most {self.max_images} images, got {len(context)}; "
+                f"{self._where()}: reads text (inputs text), so it is shown no question image"
+            )
+        images = (0 if self.inputs == "text" else len(context)) + (image is not None)
+        if self.max_images is not None and images > self.max_images:
+            raise PagesightError(
+                f"{self._where()}: takes at most {self.max_images} images, got {images}; "
                 "read them with the concat or weighted strategy"
             )
         messages = [
-            {"role": "system", "content": self._instructions(pages=bool(context))},
-            {"role": "user", "content": self._user_content(question, context)},
+            {
+                "role": "system",
+                "content": self._instructions(pages=bool(context), question_image=image is not None),
+            },
+            {"role": "user", "content": self._user_content(question, context, image)},
         ]
         reply = self._complete(messages, logprobs=self.logprobs)
         answer = strip_thinking(reply.text)
@@ -195,13 +208,21 @@ class OpenAIReader:
         parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in images]
         return {"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}
 
-    def _instructions(self, pages: bool = True) -> str:
+    def _instructions(self, pages: bool = True, question_image: bool = False) -> str:
         return instructions(
-            self.inputs, self.coordinates, sizes_labelled=True, pages=pages, number_from=self.number_from
+            self.inputs,
+            self.coordinates,
+            sizes_labelled=True,
+            pages=pages,
+            number_from=self.number_from,
+            question_image=question_image,
         )
 
-    def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
-        """The user message: each tile labelled, then its image and/or text, then the question.
+    def _user_content(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> str | list[dict]:
+        """The user message: each tile labelled, then its image and/or text, then the question's
+        ``image`` when given, then the question.
 
         Text-only requests are one string, which every endpoint (text-only ones included) accepts.
         """
@@ -217,6 +238,9 @@ class OpenAIReader:
             parts.append({"type": "image_url", "image_url": {"url": image_data_url(item.image)}})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"Text of image {n}:\n{item.text}"})
+        if image is not None:
+            parts.append({"type": "text", "text": f"{QUESTION_IMAGE}:"})
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(image)}})
         parts.append({"type": "text", "text": f"Question: {question}"})
         return parts
 

@@ -4,8 +4,9 @@ with citations.
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and models with the same chat-template interface, from a hub id or a
 local folder, on ``cuda``, ``mps`` or ``cpu``. One question is one greedy generation over a chat: a
 system message with the instructions, then a user message that labels each tile
-(``Image N: <doc id> page <page> tile <tile>``) and gives its image, then the question. Three kinds
-of input, chosen with ``inputs``:
+(``Image N: <doc id> page <page> tile <tile>``) and gives its image, then the question's own image
+when it comes with one (labelled ``The question's image``), then the question. Three kinds of
+input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
   ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, on its family's scale unless
@@ -47,6 +48,7 @@ from PIL import Image
 
 from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import (
+    QUESTION_IMAGE,
     ContextItem,
     Reading,
     answer_logprob,
@@ -188,22 +190,28 @@ class TransformersReader:
         self.max_images = max_images
         self._template_tools: bool | None = None  # whether the chat template renders tools
 
-    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        """Answer ``question`` from ``context`` in one generation; cited boxes are in page pixels."""
-        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
-            raise PagesightError(
-                f"transformers reader (model '{self.source}'): takes at most {self.max_images} images, "
-                f"got {len(context)}; read them with the concat or weighted strategy"
-            )
+    def read(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> Reading:
+        """Answer ``question`` from ``context`` (and the question's ``image``, shown after the tiles)
+        in one generation; cited boxes are in page pixels."""
+        where = f"transformers reader (model '{self.source}')"
+        if image is not None and self.inputs == "text":
+            raise PagesightError(f"{where}: reads text (inputs text), so it is shown no question image")
         images = [] if self.inputs == "text" else [item.image for item in context]
-        generation = self.generate(self.messages(question, context), images)
+        images += [image] if image is not None else []
+        if self.max_images is not None and len(images) > self.max_images:
+            raise PagesightError(
+                f"{where}: takes at most {self.max_images} images, got {len(images)}; read them with the "
+                "concat or weighted strategy"
+            )
+        generation = self.generate(self.messages(question, context, image), images)
         answer = strip_thinking(generation.text)
         if self.inputs == "text":
             text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
         else:
-            text, cited, warnings = parse_bboxes(
-                answer, context, self.coordinates, generation.seen_sizes, self.number_from
-            )
+            seen = generation.seen_sizes[: len(context)] if generation.seen_sizes else None  # the tiles'
+            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, seen, self.number_from)
             quotes = {}
         if generation.cut:
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -289,15 +297,21 @@ class TransformersReader:
             found[text] = float(np.logaddexp(found[text], value)) if text in found else value
         return found
 
-    def messages(self, question: str, context: Sequence[ContextItem]) -> list[dict]:
+    def messages(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> list[dict]:
         """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text,
-        then the question. Images are ``{"type": "image"}`` placeholders, given in order to the
-        processor.
+        then the question's ``image`` when given, then the question. Images are ``{"type": "image"}``
+        placeholders, given in order to the processor.
         """
         system = {
             "role": "system",
             "content": instructions(
-                self.inputs, self.coordinates, pages=bool(context), number_from=self.number_from
+                self.inputs,
+                self.coordinates,
+                pages=bool(context),
+                number_from=self.number_from,
+                question_image=image is not None,
             ),
         }
         if self.inputs == "text":
@@ -308,6 +322,8 @@ class TransformersReader:
             parts.append({"type": "image"})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"\nText of image {n}:\n{item.text}\n"})
+        if image is not None:
+            parts += [{"type": "text", "text": f"\n{QUESTION_IMAGE}:\n"}, {"type": "image"}]
         parts.append({"type": "text", "text": f"\nQuestion: {question}"})
         return [system, {"role": "user", "content": parts}]
 
