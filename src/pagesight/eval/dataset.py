@@ -2,10 +2,12 @@
 
     DATASET/
       pdfs/ (or documents/, pages/, images/, corpus/)   anything `pagesight ingest` accepts
-      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"], "options"?: ["...", ...]}
-                        per line; doc_ids: the documents the question is asked of (default: those of
-                        its relevant pages); options: a multiple-choice question's options, lettered
-                        A, B, ... in this order
+      queries.jsonl     {"_id": "q0", "text": "...", "doc_ids"?: ["report"], "options"?: ["...", ...],
+                        "image"?: "photos/q0.jpg"} per line; doc_ids: the documents the question is
+                        asked of (default: those of its relevant pages); options: a multiple-choice
+                        question's options, lettered A, B, ... in this order; image: a picture the
+                        question is about (EVQA, InfoSeek, CRAG-MM), a path in the dataset folder,
+                        searched with the question and shown to a model reader
       qrels.tsv         header "query-id corpus-id score", tab-separated; graded scores allowed
       answers.jsonl     optional: {"_id": "q0", "answer": "..." | ["...", ...], "aliases"?: [...],
                         "format"?: "number" | ...}; several answers (a list, or aliases) are each
@@ -22,8 +24,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from PIL import Image
+
 from pagesight.errors import InputError
 from pagesight.eval.answers import LETTERS, normalize
+from pagesight.service import open_image
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
 
@@ -37,6 +42,7 @@ class Dataset:
     answers: dict[str, dict] = field(default_factory=dict)
     doc_ids: dict[str, list[str]] = field(default_factory=dict)  # queries.jsonl's own "doc_ids"
     options: dict[str, list[str]] = field(default_factory=dict)  # multiple-choice questions' options
+    images: dict[str, Path] = field(default_factory=dict)  # the pictures questions are about
 
     @property
     def name(self) -> str:
@@ -50,9 +56,15 @@ class Dataset:
         documents = next((root / name for name in DOCUMENT_FOLDERS if (root / name).is_dir()), None)
         if documents is None:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
-        rows = read_jsonl(root / "queries.jsonl", ("_id", "text"))
+        numbered = numbered_jsonl(root / "queries.jsonl", ("_id", "text"))
+        rows = [row for _, row in numbered]
         queries = {row["_id"]: row["text"] for row in rows}
         doc_ids, options = {}, {}
+        images = {
+            row["_id"]: _image(root, row["image"], f"{root / 'queries.jsonl'}:{number}")
+            for number, row in numbered
+            if "image" in row
+        }
         for row in rows:
             for key, found, least in (("doc_ids", doc_ids, 1), ("options", options, 2)):
                 if key in row:
@@ -70,10 +82,14 @@ class Dataset:
         answers = {}
         if (root / "answers.jsonl").exists():
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
-        data = cls(root, documents, queries, qrels, answers, doc_ids, options)
+        data = cls(root, documents, queries, qrels, answers, doc_ids, options, images)
         for qid in answers:
             data.references(qid)  # a malformed answer or an unknown option is refused here
         return data
+
+    def image(self, qid: str) -> Image.Image | None:
+        """The picture question ``qid`` is about, read now (None when it has none)."""
+        return open_image(self.images[qid], str(self.images[qid])) if qid in self.images else None
 
     def references(self, qid: str) -> list[str]:
         """The right answers to question ``qid``: its answer (or answers) and aliases; for a
@@ -106,6 +122,17 @@ class Dataset:
         return list(dict.fromkeys(judged))
 
 
+def _image(root: Path, given, where: str) -> Path:
+    """A query's ``image``: a file in the dataset folder (read when its question is asked);
+    ``InputError`` naming ``where`` (file:line) otherwise."""
+    if not isinstance(given, str) or not given:
+        raise InputError(f"{where}: image must be a path in the dataset folder, got {given!r}")
+    path = root / given
+    if not path.is_file():
+        raise InputError(f"{where}: image '{given}': no such file in {root}")
+    return path
+
+
 def _letter(text: str, options: list[str]) -> str | None:
     """The letter an answer names: itself ('B', '(B)', 'B.') or its option's text."""
     letter = text.strip().strip("()").rstrip(".").upper()
@@ -121,6 +148,12 @@ def _strings(value, least: int) -> bool:
 
 
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
+    return [row for _, row in numbered_jsonl(path, required)]
+
+
+def numbered_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """Each row of a JSON-lines file with its line number (blank lines skipped); ``InputError``
+    naming file:line for a row that is not JSON or lacks one of ``required``."""
     if not path.is_file():
         raise InputError(f"{path}: missing")
     rows = []
@@ -137,7 +170,7 @@ def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
                 raise InputError(f"{path}:{number}: missing {', '.join(missing)}")
             if "_id" in row:
                 row["_id"] = str(row["_id"])
-            rows.append(row)
+            rows.append((number, row))
     return rows
 
 
