@@ -35,3 +35,7 @@ STRATEGIES = ("auto", "all", "concat", "weighted")
 # eval: where a dataset's index takes its pages' text: their text layer or OCR, or the dataset's
 # own transcriptions (texts.jsonl, indexed through ``IngestOptions.transcripts``)
 TEXT_FROM = ("documents", "dataset")
+
+# the scale of the boxes a model reader cites: pixels of the image as the model saw it, 0..1000 or
+# 0..1 across each side of the image
+COORDINATES = ("pixels", "norm1000", "norm1")

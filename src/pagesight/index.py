@@ -176,6 +176,8 @@ class Index:
         query: str | SearchRequest,
         k: int | None = None,
         *,
+        image: Image.Image | None = None,
+        region: tuple[float, float, float, float] | None = None,
         evidence: bool = True,
         rerank: str | Reranker | None = None,
         **options: Any,
@@ -190,8 +192,12 @@ class Index:
         for BM25). Each tile's score is then fused with its document's, ``document_weight`` times
         the score of the document's best pages among the ``candidates`` (``search.documents``; 0:
         pages alone).
-        ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
-        snippets and boxes, for callers that only need the ranking (evaluation runs deep lists).
+        ``doc_ids`` restricts the search to those documents. ``image``: a picture the query is about
+        (or the ``region`` of it, x0, y0, x1, y1 in its pixels), searched by the visual run instead of
+        the text alone: with the query when the encoder embeds both as one query, else alone
+        (``info()["query_image"]``); the text runs read the query, and fusion weighs them as ever.
+        ``evidence=False`` leaves out snippets and boxes, for callers that only need the ranking
+        (evaluation runs deep lists).
         ``rerank`` (a reranker, or the name of one built with ``rerank_model`` once per index
         object; see ``search.rerank``) reorders the ``rerank_candidates`` best fused tiles; its last
         call's size and time are in ``self.reranker(...).last``.
@@ -211,7 +217,13 @@ class Index:
             )
             request = request.replace(candidates=max(request.candidates, request.rerank_candidates))
         return engine.search_text(
-            self.store, request, visual_encoder=self.visual_encoder, evidence=evidence, rerank=reranking
+            self.store,
+            request,
+            visual_encoder=self.visual_encoder,
+            image=image,
+            region=region,
+            evidence=evidence,
+            rerank=reranking,
         )
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:
@@ -256,6 +268,7 @@ class Index:
         reader: str | Reader | None = None,
         *,
         image: Image.Image | None = None,
+        region: tuple[float, float, float, float] | None = None,
         hits: list[Hit] | None = None,
         **options: Any,
     ) -> Answer:
@@ -264,7 +277,9 @@ class Index:
 
         ``reader`` is a reader, or the name of one built with the request's reader options
         (default: the request's ``reader``; one built here has this index's leave to run a
-        model's own code). With ``agent`` the reader (a model reader) searches
+        model's own code). ``image``: a picture the question is about, searched
+        with the question (its ``region`` when given; see ``search``) and shown to a reader that
+        reads images beside the tiles. With ``agent`` the reader (a model reader) searches
         itself, ``k`` tiles a search, up to ``max_searches`` times, by text or by regions of the
         question's ``image``, then answers from the tiles it read. ``hits``: the tiles to answer
         from, when the caller has searched already (the request's search is then not run again).
@@ -278,7 +293,7 @@ class Index:
             from pagesight.answer.base import build_reader
 
             reader = build_reader(request, trust_remote_code=self.trust_remote_code)
-        return ask(self, request, reader, image=image, hits=hits)
+        return ask(self, request, reader, image=image, region=region, hits=hits)
 
     # Reading -----------------------------------------------------------------------------------
 
@@ -338,6 +353,7 @@ class Index:
             "settings": self.settings.to_dict(),
             "visual_encoder": self.catalog.visual_spec(),
             "similarity_maps": self._draws_maps(),
+            "query_image": self._query_image(),
             "bytes_on_disk": self.store.size_bytes(),
         }
 
@@ -347,6 +363,16 @@ class Index:
 
         name = self.settings.visual_encoder
         return name is not None and hasattr(ENCODERS.load(name), "patch_similarity")
+
+    def _query_image(self) -> str | None:
+        """How a question's picture is searched by the index's visual encoder, without loading it:
+        "joint with text" (one query of both), "image alone", or None with no visual encoder."""
+        from pagesight.encode.visual import ENCODERS, joint_queries
+
+        name = self.settings.visual_encoder
+        if name is None:
+            return None
+        return "joint with text" if joint_queries(ENCODERS.load(name)) else "image alone"
 
     def documents(self) -> list[str]:
         """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""

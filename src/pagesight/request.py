@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pagesight.choices import (
+    COORDINATES,
     DEFAULT_ALPHA,
     DEFAULT_DOCUMENT_WEIGHT,
     DEFAULT_VISUAL_WEIGHT,
@@ -218,15 +219,41 @@ class AskRequest(SearchRequest):
     token_model: str = _field(
         "qwen2-vl", "Whose image tokens the context is counted in.", choices=TOKEN_MODELS
     )
+    coordinates: str | None = _field(
+        None,
+        "Model readers: the scale of the boxes the model cites: pixels (of the image as it saw it), "
+        "norm1000 (0..1000 across each side) or norm1 (0..1); default: the model family's (Qwen2.5-VL "
+        "pixels; Qwen2-VL, Qwen3-VL and OpenAI-compatible endpoints norm1000).",
+        choices=COORDINATES,
+    )
+    number_from: int | None = _field(
+        None,
+        "Model readers: the number of the first image (or passage) in the prompt and its citations: "
+        "1 (default) or 0, as ViDoRe V3's prompt.",
+        ge=0,
+        le=1,
+    )
     agent: bool = _field(False, "Model readers: the reader searches itself, then answers.")
     max_searches: int = _field(
         3, "With agent: the most searches it may make (MoNaCo's agent makes up to 20).", ge=1, le=20
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.agent and self.number_from == 0:
+            raise PagesightError(
+                "number_from 0 is for readers given the tiles: an agent numbers the tiles it reads "
+                "from 1, image 0 being the question's"
+            )
+
     def reader_options(self) -> dict:
         """The options a reader named by ``reader`` is built with (``answer.make_reader``)."""
-        options = {"model": self.model, "max_tokens": self.max_tokens, "inputs": self.inputs}
+        options = {name: getattr(self, name) for name in READER_OPTIONS}
         return {key: value for key, value in options.items() if value is not None}
+
+
+# the fields of an ``AskRequest`` a reader is built with
+READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from")
 
 
 def check(name: str, value: Any, rules: Spec) -> None:

@@ -8,6 +8,9 @@ front-end words them its way (a line on stderr, a JSON error with its status, a 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +25,8 @@ from pagesight.render.tiles import scaled_size
 
 MAX_BOXES = 200  # boxes one request may have drawn
 MAX_QUERY_PIXELS = 16_000_000  # a query image's pixels (a 4,000 x 4,000 photograph)
+MAX_QUERY_BYTES = 20_000_000  # a query image sent as base64 text (JSON, MCP), once decoded
+SENT_FORMATS = ("PNG", "JPEG")  # what a query image sent as base64 text may be
 
 
 def hits_payload(hits: Sequence[Hit], compression: float = 1.0, token_model: str = "qwen2-vl") -> dict:
@@ -63,12 +68,14 @@ def parse_region(text: str | None, name: str = "region") -> Box | None:
     return parse_boxes(text, name, limit=1)[0] if text else None
 
 
-def open_image(source: str | IO[bytes], name: str) -> Image.Image:
+def open_image(source: str | IO[bytes], name: str, formats: tuple[str, ...] | None = None) -> Image.Image:
     """A query image from a path or an open file, as RGB; ``PagesightError`` naming ``name`` when
-    Pillow cannot read it or it has more than ``MAX_QUERY_PIXELS`` pixels (told from its header,
-    before it is decoded)."""
+    Pillow cannot read it, it is none of ``formats`` (Pillow's names; None: any), or it has more
+    than ``MAX_QUERY_PIXELS`` pixels (told from its header, before it is decoded)."""
     try:
         with Image.open(source) as opened:
+            if formats is not None and opened.format not in formats:
+                raise PagesightError(f"{name}: a {opened.format} image; send {' or '.join(formats)}")
             if opened.width * opened.height > MAX_QUERY_PIXELS:
                 raise PagesightError(
                     f"{name}: {opened.width}x{opened.height} is more than a query image's "
@@ -77,6 +84,20 @@ def open_image(source: str | IO[bytes], name: str) -> Image.Image:
             return opened.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise PagesightError(f"{name}: not an image Pillow can read ({exc})") from None
+
+
+def decode_image(text: str, name: str) -> Image.Image:
+    """A query image sent as base64 text (``SENT_FORMATS``, optionally as a data URL) as RGB;
+    ``PagesightError`` naming ``name`` when it is not base64, decodes to more than
+    ``MAX_QUERY_BYTES``, or is not an image ``open_image`` takes."""
+    data = "".join(text.partition(",")[2].split() if text.startswith("data:") else text.split())
+    if len(data) * 3 // 4 > MAX_QUERY_BYTES:
+        raise PagesightError(f"{name}: more than a query image's {MAX_QUERY_BYTES:,} bytes")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise PagesightError(f"{name}: not base64 text (a PNG or JPEG image, base64-encoded)") from None
+    return open_image(io.BytesIO(raw), name, SENT_FORMATS)
 
 
 class Scrub:

@@ -425,6 +425,24 @@ def test_pixel_coordinates_reader_runs(tiny, context):
     assert pixels.read(QUESTION, context).usage["completion_tokens"] == 2
 
 
+@pytest.mark.parametrize(
+    "family, model_class, scale",
+    [
+        ("qwen2-vl", "Qwen2VLForConditionalGeneration", "norm1000"),
+        ("qwen2.5-vl", "Qwen2_5_VLForConditionalGeneration", "pixels"),
+        ("qwen3-vl", "Qwen3VLForConditionalGeneration", "norm1000"),
+    ],
+)
+def test_each_family_cites_on_its_own_scale_unless_told(tiny, context, family, model_class, scale):
+    model = getattr(transformers, model_class)(qwen_config(family)).eval()
+    assert TransformersReader.from_objects(model, tiny.processor).coordinates == scale
+    told = TransformersReader.from_objects(model, tiny.processor, coordinates="norm1", number_from=0)
+    system, user = told.messages(QUESTION, context)
+    assert "from 0 to 1 (decimal fractions)" in system["content"] and "numbered from 0" in system["content"]
+    labels = [part["text"] for part in user["content"] if part["type"] == "text"]
+    assert labels[:2] == ["Image 0: report page 1 tile 0\n", "Image 1: slides page 3 tile 1\n"]
+
+
 def test_adapter(tiny, reader, context, tmp_path):
     peft = pytest.importorskip("peft")
     torch.manual_seed(2)

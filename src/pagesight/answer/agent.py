@@ -34,6 +34,7 @@ from pagesight.answer.base import (
     Reader,
     instructions,
     label,
+    model_scale,
     numbered_lines,
     parse_bboxes,
     parse_lines,
@@ -335,10 +336,8 @@ class _Conversation:
         """A region on the model's scale (as its citations) in pixels of ``picture``."""
         width, height = picture.size
         seen = self._seen_size(number) or (width, height)
-        if self.reader.coordinates == "norm1000":
-            sx, sy = width / 1000, height / 1000
-        else:
-            sx, sy = width / seen[0], height / seen[1]
+        sx, sy = model_scale(self.reader.coordinates, seen)
+        sx, sy = sx * width / seen[0], sy * height / seen[1]  # pixels seen to pixels of the picture
         x0, y0, x1, y1 = region
         x0, x1 = max(0.0, min(x0 * sx, width)), max(0.0, min(x1 * sx, width))
         y0, y1 = max(0.0, min(y0 * sy, height)), max(0.0, min(y1 * sy, height))

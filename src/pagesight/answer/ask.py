@@ -1,5 +1,6 @@
-"""Question in, answer out: search the index, build the context, read it, cite the tiles used (or, with
-``agent``, let the reader search: ``agent.py``)."""
+"""Question in, answer out: search the index (by the question, and the picture it is about when
+there is one), build the context, read it, cite the tiles used (or, with ``agent``, let the reader
+search: ``agent.py``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from PIL import Image
 
 from pagesight.answer import strategies
 from pagesight.answer.agent import agent_ask
-from pagesight.answer.base import Answer, Citation, Reader
-from pagesight.answer.context import build_context, context_tokens
+from pagesight.answer.base import Answer, Citation, Reader, takes_question_image
+from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
-from pagesight.request import AskRequest
+from pagesight.request import AskRequest, SearchRequest
+from pagesight.search.engine import reads_images
 
 
 def ask(
@@ -22,6 +24,7 @@ def ask(
     reader: Reader,
     *,
     image: Image.Image | None = None,
+    region: tuple[float, float, float, float] | None = None,
     hits: list[Hit] | None = None,
     closed_book: bool = False,
 ) -> Answer:
@@ -30,11 +33,15 @@ def ask(
     ``compression`` divides each side of the tile images by its square root (PixelRAG's token-cost
     knob); ``strategy`` is how tiles reach a reader that takes one image (``strategies``). The
     answer's ``usage`` counts the image tokens the context costs under ``token_model`` (0 for text
-    readers). With ``agent`` the reader searches itself (``k`` tiles a search, up to
+    readers). ``image``: a picture the question is about (PixelRAG's EVQA, PixSearch's CRAG-MM),
+    searched with the question (its ``region`` when given) when the search has a visual run, and
+    shown to a reader that reads images after the tiles; a text reader (the extractive one) answers
+    from the tiles it chose without looking at it, and the answer's ``usage["warnings"]`` says what
+    was not done with it. With ``agent`` the reader searches itself (``k`` tiles a search, up to
     ``max_searches`` searches, by text or by a region of the question's ``image`` or of a tile;
     ``agent.py``). ``hits``: the tiles to answer from when the caller searched already.
-    ``closed_book``: no search and no tiles; the reader answers from what it knows (the no-retrieval
-    baseline of eval).
+    ``closed_book``: no search and no tiles; the reader answers from what it knows (and the
+    question's image: the no-retrieval baseline of eval).
     """
     start = time.perf_counter()
     question, compression, token_model = request.query, request.compression, request.token_model
@@ -43,21 +50,39 @@ def ask(
             raise PagesightError(
                 f"the {request.strategy} strategy is for readers given the tiles; agents search"
             )
+        if region is not None:
+            raise PagesightError("an agent chooses the regions of the question image it searches by")
         return agent_ask(index, request, reader, image=image)
-    if image is not None:
-        raise PagesightError("a question image is searched by an agent: pass agent=True")
     if not question.strip():
         raise PagesightError("the question is empty")
+    if region is not None and image is None:
+        raise PagesightError("a region is a part of the question image: give the image too")
+    notes = []
+    shown_image = None
+    if image is not None:
+        if takes_question_image(reader):
+            if reader.max_images is not None and reader.max_images < 2:
+                raise PagesightError(
+                    f"reader '{reader.name}' takes one image a call: none is left for a tile beside the "
+                    "question image"
+                )
+            shown_image = image
+        elif reader.inputs != "text":
+            raise PagesightError(f"reader '{reader.name}' takes no question image (its read has no image)")
+        else:
+            notes.append(f"reader '{reader.name}' reads text: it did not look at the question image")
+    if image is not None and not closed_book and not reads_images(index.store, request.mode):
+        notes.append("the tiles were searched by the question alone: the search has no visual run")
     if closed_book:
         hits = []
     elif hits is None:
-        hits = index.search(request.search_request())
+        hits = retrieve(index, request, image, region)
     searched = time.perf_counter()
     context = build_context(index, hits, compression)
-    chosen = strategies.choose(request.strategy, reader, len(context))
+    chosen = strategies.choose(request.strategy, reader, len(context), shown_image is not None)
     prepared = time.perf_counter()
     if context or closed_book:
-        reading, shown = strategies.run(chosen, reader, question, context)
+        reading, shown = strategies.run(chosen, reader, question, context, shown_image)
     else:
         reading, shown = None, []
     read = time.perf_counter()
@@ -67,13 +92,20 @@ def ask(
         for i, boxes in sorted(reading.cited.items()):
             hit = context[i].hit
             citations.append(Citation(hit.doc_id, hit.page, hit.tile, boxes, reading.quotes.get(i, "")))
+    spent = 0 if reader.inputs == "text" or not shown else context_tokens(shown, token_model)
+    if shown_image is not None and reading is not None:  # the question's image goes with each call
+        calls = len(shown) if chosen == "weighted" and len(shown) > 1 else 1
+        spent += calls * image_tokens(shown_image.width, shown_image.height, token_model)
     usage = {
         "strategy": chosen,
         "compression": compression,
         "token_model": token_model,
-        "image_tokens": 0 if reader.inputs == "text" or not shown else context_tokens(shown, token_model),
+        "image_tokens": spent,
         **(reading.usage if reading else {}),
     }
+    warnings = usage.get("warnings", []) + notes
+    if warnings:
+        usage["warnings"] = warnings
     return Answer(
         question=question,
         text=reading.text if reading else "",
@@ -89,3 +121,18 @@ def ask(
         usage=usage,
         logprob=reading.logprob if reading else None,
     )
+
+
+def retrieve(
+    index,
+    request: SearchRequest,
+    image: Image.Image | None = None,
+    region: tuple[float, float, float, float] | None = None,
+    **options,
+) -> list[Hit]:
+    """The tiles ``ask`` answers ``request`` from: its search, with the question's ``image`` (or
+    the ``region`` of it) when the search has a visual run to search it by, else of the question
+    alone; ``options`` go to ``Index.search`` (``evidence``)."""
+    if image is None or not reads_images(index.store, request.mode):
+        image = region = None
+    return index.search(request.search_request(), image=image, region=region, **options)

@@ -5,28 +5,34 @@ downscaled by a compression factor, and the tile's text with boxes) and returns 
 answer text, the boxes it cites in *page* pixels per context item, and, when it can tell, the
 log-probability of its answer and the number of tokens it is over (VisRAG's weighted selection
 scores an answer by its perplexity). An empty context is the no-retrieval baseline: a model reader
-answers from what it knows (``CLOSED_BOOK``). A reasoning model's ``<think>...</think>`` is no part
-of the answer (``strip_thinking``).
+answers from what it knows (``CLOSED_BOOK``). A question may come with a picture it is about
+(``ask --image``): a reader that reads images is given it after the tiles, unnumbered, as the
+question's image (``read(question, context, image=...)``). A reasoning model's
+``<think>...</think>`` is no part of the answer (``strip_thinking``).
 
 Readers that are vision-language models cite regions the ViDoRe V3 way, one tag per image:
-``<bboxes image="2">[[x0, y0, x1, y1], ...]</bboxes>``, images numbered from 1 in the order they
-were given, coordinates on the model's scale (``"norm1000"``: 0..1000 on each side of the image, as
-Qwen2-VL emits them; ``"pixels"``: pixels of the image the model saw, as Qwen2.5-VL emits them).
+``<bboxes image="2">[[x0, y0, x1, y1], ...]</bboxes>``, images numbered in the order they were
+given from ``number_from`` (1, or 0 as ViDoRe V3's prompt), coordinates on the model's scale
+(``"norm1000"``: 0..1000 on each side of the image, as Qwen2-VL and Qwen3-VL emit them;
+``"pixels"``: pixels of the image the model saw, as Qwen2.5-VL emits them; ``"norm1"``: 0..1).
 ``parse_bboxes`` strips the tags from the answer and maps the boxes back to the page.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from PIL import Image
 
-from pagesight.choices import INPUTS
+from pagesight.choices import COORDINATES, INPUTS
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Span
 from pagesight.registry import Registry, lent
@@ -34,8 +40,6 @@ from pagesight.render.tiles import scaled_size
 
 if TYPE_CHECKING:
     from pagesight.request import AskRequest
-
-COORDINATES = ("norm1000", "pixels")
 
 
 @dataclass
@@ -136,6 +140,8 @@ class Reader(Protocol):
     ``inputs`` says what the reader looks at: ``"images"``, ``"text"`` or ``"images+text"``.
     ``max_images`` is how many images one call may carry (None: any number); readers limited to
     one are run through the VisRAG strategies (page concatenation or weighted selection).
+    ``read`` may take ``image``, a picture the question is about, shown beside the tiles (a
+    reader that reads images and takes none is refused one: ``takes_question_image``).
     """
 
     name: str
@@ -143,6 +149,12 @@ class Reader(Protocol):
     max_images: int | None
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading: ...
+
+
+def takes_question_image(reader: Reader) -> bool:
+    """Whether ``reader`` is shown a question's picture: it reads images and its ``read`` takes
+    ``image``."""
+    return reader.inputs != "text" and "image" in inspect.signature(reader.read).parameters
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
@@ -180,6 +192,58 @@ def build_reader(request: AskRequest, trust_remote_code: bool = False, **local: 
         raise PagesightError(f"reader '{request.reader}' takes none of {', '.join(options)}") from None
 
 
+class Readers:
+    """The readers requests are answered with, each built on its first use: ``given`` itself when it
+    is a reader (a request may then choose none of the options it was built with), else the reader
+    ``given`` names (None: each request's own) built with the request's options and ``local`` ones
+    (an endpoint's base URL and key, a device: ``build_reader``), once for each reader and options,
+    at most ``kept`` of them (the least recently used going first; None: any number), with the
+    caller's leave to run a model's own code (``trust_remote_code``), never a request's."""
+
+    def __init__(
+        self,
+        given: Reader | str | None = None,
+        local: dict[str, Any] | None = None,
+        kept: int | None = None,
+        trust_remote_code: bool = False,
+    ):
+        self.given, self.local, self.kept = given, dict(local or {}), kept
+        self.trust_remote_code = trust_remote_code
+        self._built: OrderedDict[str, Reader] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, request: AskRequest) -> Reader:
+        if self.given is not None and not isinstance(self.given, str):
+            chosen = request.reader_options()
+            if chosen:
+                raise PagesightError(
+                    f"the reader '{self.given.name}' was given built, with its own options: name it to "
+                    f"choose {', '.join(chosen)}"
+                )
+            return self.given
+        if self.given is not None:
+            request = request.replace(reader=self.given)
+        local = self.local_options(request)
+        key = json.dumps([request.reader, reader_options(request, local)], sort_keys=True, default=str)
+        with self._lock:
+            if key in self._built:
+                self._built.move_to_end(key)
+                return self._built[key]
+        reader = build_reader(request, trust_remote_code=self.trust_remote_code, **local)
+        with self._lock:
+            self._built[key] = reader
+            while self.kept is not None and len(self._built) > self.kept:
+                self._built.popitem(last=False)
+        return reader
+
+    def local_options(self, request: AskRequest) -> dict[str, Any]:
+        """The local options ``request``'s reader is built with."""
+        return self.local
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+
 def reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]:
     """The options ``build_reader`` builds ``request``'s reader with."""
     options = {
@@ -198,17 +262,20 @@ _INSTRUCTIONS = (
 )
 _CITE_BOXES = (
     'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
-    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from 1 in the order given and {scale}."
+    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from {first} in the order given and "
+    "{scale}."
 )
 _SCALES = {
     "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
     "being its top left corner",
     "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner",
+    "norm1": "the coordinates running from 0 to 1 (decimal fractions) across the image's width and "
+    "height, (0, 0) being its top left corner",
 }
 _CITE_LINES = (
     'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
-    "[k, ...]</lines>, with the passages numbered from 1 in the order given and k the numbers of its "
-    "lines."
+    "[k, ...]</lines>, with the passages numbered from {first} in the order given and k the numbers of "
+    "its lines."
 )
 
 
@@ -216,6 +283,11 @@ CLOSED_BOOK = (
     "You answer questions concisely from what you know; no document pages are given. If you do not "
     "know the answer, say so."
 )
+QUESTION_IMAGE = "The question's image"  # the label of a picture the question is about
+_ABOUT_IMAGE = (
+    "The question comes with an image of its own, labelled {label}: it shows what the question is about."
+)
+_NOT_A_PAGE = " It is not one of the numbered pages: cite only those."
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _THINKING_END = re.compile(r"</think>", re.IGNORECASE)
 
@@ -238,21 +310,43 @@ def strip_thinking(text: str) -> str:
     return text.strip()
 
 
-def instructions(inputs: str, coordinates: str, sizes_labelled: bool = False, pages: bool = True) -> str:
+def instructions(
+    inputs: str,
+    coordinates: str,
+    sizes_labelled: bool = False,
+    pages: bool = True,
+    number_from: int = 1,
+    question_image: bool = False,
+) -> str:
     """The system prompt of the model readers: answer from the pages, then cite the regions
-    (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used.
+    (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used,
+    the images or passages numbered from ``number_from``.
 
     ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
     ``pages`` False: no pages are given (the no-retrieval baseline), ``CLOSED_BOOK``.
+    ``question_image``: the question comes with a picture, labelled ``QUESTION_IMAGE``.
     """
+    about = _ABOUT_IMAGE.format(label=QUESTION_IMAGE.lower()) if question_image else ""
     if not pages:
-        return CLOSED_BOOK
+        return f"{CLOSED_BOOK}\n{about}" if about else CLOSED_BOOK
     if inputs == "text":
-        return f"{_INSTRUCTIONS}\n{_CITE_LINES}"
+        return f"{_INSTRUCTIONS}\n{_CITE_LINES.format(first=number_from)}"
     scale = _SCALES[coordinates]
     if coordinates == "pixels" and sizes_labelled:
         scale += " (each image's size is given in its label)"
-    return f"{_INSTRUCTIONS}\n{_CITE_BOXES.format(scale=scale)}"
+    cite = _CITE_BOXES.format(first=number_from, scale=scale)
+    return f"{_INSTRUCTIONS}\n{cite}" + (f"\n{about}{_NOT_A_PAGE}" if about else "")
+
+
+def model_scale(coordinates: str, seen: tuple[int, int]) -> tuple[float, float]:
+    """Pixels of an image as the model saw it (``seen``: its width and height) per unit of
+    ``coordinates`` across its width and its height."""
+    width, height = seen
+    if coordinates == "norm1000":
+        return width / 1000, height / 1000
+    if coordinates == "norm1":
+        return float(width), float(height)
+    return 1.0, 1.0
 
 
 _TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
@@ -265,23 +359,26 @@ def parse_bboxes(
     context: Sequence[ContextItem],
     coordinates: str = "norm1000",
     seen_sizes: Sequence[tuple[int, int]] | None = None,
+    number_from: int = 1,
 ) -> tuple[str, dict[int, list[Box]], list[str]]:
     """Strip ``<bboxes image="N">`` tags from ``text`` and map their boxes to page pixels.
 
-    Returns the answer without the tags, the boxes per context index (0-based), and one problem
-    line per tag or box that was dropped (unknown image, malformed list, empty or inverted box).
-    Boxes are clipped to their image. ``seen_sizes``: the (width, height) each image had when the
-    model saw it, when its processor resized it (boxes refer to those; None: the images' own sizes).
+    Returns the answer without the tags, the boxes per context index (0-based; image
+    ``number_from`` is the first), and one problem line per tag or box that was dropped (unknown
+    image, malformed list, empty or inverted box). Boxes are clipped to their image.
+    ``seen_sizes``: the (width, height) each image had when the model saw it, when its processor
+    resized it (boxes refer to those; None: the images' own sizes).
     """
     if coordinates not in COORDINATES:
         raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
     cited: dict[int, list[Box]] = {}
     problems: list[str] = []
-    for number, boxes in _tagged(_BBOXES, text, len(context), "image", problems):
+    for i, number, boxes in _tagged(_BBOXES, text, len(context), "image", problems, number_from):
         if boxes and isinstance(boxes[0], (int, float)):
             boxes = [boxes]  # a single box written without the outer list
-        item = context[number - 1]
-        width, height = seen_sizes[number - 1] if seen_sizes else item.image_size()
+        item = context[i]
+        width, height = seen_sizes[i] if seen_sizes else item.image_size()
+        sx, sy = model_scale(coordinates, (width, height))
         for box in boxes:
             if not (
                 isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
@@ -289,9 +386,7 @@ def parse_bboxes(
                 problems.append(f"image {number}: not a box [x0, y0, x1, y1]: {box!r}")
                 continue
             x0, y0, x1, y1 = (float(v) for v in box)
-            if coordinates == "norm1000":
-                x0, x1 = x0 * width / 1000, x1 * width / 1000
-                y0, y1 = y0 * height / 1000, y1 * height / 1000
+            x0, y0, x1, y1 = x0 * sx, y0 * sy, x1 * sx, y1 * sy
             x0, x1 = max(0.0, min(x0, width)), max(0.0, min(x1, width))
             y0, y1 = max(0.0, min(y0, height)), max(0.0, min(y1, height))
             if x1 <= x0 or y1 <= y0:
@@ -299,35 +394,40 @@ def parse_bboxes(
                 continue
             if seen_sizes:  # back from the resized image to the image itself
                 image_width, image_height = item.image_size()
-                sx, sy = image_width / width, image_height / height
-                x0, y0, x1, y1 = x0 * sx, y0 * sy, x1 * sx, y1 * sy
-            cited.setdefault(number - 1, []).append(item.to_page((x0, y0, x1, y1)))
+                rx, ry = image_width / width, image_height / height
+                x0, y0, x1, y1 = x0 * rx, y0 * ry, x1 * rx, y1 * ry
+            cited.setdefault(i, []).append(item.to_page((x0, y0, x1, y1)))
     answer = " ".join(_BBOXES.sub(" ", text).split())
     return answer, cited, problems
 
 
-def _tagged(pattern: re.Pattern, text: str, count: int, what: str, problems: list[str]):
-    """``(number, value)`` for each tag of ``pattern`` in ``text`` whose number is 1..``count`` and
-    whose body is JSON; one line in ``problems`` for each other tag."""
+def _tagged(pattern: re.Pattern, text: str, count: int, what: str, problems: list[str], first: int):
+    """``(index, number, value)`` for each tag of ``pattern`` in ``text`` whose number is one of
+    the ``count`` from ``first`` (index: its place from 0) and whose body is JSON; one line in
+    ``problems`` for each other tag."""
     for match in pattern.finditer(text):
         number, body = int(match.group(1)), match.group(2)
-        if not 1 <= number <= count:
-            problems.append(f"a tag for {what} {number}, but {count} {what}s were given")
+        if not first <= number < first + count:
+            given = f"{what}s {first} to {first + count - 1}" if count else f"no {what}s"
+            problems.append(f"a tag for {what} {number}, but {given} were given")
             continue
         try:
-            yield number, json.loads(body)
+            yield number - first, number, json.loads(body)
         except json.JSONDecodeError:
             problems.append(f"{what} {number}: not a JSON list: {body.strip()[:80]!r}")
 
 
-def check_options(inputs: str, coordinates: str, max_images: int | None) -> None:
-    """The options every model reader takes, checked alike."""
+def check_options(inputs: str, coordinates: str | None, max_images: int | None, number_from: int = 1) -> None:
+    """The options every model reader takes, checked alike (``coordinates`` None: the model
+    family's, told once the model is known)."""
     if inputs not in INPUTS:
         raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
-    if coordinates not in COORDINATES:
+    if coordinates is not None and coordinates not in COORDINATES:
         raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
     if max_images is not None and max_images < 1:
         raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
+    if number_from not in (0, 1):
+        raise PagesightError(f"number_from must be 0 or 1, got {number_from!r}")
 
 
 def label(item: ContextItem) -> str:
@@ -336,9 +436,12 @@ def label(item: ContextItem) -> str:
     return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
 
 
-def passages_prompt(question: str, context: Sequence[ContextItem]) -> str:
-    """A text-only prompt: each tile's numbered lines as a labelled passage, then the question."""
-    passages = [f"Passage {n}: {label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, 1)]
+def passages_prompt(question: str, context: Sequence[ContextItem], number_from: int = 1) -> str:
+    """A text-only prompt: each tile's numbered lines as a labelled passage (the first numbered
+    ``number_from``), then the question."""
+    passages = [
+        f"Passage {n}: {label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, number_from)
+    ]
     return "\n\n".join([*passages, f"Question: {question}"])
 
 
@@ -350,26 +453,26 @@ def numbered_lines(item: ContextItem) -> str:
 
 
 def parse_lines(
-    text: str, context: Sequence[ContextItem]
+    text: str, context: Sequence[ContextItem], number_from: int = 1
 ) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
     """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
 
     Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
-    span boxes are already page pixels), their text per context index, and one problem line per
-    tag or line number that was dropped.
+    passage ``number_from`` is the first; span boxes are already page pixels), their text per
+    context index, and one problem line per tag or line number that was dropped.
     """
     cited: dict[int, list[Box]] = {}
     quoted: dict[int, list[str]] = {}
     problems: list[str] = []
-    for number, lines in _tagged(_LINES, text, len(context), "passage", problems):
-        spans = context[number - 1].spans
+    for i, number, lines in _tagged(_LINES, text, len(context), "passage", problems, number_from):
+        spans = context[i].spans
         for k in lines if isinstance(lines, list) else [lines]:
             if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
                 problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
                 continue
             span = spans[k - 1]
-            cited.setdefault(number - 1, []).append(tuple(span.box))
-            quoted.setdefault(number - 1, []).append(span.text)
+            cited.setdefault(i, []).append(tuple(span.box))
+            quoted.setdefault(i, []).append(span.text)
     answer = " ".join(_LINES.sub(" ", text).split())
     return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
 

@@ -3,10 +3,14 @@ hosted APIs) reads the retrieved tiles and answers with citations.
 
 One question is one chat request: a system message with the instructions and a user message that
 labels each tile (``Image N: <doc id> page <page> tile <tile>``) and gives its image as a PNG data
-URL, then the question. Three kinds of input, chosen with ``inputs``:
+URL, then the question's own image when it comes with one (labelled ``The question's image``),
+then the question. Three kinds of input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
-  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels.
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, which ``parse_bboxes`` maps to page pixels:
+  on the 0..1000 grid unless ``coordinates`` says otherwise (an endpoint does not say which model
+  family it serves; a Qwen2.5-VL behind it answers in ``"pixels"``, each image's size then given
+  in its label). ``number_from`` 0 numbers the images (and passages) from 0.
 - ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
   ablation), for text-only models. The lines are numbered and the model cites them as
   ``<lines passage="N">[k, ...]</lines>``; a cited line gives its box and its text.
@@ -41,6 +45,7 @@ from PIL import Image
 
 from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import (
+    QUESTION_IMAGE,
     ContextItem,
     Reading,
     answer_logprob,
@@ -89,7 +94,8 @@ class OpenAIReader:
         max_tokens: int = 512,
         temperature: float = 0.0,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         logprobs: bool = False,
         max_images: int | None = None,
     ) -> None:
@@ -105,7 +111,7 @@ class OpenAIReader:
                 "the openai reader needs a model: pass model= (--model) or set PAGESIGHT_OPENAI_MODEL "
                 "to the name the endpoint serves"
             )
-        check_options(inputs, coordinates, max_images)
+        check_options(inputs, coordinates, max_images, number_from)
         if timeout <= 0:
             raise PagesightError(f"timeout must be positive, got {timeout}")
         if max_retries < 0:
@@ -122,30 +128,44 @@ class OpenAIReader:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.inputs = inputs
-        self.coordinates = coordinates
+        self.coordinates = coordinates or "norm1000"
+        self.number_from = number_from
         self.logprobs = logprobs
         self.max_images = max_images
         self._client = openai.OpenAI(
             api_key=key or "none", base_url=self.base_url, timeout=timeout, max_retries=max_retries
         )
 
-    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        """Answer ``question`` from ``context`` in one chat request; cited boxes are in page pixels."""
-        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
+    def read(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> Reading:
+        """Answer ``question`` from ``context`` (and the question's ``image``, shown after the tiles)
+        in one chat request; cited boxes are in page pixels."""
+        if image is not None and self.inputs == "text":
             raise PagesightError(
-                f"{self._where()}: takes at most {self.max_images} images, got {len(context)}; "
+                f"{self._where()}: reads text (inputs text), so it is shown no question image"
+            )
+        images = (0 if self.inputs == "text" else len(context)) + (image is not None)
+        if self.max_images is not None and images > self.max_images:
+            raise PagesightError(
+                f"{self._where()}: takes at most {self.max_images} images, got {images}; "
                 "read them with the concat or weighted strategy"
             )
         messages = [
-            {"role": "system", "content": self._instructions(pages=bool(context))},
-            {"role": "user", "content": self._user_content(question, context)},
+            {
+                "role": "system",
+                "content": self._instructions(pages=bool(context), question_image=image is not None),
+            },
+            {"role": "user", "content": self._user_content(question, context, image)},
         ]
         reply = self._complete(messages, logprobs=self.logprobs)
         answer = strip_thinking(reply.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context)
+            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
         else:
-            text, cited, warnings = parse_bboxes(answer, context, self.coordinates)
+            text, cited, warnings = parse_bboxes(
+                answer, context, self.coordinates, number_from=self.number_from
+            )
             quotes = {}
         if reply.finish_reason == "length":
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -188,18 +208,28 @@ class OpenAIReader:
         parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in images]
         return {"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}
 
-    def _instructions(self, pages: bool = True) -> str:
-        return instructions(self.inputs, self.coordinates, sizes_labelled=True, pages=pages)
+    def _instructions(self, pages: bool = True, question_image: bool = False) -> str:
+        return instructions(
+            self.inputs,
+            self.coordinates,
+            sizes_labelled=True,
+            pages=pages,
+            number_from=self.number_from,
+            question_image=question_image,
+        )
 
-    def _user_content(self, question: str, context: Sequence[ContextItem]) -> str | list[dict]:
-        """The user message: each tile labelled, then its image and/or text, then the question.
+    def _user_content(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> str | list[dict]:
+        """The user message: each tile labelled, then its image and/or text, then the question's
+        ``image`` when given, then the question.
 
         Text-only requests are one string, which every endpoint (text-only ones included) accepts.
         """
         if self.inputs == "text":
-            return passages_prompt(question, context)
+            return passages_prompt(question, context, self.number_from)
         parts: list[dict] = []
-        for n, item in enumerate(context, 1):
+        for n, item in enumerate(context, self.number_from):
             text = f"Image {n}: {label(item)}"
             if self.coordinates == "pixels":
                 width, height = item.image_size()
@@ -208,6 +238,9 @@ class OpenAIReader:
             parts.append({"type": "image_url", "image_url": {"url": image_data_url(item.image)}})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"Text of image {n}:\n{item.text}"})
+        if image is not None:
+            parts.append({"type": "text", "text": f"{QUESTION_IMAGE}:"})
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(image)}})
         parts.append({"type": "text", "text": f"Question: {question}"})
         return parts
 

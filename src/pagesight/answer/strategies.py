@@ -10,6 +10,8 @@ strategies of VisRAG.
   reader that reports the log-probability of its answer and its number of tokens. (The sum of the
   log-probabilities, used before, favours short answers; it could not be measured against this
   rule without a model, so VisRAG's rule replaced it.)
+
+A question's own picture goes with every call, an image more than the tiles it carries.
 """
 
 from __future__ import annotations
@@ -27,40 +29,51 @@ from pagesight.errors import PagesightError
 from pagesight.records import Box
 
 
-def choose(strategy: str, reader: Reader, n_items: int) -> str:
-    """The strategy ``auto`` stands for: all tiles at once when the reader can take them."""
+def choose(strategy: str, reader: Reader, n_items: int, image: bool = False) -> str:
+    """The strategy ``auto`` stands for: all tiles at once when the reader can take them (and the
+    question's ``image``, when it is shown one)."""
     if strategy not in STRATEGIES:
         raise PagesightError(f"strategy must be one of {', '.join(STRATEGIES)}, got '{strategy}'")
     if strategy != "auto":
         return strategy
-    if reader.inputs == "text" or reader.max_images is None or reader.max_images >= n_items:
+    if reader.inputs == "text" or reader.max_images is None or reader.max_images >= n_items + image:
         return "all"
     return "concat"
 
 
-def run(strategy: str, reader: Reader, question: str, context: Sequence[ContextItem]) -> tuple[Reading, list]:
-    """Read ``context`` with ``strategy``; returns the reading and the items the reader was shown."""
+def run(
+    strategy: str,
+    reader: Reader,
+    question: str,
+    context: Sequence[ContextItem],
+    image: Image.Image | None = None,
+) -> tuple[Reading, list]:
+    """Read ``context`` with ``strategy`` (and the question's ``image`` with every call); returns
+    the reading and the items the reader was shown."""
+    given = {"image": image} if image is not None else {}  # a reader may take no image
     if strategy == "all" or len(context) <= 1:
-        return reader.read(question, context), list(context)
+        return reader.read(question, context, **given), list(context)
     if strategy == "concat":
         merged = Concatenated.of(context)
-        reading = reader.read(question, [merged])
+        reading = reader.read(question, [merged], **given)
         return _split(reading, merged), [merged]
     if strategy == "weighted":
-        return weighted_selection(reader, question, context), list(context)
+        return weighted_selection(reader, question, context, given), list(context)
     raise PagesightError(f"strategy must be one of {', '.join(STRATEGIES[1:])}, got '{strategy}'")
 
 
-def weighted_selection(reader: Reader, question: str, context: Sequence[ContextItem]) -> Reading:
+def weighted_selection(
+    reader: Reader, question: str, context: Sequence[ContextItem], given: dict | None = None
+) -> Reading:
     """VisRAG's weighted selection: one answer per tile, its confidence (1 / perplexity) weighted by
-    the softmax of the retrieval scores."""
+    the softmax of the retrieval scores (each read with ``given``: the question's image)."""
     scores = np.array([item.hit.score for item in context], dtype=float)
     prior = np.exp(scores - scores.max())
     prior /= prior.sum()
     best, best_weight = None, -1.0
     usage: dict = {}
     for i, item in enumerate(context):
-        reading = reader.read(question, [item])
+        reading = reader.read(question, [item], **(given or {}))
         for key, value in reading.usage.items():
             if isinstance(value, (int, float)):
                 usage[key] = usage.get(key, 0) + value

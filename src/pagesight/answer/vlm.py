@@ -4,13 +4,15 @@ with citations.
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL and models with the same chat-template interface, from a hub id or a
 local folder, on ``cuda``, ``mps`` or ``cpu``. One question is one greedy generation over a chat: a
 system message with the instructions, then a user message that labels each tile
-(``Image N: <doc id> page <page> tile <tile>``) and gives its image, then the question. Three kinds
-of input, chosen with ``inputs``:
+(``Image N: <doc id> page <page> tile <tile>``) and gives its image, then the question's own image
+when it comes with one (labelled ``The question's image``), then the question. Three kinds of
+input, chosen with ``inputs``:
 
 - ``"images"``: the tile images; the model cites regions ViDoRe V3's way,
-  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``. With ``coordinates="pixels"`` (Qwen2.5-VL)
-  the boxes are in pixels of the image as the model saw it, after its processor resized it; they
-  are mapped back through that size.
+  ``<bboxes image="N">[[x0, y0, x1, y1], ...]</bboxes>``, on its family's scale unless
+  ``coordinates`` says otherwise (``FAMILY_COORDINATES``). With ``"pixels"`` (Qwen2.5-VL) the boxes
+  are in pixels of the image as the model saw it, after its processor resized it; they are mapped
+  back through that size. ``number_from`` 0 numbers the images (and passages) from 0.
 - ``"text"``: the tiles' text layer or OCR instead of images (PixelRAG's screenshot-to-OCR
   ablation), with numbered lines cited as ``<lines passage="N">[k, ...]</lines>``. A text-only
   causal language model can be loaded for this.
@@ -48,6 +50,7 @@ from PIL import Image
 
 from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import (
+    QUESTION_IMAGE,
     ContextItem,
     Reading,
     answer_logprob,
@@ -72,6 +75,16 @@ _TOOLS_PROMPT = (
     '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": '
     "<args-json-object>}}\n</tool_call>"
 )
+# The boxes each model family cites, by transformers' model_type: Qwen2.5-VL in pixels of the image as
+# its processor resized it, Qwen2-VL and Qwen3-VL on a 0..1000 grid (their cookbooks: Qwen3-VL went
+# back to relative coordinates). Other families are asked for the 0..1000 grid, the common one.
+FAMILY_COORDINATES = {
+    "qwen2_vl": "norm1000",
+    "qwen2_5_vl": "pixels",
+    "qwen3_vl": "norm1000",
+    "qwen3_vl_moe": "norm1000",
+}
+DEFAULT_COORDINATES = "norm1000"
 
 
 @dataclass
@@ -100,14 +113,15 @@ class TransformersReader:
         dtype: str = "auto",
         max_tokens: int = 512,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         max_images: int | None = None,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         adapter: str | None = None,
         trust_remote_code: bool = False,
     ) -> None:
-        _check_options(max_tokens, inputs, coordinates, max_images)
+        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         if not model:
             raise PagesightError(
                 "the transformers reader needs a model: pass model= (--model), a hub id such as "
@@ -126,7 +140,7 @@ class TransformersReader:
             adapter=adapter,
             trust_remote_code=trust_remote_code,
         )
-        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, max_images)
+        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, number_from, max_images)
 
     @classmethod
     def from_objects(
@@ -137,16 +151,17 @@ class TransformersReader:
         source: str = "model object",
         max_tokens: int = 512,
         inputs: str = "images",
-        coordinates: str = "norm1000",
+        coordinates: str | None = None,
+        number_from: int = 1,
         max_images: int | None = None,
     ) -> TransformersReader:
         """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``).
 
         ``source`` names the model in messages.
         """
-        _check_options(max_tokens, inputs, coordinates, max_images)
+        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         reader = cls.__new__(cls)
-        reader._attach(model, processor, source, max_tokens, inputs, coordinates, max_images)
+        reader._attach(model, processor, source, max_tokens, inputs, coordinates, number_from, max_images)
         return reader
 
     def _attach(
@@ -156,7 +171,8 @@ class TransformersReader:
         source: str,
         max_tokens: int,
         inputs: str,
-        coordinates: str,
+        coordinates: str | None,
+        number_from: int,
         max_images: int | None,
     ) -> None:
         if not getattr(processor, "chat_template", None):
@@ -172,24 +188,34 @@ class TransformersReader:
         self.source = source
         self.max_tokens = max_tokens
         self.inputs = inputs
-        self.coordinates = coordinates
+        family = getattr(model.config, "model_type", None)
+        self.coordinates = coordinates or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
+        self.number_from = number_from
         self.max_images = max_images
         self._template_tools: bool | None = None  # whether the chat template renders tools
 
-    def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        """Answer ``question`` from ``context`` in one generation; cited boxes are in page pixels."""
-        if self.inputs != "text" and self.max_images is not None and len(context) > self.max_images:
-            raise PagesightError(
-                f"transformers reader (model '{self.source}'): takes at most {self.max_images} images, "
-                f"got {len(context)}; read them with the concat or weighted strategy"
-            )
+    def read(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> Reading:
+        """Answer ``question`` from ``context`` (and the question's ``image``, shown after the tiles)
+        in one generation; cited boxes are in page pixels."""
+        where = f"transformers reader (model '{self.source}')"
+        if image is not None and self.inputs == "text":
+            raise PagesightError(f"{where}: reads text (inputs text), so it is shown no question image")
         images = [] if self.inputs == "text" else [item.image for item in context]
-        generation = self.generate(self.messages(question, context), images)
+        images += [image] if image is not None else []
+        if self.max_images is not None and len(images) > self.max_images:
+            raise PagesightError(
+                f"{where}: takes at most {self.max_images} images, got {len(images)}; read them with the "
+                "concat or weighted strategy"
+            )
+        generation = self.generate(self.messages(question, context, image), images)
         answer = strip_thinking(generation.text)
         if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context)
+            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
         else:
-            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, generation.seen_sizes)
+            seen = generation.seen_sizes[: len(context)] if generation.seen_sizes else None  # the tiles'
+            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, seen, self.number_from)
             quotes = {}
         if generation.cut:
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
@@ -275,23 +301,33 @@ class TransformersReader:
             found[text] = float(np.logaddexp(found[text], value)) if text in found else value
         return found
 
-    def messages(self, question: str, context: Sequence[ContextItem]) -> list[dict]:
+    def messages(
+        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+    ) -> list[dict]:
         """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text,
-        then the question. Images are ``{"type": "image"}`` placeholders, given in order to the
-        processor.
+        then the question's ``image`` when given, then the question. Images are ``{"type": "image"}``
+        placeholders, given in order to the processor.
         """
         system = {
             "role": "system",
-            "content": instructions(self.inputs, self.coordinates, pages=bool(context)),
+            "content": instructions(
+                self.inputs,
+                self.coordinates,
+                pages=bool(context),
+                number_from=self.number_from,
+                question_image=image is not None,
+            ),
         }
         if self.inputs == "text":
-            return [system, {"role": "user", "content": passages_prompt(question, context)}]
+            return [system, {"role": "user", "content": passages_prompt(question, context, self.number_from)}]
         parts: list[dict] = []
-        for n, item in enumerate(context, 1):
+        for n, item in enumerate(context, self.number_from):
             parts.append({"type": "text", "text": f"Image {n}: {label(item)}\n"})
             parts.append({"type": "image"})
             if self.inputs == "images+text" and item.text:
                 parts.append({"type": "text", "text": f"\nText of image {n}:\n{item.text}\n"})
+        if image is not None:
+            parts += [{"type": "text", "text": f"\n{QUESTION_IMAGE}:\n"}, {"type": "image"}]
         parts.append({"type": "text", "text": f"\nQuestion: {question}"})
         return [system, {"role": "user", "content": parts}]
 
@@ -475,10 +511,12 @@ def _apply_adapter(model: Any, adapter: str, where: str) -> Any:
         raise PagesightError(f"{where}: cannot apply adapter '{adapter}': {_one_line(exc)}") from exc
 
 
-def _check_options(max_tokens: int, inputs: str, coordinates: str, max_images: int | None) -> None:
+def _check_options(
+    max_tokens: int, inputs: str, coordinates: str | None, max_images: int | None, number_from: int
+) -> None:
     if max_tokens < 1:
         raise PagesightError(f"max_tokens must be 1 or more, got {max_tokens}")
-    check_options(inputs, coordinates, max_images)
+    check_options(inputs, coordinates, max_images, number_from)
 
 
 def _one_line(exc: Exception, limit: int = 200) -> str:

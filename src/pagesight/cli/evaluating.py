@@ -127,6 +127,8 @@ def evaluate(
     device: ReaderDeviceOption = None,
     trust_remote_code: TrustOption = False,
     max_tokens: field_option(AskRequest, "max_tokens") = None,
+    coordinates: field_option(AskRequest, "coordinates") = None,
+    number_from: field_option(AskRequest, "number_from") = None,
     agent: field_option(AskRequest, "agent") = False,
     max_searches: Searches = None,
     judge: Annotated[
@@ -185,8 +187,16 @@ def evaluate(
             grid = scorer = None
             if asked:
                 reading = {"reader": reader or AskRequest.reader, "model": model, "max_tokens": max_tokens}
+                reading.update(
+                    coordinates=coordinates.value if coordinates else None, number_from=number_from
+                )
                 grid = answer_grid(AskRequest(**reading, agent=agent), **settings)
-            elif any(settings.values()) or agent or model or max_tokens or any(local.values()):
+            elif (
+                any(settings.values())
+                or agent
+                or any(value is not None for value in (model, max_tokens, coordinates, number_from))
+                or any(local.values())
+            ):
                 raise PagesightError(
                     "the answer settings and the reader's options need --answers (or --reader)"
                 )

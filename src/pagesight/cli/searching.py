@@ -38,7 +38,7 @@ IMAGE_FIELDS = ("query", "k", "doc_ids", "where")  # what a search by image read
 
 
 def _check_image_request(request: SearchRequest) -> None:
-    """Refuse the text search's options with ``--image``, which would otherwise be ignored."""
+    """Refuse the text search's options with ``--image`` alone, which would otherwise be ignored."""
     default = SearchRequest(request.query).to_dict()
     given = [
         name
@@ -48,7 +48,8 @@ def _check_image_request(request: SearchRequest) -> None:
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PagesightError(
-            f"--image searches by the image alone, without {flags} (options of a text search)"
+            f"--image searches by the image alone, without {flags} (options of a text search); "
+            "give QUERY too to search by both"
         )
 
 
@@ -59,7 +60,10 @@ def search(
     request: SearchRequest,
     image: Annotated[
         Path | None,
-        typer.Option(help="Search with this image (or --region of it) instead of QUERY: visual indexes."),
+        typer.Option(
+            help="Search with this image (or --region of it): alone, or with QUERY, a question about it "
+            "(the image searched with the question, fused with the text search): visual indexes."
+        ),
     ] = None,
     region: Annotated[
         str | None, typer.Option(help="With --image: x0,y0,x1,y1 in the image's pixels.")
@@ -75,22 +79,22 @@ def search(
     trust_remote_code: TrustOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Search with a text query, or an image or image region.
+    """Search with a text query, an image or image region, or both.
 
     Hits are tiles with their page, score per retriever, snippet and evidence boxes.
     """
     idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     try:
         if image is not None:
-            _check_image_request(request)
-            query = open_image(image, str(image))
-            hits = idx.search_image(
-                query,
-                k=request.k,
-                region=parse_region(region, "--region"),
-                doc_ids=request.doc_ids,
-                where=request.where,
-            )
+            picture, box = open_image(image, str(image)), parse_region(region, "--region")
+            if request.query.strip():
+                hits = idx.search(request, image=picture, region=box)
+                _report_rerank(idx, request)
+            else:
+                _check_image_request(request)
+                hits = idx.search_image(
+                    picture, k=request.k, region=box, doc_ids=request.doc_ids, where=request.where
+                )
         else:
             if region is not None:
                 raise PagesightError("--region needs --image")
@@ -145,7 +149,13 @@ def ask(
     trust_remote_code: TrustOption = False,
     image: Annotated[
         Path | None,
-        typer.Option(help="With --agent: an image the question is about, which it may search by regions of."),
+        typer.Option(
+            help="An image the question is about (a photo): searched with the question and shown to a "
+            "model reader beside the tiles; with --agent, one it may search by regions of."
+        ),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option(help="With --image: search by x0,y0,x1,y1 of it, in its pixels.")
     ] = None,
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
@@ -155,6 +165,8 @@ def ask(
     """Answer a question from the best tiles, with citations.
 
     Citations name pages and the regions on them; --html shows them cropped, boxes drawn. With
+    --image the question is about a picture: the tiles are searched by both, and a model reader
+    sees the picture beside them (the extractive reader reads the tiles' text alone). With
     --agent a model reader is given a search tool instead of the tiles: it decides what to search
     (text, or a region of an image it was given), reads the tiles found, and answers.
     """
@@ -165,10 +177,10 @@ def ask(
         reader = build_reader(
             request, trust_remote_code=trust_remote_code, base_url=base_url, api_key=api_key, device=device
         )
-        if image is not None and not request.agent:
-            raise PagesightError("--image needs --agent")
+        if region is not None and image is None:
+            raise PagesightError("--region needs --image")
         question_image = open_image(image, str(image)) if image is not None else None
-        answer = idx.ask(request, reader, image=question_image)
+        answer = idx.ask(request, reader, image=question_image, region=parse_region(region, "--region"))
         if html is not None:
             write_html(idx, answer, html)
     except PagesightError as exc:
@@ -186,6 +198,8 @@ def ask(
         asked = {key: made[key] for key in ("query", "image", "region", "k", "doc_ids") if key in made}
         found = f"error: {made['error']}" if "error" in made else f"{len(made['hits'])} tiles"
         err.print(f"search {n}: {json.dumps(asked, ensure_ascii=False)}: {found}", highlight=False)
+    for warning in answer.usage.get("warnings", []):
+        err.print(f"note: {warning}", highlight=False)
     err.print(
         f"{answer.reader}, {len(answer.hits)} tiles, {answer.usage['image_tokens']} image tokens,"
         f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms)",

@@ -138,19 +138,20 @@ def mcp_server(
     Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: see the
     README for the mcpServers entry), or with --http over streamable HTTP at http://HOST:PORT/mcp.
     """
-    from pagesight.answer import READERS, make_reader
-    from pagesight.registry import lent
+    from pagesight.answer.base import Readers
+    from pagesight.request import AskRequest
     from pagesight.serve.mcp import serve as serve_mcp
 
     idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
-    chosen = reader  # the extractive reader is made on the first ask, so the server starts at once
+    # built for each ask's options (its coordinates); the extractive reader on the first ask, so the
+    # server starts at once, another now, so a bad option fails here
+    chosen = Readers(reader, options, trust_remote_code=trust_remote_code)
     if reader != "extractive" or options:
         try:
-            options.update(lent(READERS.load(reader), trust_remote_code=trust_remote_code))
-            chosen = make_reader(reader, **options)
-        except (PagesightError, TypeError) as exc:
-            _fail(f"reader '{reader}': {exc}")
+            chosen.get(AskRequest())
+        except PagesightError as exc:
+            _fail(str(exc))
     if http:
         shown = f"[{host}]" if ":" in host else host
         err.print(f"serving MCP for {index} at http://{shown}:{port}/mcp", highlight=False)

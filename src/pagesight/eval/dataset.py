@@ -10,7 +10,10 @@
                         its relevant pages); options: a multiple-choice question's options, lettered
                         A, B, ... in this order; fields: what ``eval --by`` breaks the metrics down
                         by, names to a string, a number or a list of strings (the question counts
-                        under each); ``pages``, its number of relevant pages, is always one
+                        under each); ``pages``, its number of relevant pages, is always one;
+                        "image"?: "photos/q0.jpg", a picture the question is about (EVQA, InfoSeek,
+                        CRAG-MM), a path in the dataset folder, searched with the question and shown
+                        to a model reader
       qrels.tsv         header "query-id corpus-id score", tab-separated; graded scores allowed
       answers.jsonl     optional: {"_id": "q0", "answer": "..." | ["...", ...], "aliases"?: [...],
                         "format"?: "number" | ...}; several answers (a list, or aliases) are each
@@ -37,10 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from PIL import Image
+
 from pagesight.errors import InputError
 from pagesight.eval.answers import LETTERS, normalize
 from pagesight.jsonl import numbered
 from pagesight.read.transcripts import read_transcripts
+from pagesight.service import open_image
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
 TEXTS, BOXES = "texts.jsonl", "boxes.jsonl"
@@ -61,6 +67,7 @@ class Dataset:
     fields: dict[str, dict] = field(default_factory=dict)  # queries.jsonl's own "fields"
     boxes: Boxes = field(default_factory=dict)  # query -> corpus id -> annotator -> its gold boxes
     texts: Mapping[str, str] = field(default_factory=dict)  # corpus id -> its transcription
+    images: dict[str, Path] = field(default_factory=dict)  # the pictures questions are about
 
     @property
     def name(self) -> str:
@@ -74,9 +81,15 @@ class Dataset:
         documents = next((root / name for name in DOCUMENT_FOLDERS if (root / name).is_dir()), None)
         if documents is None:
             raise InputError(f"{root}: no documents folder (one of {', '.join(DOCUMENT_FOLDERS)})")
-        rows = read_jsonl(root / "queries.jsonl", ("_id", "text"))
+        lines = numbered_jsonl(root / "queries.jsonl", ("_id", "text"))
+        rows = [row for _, row in lines]
         queries = {row["_id"]: row["text"] for row in rows}
         doc_ids, options, fields = {}, {}, {}
+        images = {
+            row["_id"]: _image(root, row["image"], f"{root / 'queries.jsonl'}:{number}")
+            for number, row in lines
+            if "image" in row
+        }
         for row in rows:
             for key, found, least in (("doc_ids", doc_ids, 1), ("options", options, 2)):
                 if key in row:
@@ -98,7 +111,7 @@ class Dataset:
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
         boxes = read_boxes(root / BOXES, qrels) if (root / BOXES).exists() else {}
         texts = read_transcripts(root / TEXTS) if (root / TEXTS).exists() else {}
-        data = cls(root, documents, queries, qrels, answers, doc_ids, options, fields, boxes, texts)
+        data = cls(root, documents, queries, qrels, answers, doc_ids, options, fields, boxes, texts, images)
         for qid in answers:
             data.references(qid)  # a malformed answer or an unknown option is refused here
         return data
@@ -126,6 +139,10 @@ class Dataset:
                 found.setdefault(str(value), []).append(qid)
         order = PAGE_BUCKETS.index if name == PAGES else str
         return {value: found[value] for value in sorted(found, key=order)}
+
+    def image(self, qid: str) -> Image.Image | None:
+        """The picture question ``qid`` is about, read now (None when it has none)."""
+        return open_image(self.images[qid], str(self.images[qid])) if qid in self.images else None
 
     def references(self, qid: str) -> list[str]:
         """The right answers to question ``qid``: its answer (or answers) and aliases; for a
@@ -156,6 +173,17 @@ class Dataset:
         if unit == "page":
             judged = [corpus_id.rpartition("_")[0] or corpus_id for corpus_id in judged]
         return list(dict.fromkeys(judged))
+
+
+def _image(root: Path, given, where: str) -> Path:
+    """A query's ``image``: a file in the dataset folder (read when its question is asked);
+    ``InputError`` naming ``where`` (file:line) otherwise."""
+    if not isinstance(given, str) or not given:
+        raise InputError(f"{where}: image must be a path in the dataset folder, got {given!r}")
+    path = root / given
+    if not path.is_file():
+        raise InputError(f"{where}: image '{given}': no such file in {root}")
+    return path
 
 
 def _letter(text: str, options: list[str]) -> str | None:
@@ -225,6 +253,12 @@ def read_boxes(path: Path, qrels: dict[str, dict[str, int]]) -> Boxes:
 
 
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
+    return [row for _, row in numbered_jsonl(path, required)]
+
+
+def numbered_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """Each row of a JSON-lines file with its line number; ``InputError`` naming file:line for a
+    row that lacks one of ``required`` (``jsonl.numbered``: or is not JSON)."""
     rows = []
     for number, row in numbered(path):
         missing = [key for key in required if key not in row]
@@ -232,7 +266,7 @@ def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
             raise InputError(f"{path}:{number}: missing {', '.join(missing)}")
         if "_id" in row:
             row["_id"] = str(row["_id"])
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 

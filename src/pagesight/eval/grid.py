@@ -11,7 +11,8 @@ strategy; with ``agent``, the searches allowed). The contexts are the papers' ba
 - ``none``: no tiles at all; the reader answers from what it knows (no retrieval).
 
 Each question is searched once (at the depth the largest ``k`` needs, and some more for hard
-negatives) and every configuration takes its context from that search. With ``agent`` the reader
+negatives) and every configuration takes its context from that search; a question about a picture
+(queries.jsonl's ``image``) is searched with it and the reader is shown it, as ``ask`` does. With ``agent`` the reader
 searches itself and the context is the tiles it read. A row per question records the scores
 (``answers.scores``), the judge's grade, the tokens in and out, the time, and whether a gold page
 was in the context: with whether the answer was right, that splits the losses into retrieval misses
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from pagesight.answer.ask import ask
+from pagesight.answer.ask import ask, retrieve
 from pagesight.answer.base import Reader, strip_thinking
 from pagesight.errors import PagesightError
 from pagesight.eval.answers import choice_question, chosen_letter, scores
@@ -204,10 +205,11 @@ def evaluate_grid(
         request = search.request.replace(query=dataset.queries[qid])
         if search.within_document:
             request = request.replace(doc_ids=dataset.documents_of(qid, unit))
-        pools = _contexts(index, request, wanted, depth, gold, unit, held)
+        image = dataset.image(qid)
+        pools = _contexts(index, request, wanted, depth, gold, unit, held, image)
         for config, reader, result in zip(configs, built, results):
             result.rows.append(
-                _answer(index, dataset, qid, config, reader, pools, request, gold, unit, judge)
+                _answer(index, dataset, qid, config, reader, pools, request, gold, unit, judge, image)
             )
         if progress:
             progress(done)
@@ -240,29 +242,30 @@ def _unit(hit: Hit, unit: str) -> str:
     return hit.page_id if unit == "page" else hit.doc_id
 
 
-def _contexts(index, request, wanted, depth, gold, unit, held) -> dict[str, tuple[list[Hit], float]]:
-    """Each context's tiles for one question, best first, with the seconds their search took."""
+def _contexts(index, request, wanted, depth, gold, unit, held, image) -> dict[str, tuple[list[Hit], float]]:
+    """Each context's tiles for one question (about ``image``, when not None), best first, with the
+    seconds their search took."""
     pools: dict[str, tuple[list[Hit], float]] = {"none": ([], 0.0)}
     if depth:
         start = time.perf_counter()
-        hits = index.search(request.replace(k=depth))
+        hits = retrieve(index, request.replace(k=depth), image)
         seconds = time.perf_counter() - start
         pools["retrieved"] = (hits, seconds)
         pools["hard-negatives"] = ([hit for hit in hits if _unit(hit, unit) not in gold], seconds)
     if "oracle" in wanted:
         start = time.perf_counter()
-        pools["oracle"] = (_oracle(index, request, gold, unit, held), time.perf_counter() - start)
+        pools["oracle"] = (_oracle(index, request, gold, unit, held, image), time.perf_counter() - start)
     return pools
 
 
-def _oracle(index, request, gold: set[str], unit: str, held: set[str]) -> list[Hit]:
+def _oracle(index, request, gold: set[str], unit: str, held: set[str], image) -> list[Hit]:
     """The tiles of the gold pages (or documents): those a search within their documents ranks
     first, then the other tiles of each gold page in page order."""
     documents = {corpus_id.rpartition("_")[0] if unit == "page" else corpus_id for corpus_id in gold}
     documents = sorted(documents & held)
     if not documents:
         return []
-    found = index.search(request.replace(doc_ids=documents, k=100, where=None))
+    found = retrieve(index, request.replace(doc_ids=documents, k=100, where=None), image)
     hits = [hit for hit in found if _unit(hit, unit) in gold]
     if unit == "page":
         seen = {(hit.doc_id, hit.page, hit.tile) for hit in hits}
@@ -280,17 +283,19 @@ def _tile_hit(row, score: float) -> Hit:
     return Hit(row.doc_id, row.page, row.idx, score, {}, "", [], row.page_size, row.box)
 
 
-def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, judge) -> dict:
-    """One question answered under ``config``: the row of its scores."""
+def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, judge, image) -> dict:
+    """One question (about ``image``, when not None) answered under ``config``: the row of its
+    scores."""
     question, options = dataset.queries[qid], dataset.options.get(qid)
     references = dataset.references(qid)
     asking = config.request.replace(query=choice_question(question, options) if options else question)
     if config.request.agent:
-        answer = ask(index, asking.replace(doc_ids=request.doc_ids), reader)
+        answer = ask(index, asking.replace(doc_ids=request.doc_ids), reader, image=image)
         seconds = answer.timings["total"]
     else:
         hits, searched = pools[config.context]
-        answer = ask(index, asking, reader, hits=hits[: config.k], closed_book=config.context == "none")
+        closed = config.context == "none"
+        answer = ask(index, asking, reader, image=image, hits=hits[: config.k], closed_book=closed)
         seconds = searched + answer.timings["total"]
     prediction = strip_thinking(answer.text)
     scored = scores(prediction, references, options)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pagesight.answer.ask import retrieve
 from pagesight.choices import DEFAULT_ALPHA, TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
@@ -216,7 +217,9 @@ def evaluate(
     depth: int = 100,
     progress: Callable[[Config, int], None] | None = None,
 ) -> list[Result]:
-    """Each configuration's run over every judged query, ranked ``depth`` deep in corpus units."""
+    """Each configuration's run over every judged query, ranked ``depth`` deep in corpus units; a
+    question about a picture is searched with it by the configurations that have a visual run
+    (``answer.ask.retrieve``)."""
     unit = corpus_unit(index, dataset.qrels)
     queries = {qid: dataset.queries[qid] for qid in dataset.qrels}
     results = []
@@ -228,7 +231,7 @@ def evaluate(
         for done, (qid, text) in enumerate(queries.items(), 1):
             within = {"doc_ids": dataset.documents_of(qid, unit)} if config.within_document else {}
             start = time.perf_counter()
-            hits = index.search(request.replace(query=text, **within), evidence=False)
+            hits = retrieve(index, request.replace(query=text, **within), dataset.image(qid), evidence=False)
             latencies.append(time.perf_counter() - start)
             ranked: dict[str, float] = {}
             for hit in hits:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pagesight.answer.base import Reader
+from pagesight.answer.base import Reader, Readers
 from pagesight.choices import TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import harness, metrics
@@ -162,10 +162,10 @@ def evaluate_dataset(
         grid = AnswerGrid(ks=(answer_k,))
     if grid is not None and isinstance(reader, str):
         grid = replace(grid, request=grid.request.replace(reader=reader))
-    readers = _readers(reader, reader_options or {}, trust_remote_code)
+    readers = Readers(reader, reader_options, trust_remote_code=trust_remote_code)
     if grid is not None:  # a bad grid value or reader option is refused before any work
         for config in grid.configs(configs[0]):
-            readers(config.request)
+            readers.get(config.request)
     path = Path(index) if index is not None else harness.default_index_dir(data, text_from)
     dense = any(c.needs_dense for c in configs)
     idx, failed = harness.prepare_index(
@@ -188,7 +188,7 @@ def evaluate_dataset(
                 data,
                 evaluation.best.config,
                 grid.configs(evaluation.best.config),
-                readers,
+                readers.get,
                 judge=judge,
                 progress=(lambda done: answer_progress(done, asked)) if answer_progress else None,
             )
@@ -197,34 +197,6 @@ def evaluate_dataset(
     finally:
         idx.close()
     return evaluation
-
-
-def _readers(
-    reader: Reader | str | None, local: dict, trust_remote_code: bool
-) -> Callable[[AskRequest], Reader]:
-    """A request's reader: ``reader`` itself when given built, else the request's reader built with
-    its options and ``local`` ones (and leave to run a model's own code), each kind built once."""
-    if reader is not None and not isinstance(reader, str):
-
-        def given(request: AskRequest) -> Reader:
-            if request.inputs is not None:
-                raise PagesightError(
-                    "a reader given built reads what it was built to: name it to vary inputs"
-                )
-            return reader
-
-        return given
-    from pagesight.answer.base import build_reader, reader_options
-
-    built: dict[tuple, Reader] = {}
-
-    def build(request: AskRequest) -> Reader:
-        key = (request.reader, *sorted(reader_options(request, local).items()))
-        if key not in built:
-            built[key] = build_reader(request, trust_remote_code=trust_remote_code, **local)
-        return built[key]
-
-    return build
 
 
 def _write_report(out: Path, evaluation: Evaluation) -> None:

@@ -9,6 +9,9 @@
              that match the query as snippet and boxes
 
 ``Index.search`` and ``Index.search_image`` call these with the index's store and visual encoder.
+A question about a picture (``search_text`` with ``image``) is searched as the question and the
+picture together: the text runs read the question, the visual run the picture (with the question
+when the encoder embeds both as one query, ``image_vector``), and fusion weighs them as ever.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ def search_text(
     request: SearchRequest,
     *,
     visual_encoder: Callable[[], object] | None = None,
+    image: Image.Image | None = None,
+    region: tuple[float, float, float, float] | None = None,
     evidence: bool = True,
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
 ) -> list[Hit]:
     """The ``request.k`` best tiles for a text query; see ``Index.search`` and ``SearchRequest``.
     ``visual_encoder`` returns the index's loaded visual encoder (called only when needed);
+    ``image``: a picture the query is about (``region``: the part of it, in its pixels), which the
+    visual run searches by instead of the text alone (a mode that reads images, ``reads_images``);
     ``evidence=False`` leaves out snippets and boxes; ``rerank`` reorders the fused ranking: it
     returns the new ranking and the reranked head, whose scores the hits carry as "rerank"
     (``search.rerank``)."""
@@ -49,6 +56,17 @@ def search_text(
     mode = check_mode(store, request.mode)
     if not query.strip():
         raise PagesightError("the query is empty")
+    if image is not None:
+        if not reads_images(store, mode):
+            raise PagesightError(
+                f"{store.location}: index has no visual vectors to search a question image by (create it "
+                "with a visual encoder: --encoder)"
+                if not settings.visual_encoder
+                else f"mode {mode} searches by text alone: a question image needs mode visual or hybrid"
+            )
+        image = query_image(image, region)
+    elif region is not None:
+        raise PagesightError("a region is a part of a query image: give the image too")
     check_request(store, k, doc_ids, request.where)
     doc_ids = passing(store, doc_ids, request.where)
     current = store.retrievers()
@@ -64,8 +82,9 @@ def search_text(
         runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
         runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
-    if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):
-        vector = visual_encoder().encode_queries([query])[0]
+    if reads_images(store, mode):
+        encoder = visual_encoder()
+        vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
         runs["visual"] = visual_run(current, vector, pool, allowed)
     if mode == "hybrid":
         if request.fusion == "rrf":
@@ -104,6 +123,20 @@ def search_image(
     """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``; of
     the documents ``doc_ids`` and those passing ``where`` (``search.filters``) when given."""
     check_mode(store, "visual")
+    image = query_image(image, region)
+    check_request(store, k, doc_ids, where)
+    doc_ids = passing(store, doc_ids, where)
+    allowed = _allowed(store, doc_ids)
+    if allowed is not None and not allowed.doc_ids:
+        return []
+    vector = image_vector(visual_encoder(), image)
+    runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
+    return hits(store.catalog, runs["visual"], runs, "", evidence=True, k=k)
+
+
+def query_image(image: Image.Image, region: tuple[float, float, float, float] | None) -> Image.Image:
+    """The part of a query image searched by: its ``region`` (x0, y0, x1, y1 in its pixels), or all
+    of it, in RGB."""
     if region is not None:
         x0, y0, x1, y1 = region
         if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
@@ -111,14 +144,24 @@ def search_image(
                 f"region {list(region)} is not inside the {image.width}x{image.height} query image"
             )
         image = image.crop((round(x0), round(y0), round(x1), round(y1)))
-    check_request(store, k, doc_ids, where)
-    doc_ids = passing(store, doc_ids, where)
-    allowed = _allowed(store, doc_ids)
-    if allowed is not None and not allowed.doc_ids:
-        return []
-    vector = visual_encoder().encode_image_queries([image.convert("RGB")])[0]
-    runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
-    return hits(store.catalog, runs["visual"], runs, "", evidence=True, k=k)
+    return image.convert("RGB")
+
+
+def image_vector(encoder, image: Image.Image, text: str = "") -> np.ndarray:
+    """The query vector of ``image``: with ``text`` when the encoder embeds an image and a text as
+    one query (``encode.visual.joint_queries``), else of the image alone."""
+    from pagesight.encode.visual import joint_queries
+
+    if text and joint_queries(encoder):
+        return encoder.encode_image_text_queries([image], [text])[0]
+    return encoder.encode_image_queries([image])[0]
+
+
+def reads_images(store: Store, mode: str | None) -> bool:
+    """Whether a search in ``mode`` (None: the index's default) has a visual run, which a query
+    image is searched by."""
+    mode = check_mode(store, mode)
+    return mode == "visual" or (mode == "hybrid" and bool(store.catalog.settings.visual_encoder))
 
 
 def lexical_query(settings: Settings, query: str) -> str:

@@ -17,7 +17,8 @@ lifespan, and this one's starts the MCP session manager, so the host app enters 
     app.mount("/mcp", mcp_app)  # http://HOST:PORT/mcp (the SDK's client follows /mcp -> /mcp/)
 
 Results carry boxes in page pixels at the index DPI, as everywhere in pagesight; images are PNG
-image content. The tools' parameters are the request fields (``request.py``) the HTTP API and the
+image content. ``search`` and ``ask`` take a picture the query is about as base64 PNG or JPEG
+(``image``, and a ``region`` of it), searched with the query and shown to the ask tool's reader. The tools' parameters are the request fields (``request.py``) the HTTP API and the
 CLI take too. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
 SQLite connection and its page cache are shared (PDFium has a lock of its own, for the process). An index error (an unknown document, a page out
 of range) is a tool error the agent reads, never a crash of the server.
@@ -40,7 +41,7 @@ from pydantic import Field
 from starlette.applications import Starlette
 
 from pagesight import __version__
-from pagesight.answer.base import Reader, make_reader
+from pagesight.answer.base import Reader, Readers
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.render.pages import MAX_SERVED_PIXELS
@@ -50,7 +51,7 @@ from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
-from pagesight.service import Scrub, hits_payload
+from pagesight.service import MAX_QUERY_BYTES, Scrub, decode_image, hits_payload, parse_region
 from pagesight.where import MAX_WHERE
 
 INSTRUCTIONS = (
@@ -67,17 +68,31 @@ Compression = Annotated[
     float,
     Field(ge=1, le=64, description="Images shrink by sqrt(compression) per side: 4 halves each side."),
 ]
+QueryImage = Annotated[
+    str | None,
+    Field(
+        description=f"A picture the query is about: a PNG or JPEG, base64 (at most {MAX_QUERY_BYTES:,} "
+        "bytes decoded), searched with the query (an index with visual vectors)."
+    ),
+]
+Region = Annotated[
+    str | None, Field(max_length=200, description="With image: x0,y0,x1,y1 of it, in its pixels.")
+]
 
 
-def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer | None = None) -> MCPServer:
-    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader or a reader's name).
-    ``offer``: the rerankers a search or an ask may name (``serve.offer``; None: any, for an agent
-    that launched the server itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
+def build_server(
+    index: Index, reader: str | Reader | Readers = "extractive", offer: Offer | None = None
+) -> MCPServer:
+    """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader, a reader's name, or
+    the ``Readers`` that build it for each request's options, such as its coordinates; a reader
+    named is built on the first ask that needs it: it may load a model). ``offer``: the rerankers a
+    search or an ask may name (``serve.offer``; None: any, for an agent that launched the server
+    itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     lock = threading.Lock()
-    answering = {"reader": reader}  # a reader named is made on the first ask: it may load a model
+    readers = reader if isinstance(reader, Readers) else Readers(reader)
     scrub = Scrub({index.root: "<index>"})
 
     @contextmanager
@@ -90,15 +105,18 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
                 raise ToolError(scrub(str(exc))) from None
 
     def search(**arguments) -> CallToolResult:
-        """The best tiles for a text query: page id (<doc id>_<page>), tile, score, snippet, the boxes of
-        the matching lines and the tile's box on its page; with images, each tile's image too."""
+        """The best tiles for a text query (and the picture it is about, when given): page id
+        (<doc id>_<page>), tile, score, snippet, the boxes of the matching lines and the tile's box on
+        its page; with images, each tile's image too."""
         tenant = caller(arguments.pop("ctx"))
         images, compression = arguments.pop("images"), arguments.pop("compression")
+        picture, region = arguments.pop("image"), arguments.pop("region")
         with using_index():
             request = tool_request(SearchRequest, arguments)
             if offer is not None:
                 request = offer.check(request)
-            hits = index.search(request.replace(where=tenant.within(request.where)))
+            image, box = _query_image(picture, region)
+            hits = index.search(request.replace(where=tenant.within(request.where)), image=image, region=box)
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
             if images:
@@ -114,6 +132,8 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
                 "images", Annotated[bool, Field(description="Also return each tile as an image.")], False
             ),
             _parameter("compression", Compression, 4.0),
+            _parameter("image", QueryImage, None),
+            _parameter("region", Region, None),
             _parameter("ctx", Context, inspect.Parameter.empty),
         ],
         return_annotation=CallToolResult,
@@ -122,15 +142,21 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
     server.tool(annotations=_READ_ONLY)(search)
 
     def ask(**arguments) -> CallToolResult:
-        """Answer a question from the best tiles, with citations: page id, tile and the cited boxes."""
+        """Answer a question (about a picture, when given) from the best tiles, with citations: page
+        id, tile and the cited boxes."""
         tenant = caller(arguments.pop("ctx"))
+        picture, region = arguments.pop("image"), arguments.pop("region")
         with using_index():
-            if isinstance(answering["reader"], str):
-                answering["reader"] = make_reader(answering["reader"])
             request = tool_request(AskRequest, arguments)
             if offer is not None:
                 request = offer.check(request)
-            answer = index.ask(request.replace(where=tenant.within(request.where)), answering["reader"])
+            image, box = _query_image(picture, region)
+            answer = index.ask(
+                request.replace(where=tenant.within(request.where)),
+                readers.get(request),
+                image=image,
+                region=box,
+            )
         data = answer.to_dict()
         result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
         return CallToolResult(content=[_text(result)], structured_content=result)
@@ -138,6 +164,8 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
     ask.__signature__ = inspect.Signature(
         [
             *tool_parameters(AskRequest, exclude=SERVER_CHOOSES),
+            _parameter("image", QueryImage, None),
+            _parameter("region", Region, None),
             _parameter("ctx", Context, inspect.Parameter.empty),
         ],
         return_annotation=CallToolResult,
@@ -207,7 +235,7 @@ def build_server(index: Index, reader: str | Reader = "extractive", offer: Offer
 
 def http_app(
     index: Index,
-    reader: str | Reader = "extractive",
+    reader: str | Reader | Readers = "extractive",
     *,
     path: str = "/",
     host: str = "127.0.0.1",
@@ -229,7 +257,7 @@ def http_app(
 
 def serve(
     index: Index,
-    reader: str | Reader = "extractive",
+    reader: str | Reader | Readers = "extractive",
     *,
     http: bool = False,
     host: str = "127.0.0.1",
@@ -249,6 +277,15 @@ def caller(ctx: Context | None) -> Tenant:
     request = getattr(ctx.request_context, "request", None) if ctx is not None else None
     tenant = getattr(getattr(request, "state", None), "tenant", None)
     return tenant if tenant is not None else OPERATOR
+
+
+def _query_image(image: str | None, region: str | None) -> tuple[Image.Image | None, tuple | None]:
+    """A tool's query image (base64) and the region of it, read."""
+    if image is None:
+        if region is not None:
+            raise PagesightError("region is a part of the query image: give the image too")
+        return None, None
+    return decode_image(image, "image"), parse_region(region)
 
 
 def _parameter(name: str, annotation, default) -> inspect.Parameter:

@@ -12,13 +12,11 @@ going first.
 
 from __future__ import annotations
 
-import json
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
-from pagesight.answer.base import Reader, build_reader, reader_options
+from pagesight.answer import base
 from pagesight.errors import PagesightError
 from pagesight.request import AskRequest, SearchRequest
 
@@ -96,28 +94,13 @@ class Offer:
         )
 
 
-class Readers:
+class Readers(base.Readers):
     """The readers a server built for requests, by reader and options, at most ``KEPT_READERS``
-    (a model reader holds a connection pool, a model in memory): built on a request's first use."""
+    (a model reader holds a connection pool, a model in memory): built on a request's first use,
+    a model reader with the offer's endpoint."""
 
     def __init__(self, offer: Offer):
-        self.local = {"base_url": offer.endpoint()} if offer.readers else {}
-        self._built: OrderedDict[str, Reader] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(local={"base_url": offer.endpoint()} if offer.readers else {}, kept=KEPT_READERS)
 
-    def get(self, request: AskRequest) -> Reader:
-        local = self.local if request.reader != LOCAL_READER else {}
-        key = json.dumps([request.reader, reader_options(request, local)], sort_keys=True, default=str)
-        with self._lock:
-            if key in self._built:
-                self._built.move_to_end(key)
-                return self._built[key]
-        reader = build_reader(request, **local)
-        with self._lock:
-            self._built[key] = reader
-            while len(self._built) > KEPT_READERS:
-                self._built.popitem(last=False)
-        return reader
-
-    def __len__(self) -> int:
-        return len(self._built)
+    def local_options(self, request: AskRequest) -> dict[str, Any]:
+        return self.local if request.reader != LOCAL_READER else {}

@@ -46,6 +46,19 @@ def test_contract(encoder, pages, queries):
     assert_encoder_contract(encoder, pages, queries)
 
 
+def test_a_question_with_its_picture_takes_the_dummys_place(encoder, tiny, pages, queries):
+    """The query prompt with the picture, at the processor's own size, where a text query has its
+    blank 56-pixel image."""
+    backbone, processor = tiny[1].model, encoder.processor
+    (joint,) = encoder.encode_image_text_queries([pages[2]], [queries[1]])
+    inputs = processor(text=[QUERY.format(queries[1])], images=[pages[2]], return_tensors="pt")
+    assert int((inputs["input_ids"] == QWEN_IDS["<|image_pad|>"]).sum()) > 4
+    with torch.no_grad():
+        hidden = backbone(**inputs).last_hidden_state
+    assert np.allclose(joint, unit(hidden[0, -1]), atol=1e-5)
+    assert_differ([joint], encoder.encode_queries(queries[1:2]))  # the picture is read too
+
+
 def test_weights_are_the_checkpoints(encoder, tiny):
     built = tiny[1].model.state_dict()
     loaded = encoder.model.state_dict()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pagesight.encode.visual import check_compatible, make_encoder
+from pagesight.encode.visual import ENCODERS, check_compatible, joint_queries, make_encoder
 from pagesight.encode.visual.pooling import span_mask
 from pagesight.errors import PagesightError
 from pagesight.testing.encoder import assert_differ, assert_encoder_contract
@@ -77,6 +77,28 @@ def test_qwen3_vl_embedding(qwen3, pages, queries):
     assert encoder.spec()["options"]["query_instruction"].startswith("Retrieve images")
     with perturbed(encoder.model.language_model.layers[0].self_attn.q_proj.weight):
         assert_differ(encoder.encode_images(pages), page_vectors)
+
+
+def test_qwen3_vl_embedding_embeds_a_question_with_its_picture(qwen3, pages, queries):
+    """One chat message holds the picture, then the question, under the query instruction."""
+    folder, model, encoder = qwen3
+    system = "<|im_start|>system\n{}<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+    crop = pages[1].crop((0, 0, 84, 56))
+    joint = encoder.encode_image_text_queries([crop, pages[0]], [queries[1], queries[0]])
+    hidden, ids = backbone_hidden(
+        model.model, encoder.processor, system.format(*query_prompt_parts(IMAGE + queries[1])), crop
+    )
+    assert int((ids == QWEN_IDS["<|image_pad|>"]).sum()) > 1
+    assert np.allclose(joint[0], unit(hidden[-1]), atol=1e-5)
+    assert joint_queries(encoder)
+    assert_differ(joint[:1], encoder.encode_image_queries([crop]))  # the question is read too
+    with pytest.raises(PagesightError, match="2 query images for 1 texts"):
+        encoder.encode_image_text_queries([crop, crop], [queries[0]])
+
+
+def test_the_other_embedders_embed_a_query_image_alone(qwen2, qwen25):
+    assert not joint_queries(qwen2[2]) and not joint_queries(qwen25[2])
+    assert {name for name in ENCODERS if joint_queries(ENCODERS.load(name))} == {"dse", "qwen3-vl-embedding"}
 
 
 def query_prompt_parts(user: str) -> tuple[str, str]:

@@ -9,8 +9,17 @@ from pagesight.encode.visual.base import (
     VisualEncoder,
     check_compatible,
     describe_spec,
+    joint_queries,
     make_encoder,
     register,
 )
 
-__all__ = ["ENCODERS", "VisualEncoder", "check_compatible", "describe_spec", "make_encoder", "register"]
+__all__ = [
+    "ENCODERS",
+    "VisualEncoder",
+    "check_compatible",
+    "describe_spec",
+    "joint_queries",
+    "make_encoder",
+    "register",
+]

@@ -9,6 +9,11 @@ Every vector is L2-normalised and float32, whatever dtype the model ran in.
 ``spec()`` describes the vector space an encoder produces; an index records it, and
 ``check_compatible`` refuses to search that index with an encoder of another space.
 
+An encoder whose model takes an image and a text in one input (Qwen3-VL-Embedding's and DSE's chat
+message) also embeds a question about a picture as one query, the picture with its question
+(``JointQueries.encode_image_text_queries``); others embed such a picture alone
+(``joint_queries`` tells which).
+
 Heavy libraries (torch, transformers, peft, colpali-engine) are imported only when an encoder is
 built, and their absence is reported with the extra to install.
 """
@@ -78,6 +83,12 @@ class VisualEncoder(Protocol):
     def spec(self) -> dict:
         """What an index records about the encoder that built it (see ``check_compatible``)."""
         ...
+
+
+def joint_queries(encoder: object) -> bool:
+    """Whether ``encoder`` (an encoder, or its class) embeds an image and a text together as one
+    query (``encode_image_text_queries``); one that does not embeds a query image alone."""
+    return hasattr(encoder, "encode_image_text_queries")
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
@@ -444,6 +455,20 @@ class TorchEncoder:
             "image_size": list(self.image_size) if self.image_size else None,
             "options": self.options(),
         }
+
+
+class JointQueries:
+    """For a ``TorchEncoder`` whose model takes an image and a text in one input: a question about a
+    picture embedded as one query, the picture with the question (``_embed_image_text_queries``
+    embeds a batch of pairs)."""
+
+    def encode_image_text_queries(
+        self, images: Sequence[Image.Image], texts: Sequence[str], progress: Progress | None = None
+    ) -> list[np.ndarray]:
+        """One array per image and its text, embedded together as one query."""
+        if len(images) != len(texts):
+            raise PagesightError(f"{len(images)} query images for {len(texts)} texts: give one text an image")
+        return self._batched(list(zip(_rgb(images), texts)), self._embed_image_text_queries, progress)
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

@@ -3,8 +3,9 @@ LoRA adapter: pass ``adapter=``): a Qwen3-VL whose last token's final hidden sta
 
 Every input is one chat turn: a system message carrying the instruction, the user message holding
 the image and/or text, and the assistant cue, whose last token is pooled. Pages use the model's
-default instruction; text queries and image queries use the retrieval instruction of its examples.
-Both are options, recorded in the spec.
+default instruction; text queries, image queries and a question with its picture (one user message,
+the image then the text: ``encode_image_text_queries``) use the retrieval instruction of its
+examples. Both are options, recorded in the spec.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 
+from pagesight.encode.visual.base import JointQueries
 from pagesight.encode.visual.qwen_vl import IMAGE, QwenVLEmbedder, chat
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ PAGE_INSTRUCTION = "Represent the user's input."
 QUERY_INSTRUCTION = "Retrieve images or text relevant to the user's query."
 
 
-class Qwen3VLEmbeddingEncoder(QwenVLEmbedder):
+class Qwen3VLEmbeddingEncoder(JointQueries, QwenVLEmbedder):
     name: ClassVar[str] = "qwen3-vl-embedding"
     default_model: ClassVar[str | None] = "Qwen/Qwen3-VL-Embedding-2B"
     backbone_class: ClassVar[str] = "Qwen3VLModel"
@@ -47,6 +49,10 @@ class Qwen3VLEmbeddingEncoder(QwenVLEmbedder):
 
     def _embed_image_queries(self, images: list[Image.Image]) -> list[torch.Tensor]:
         return self._pooled([chat(IMAGE, self.query_instruction)] * len(images), images)
+
+    def _embed_image_text_queries(self, pairs: list[tuple[Image.Image, str]]) -> list[torch.Tensor]:
+        prompts = [chat(IMAGE + text, self.query_instruction) for _, text in pairs]
+        return self._pooled(prompts, [image for image, _ in pairs])
 
     def options(self) -> dict:
         return {

@@ -12,11 +12,12 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from pagesight.answer.ask import retrieve
 from pagesight.errors import PagesightError
 from pagesight.request import MAX_K, AskRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
-from pagesight.service import hits_payload, open_image
+from pagesight.service import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["search"])
@@ -31,7 +32,22 @@ AskBody = request_model(
     AskRequest,
     "AskBody",
     required=("query",),
-    extra={"stream": (bool, Field(False, description="NDJSON lines: the hits first, then the answer."))},
+    extra={
+        "stream": (bool, Field(False, description="NDJSON lines: the hits first, then the answer.")),
+        "image": (
+            str | None,
+            Field(
+                None,
+                description=f"An image the question is about: a PNG or JPEG, base64 (at most "
+                f"{MAX_QUERY_BYTES:,} bytes decoded); searched with the question and shown to a model "
+                "reader beside the tiles.",
+            ),
+        ),
+        "region": (
+            str | None,
+            Field(None, description="With image: search by x0,y0,x1,y1 of it, in its pixels."),
+        ),
+    },
 )
 
 
@@ -78,21 +94,30 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     request = server.offer.check(make(AskRequest, body))
     request = request.replace(where=tenant.within(request.where))
     reader = server.readers.get(request)
+    image = box = None
+    if body.image is not None:
+        try:
+            image = decode_image(body.image, "image")
+        except PagesightError as exc:
+            raise ApiError(415, str(exc)) from None
+        box = given_boxes(body.region, "region", limit=1)[0] if body.region else None
+    elif body.region is not None:
+        raise ApiError(422, "region is a part of the question image: send the image too")
     if not body.stream:
         with server.pool.reading() as idx:
             check_documents(idx, request.doc_ids, tenant)
-            return idx.ask(request, reader).to_dict()
+            return idx.ask(request, reader, image=image, region=box).to_dict()
     with server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
 
     def stages() -> Iterator[bytes]:
         with server.pool.reading() as idx:
             try:
-                hits = None if request.agent else idx.search(request.search_request())
+                hits = None if request.agent else retrieve(idx, request, image, box)
                 if hits is not None:
                     payload = hits_payload(hits, request.compression, request.token_model)
                     yield _line({"event": "hits", **payload})
-                answer = idx.ask(request, reader, hits=hits)
+                answer = idx.ask(request, reader, image=image, region=box, hits=hits)
                 yield _line({"event": "answer", "answer": answer.to_dict()})
             except PagesightError as exc:
                 yield _line({"event": "error", "error": server.scrub(str(exc))})
