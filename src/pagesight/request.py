@@ -100,10 +100,17 @@ class SearchRequest:
     fusion: str = _field(
         "rsf", "Hybrid fusion: relative score (rsf) or reciprocal rank (rrf).", choices=FUSIONS
     )
-    alpha: float = _field(DEFAULT_ALPHA, "Relative score fusion: weight of the dense side.", ge=0, le=1)
-    visual_weight: float = _field(
-        DEFAULT_VISUAL_WEIGHT,
-        "Relative score fusion: weight of the visual run, when the index has one.",
+    alpha: float | None = _field(
+        None,
+        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf; with rrf "
+        "every run weighs the same).",
+        ge=0,
+        le=1,
+    )
+    visual_weight: float | None = _field(
+        None,
+        "Fusion: weight of the visual run, when the index has one; the text runs share the rest "
+        f"(default: {DEFAULT_VISUAL_WEIGHT:g} with rsf; with rrf every run weighs the same).",
         ge=0,
         le=1,
     )

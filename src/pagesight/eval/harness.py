@@ -65,7 +65,7 @@ class Config:
         if text in ("lexical", "dense", "visual"):
             return cls(text, SearchRequest(mode=text))
         if text == "hybrid":
-            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid"))
+            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid", alpha=DEFAULT_ALPHA))
         if text == "rrf":
             return cls("rrf", SearchRequest(mode="hybrid", fusion="rrf"))
         if text.startswith("rsf:"):

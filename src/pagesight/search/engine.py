@@ -24,7 +24,7 @@ from pagesight.read.language import query_language
 from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
-from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
+from pagesight.search.fusion import Run, fusion_weights, reciprocal_rank_fusion, relative_score_fusion
 from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
@@ -68,14 +68,10 @@ def search_text(
         vector = visual_encoder().encode_queries([query])[0]
         runs["visual"] = visual_run(current, vector, pool, allowed)
     if mode == "hybrid":
+        weights = fusion_weights(request.fusion, runs, request.alpha, request.visual_weight)
         if request.fusion == "rrf":
-            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k)
+            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
         else:
-            alpha, visual_weight = request.alpha, request.visual_weight
-            text = 1.0 - visual_weight if "visual" in runs else 1.0
-            weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
-            if "dense" not in runs:
-                weights["bm25"] = text
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
