@@ -76,6 +76,10 @@ def test_filter_by_document(sample_index: Index):
         ("revenue", {"k": -3}, "k must be from 1 to 1000, got -3"),
         ("revenue", {"alpha": 1.5}, "alpha must be from 0 to 1, got 1.5"),
         ("revenue", {"alpha": -0.1}, "alpha must be from 0 to 1, got -0.1"),
+        ("revenue", {"visual_weight": 1.5}, "visual_weight must be from 0 to 1, got 1.5"),
+        ("revenue", {"ef": 0}, "ef must be from 1 to 4096, got 0"),
+        ("revenue", {"ef_search": 5000}, "ef_search must be from 1 to 4096, got 5000"),
+        ("revenue", {"nprobe": 0}, "nprobe must be from 1 to 65536, got 0"),
     ],
 )
 def test_bad_search_requests_are_refused(sample_index: Index, query, options, message):

@@ -36,6 +36,10 @@ MAX_QUERY = 4000  # characters
 MAX_DOCUMENTS = 1000  # documents one request may name
 MAX_PAGE = 1_000_000  # a page number a request may name (a larger one is no page of any document)
 MAX_TILE = 100_000  # a tile number a request may name
+# MUVERA candidates or an HNSW beam a request may ask for: as many tiles as a filter's exact MaxSim
+# scores (store/visual.py), so no request costs more than that
+MAX_EFFORT = 4096
+MAX_NPROBE = 65_536  # IVF cells: 4 * sqrt(n) of n = 268 M vectors
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,27 @@ class SearchRequest:
         choices=tuple(LANGUAGES),
     )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
+    ef: int | None = _field(
+        None,
+        "Late-interaction visual vectors (MUVERA): candidates found by their encodings and re-scored "
+        "by exact MaxSim (default 512; on Qdrant, those prefetched by their mean vector).",
+        ge=1,
+        le=MAX_EFFORT,
+    )
+    nprobe: int | None = _field(
+        None,
+        "IVF indexes (dense parts of over 100,000 chunks, visual vectors of an ivf index): cells "
+        "visited a query (default: the index's, 128 dense, 32 visual); not on Qdrant, which has none.",
+        ge=1,
+        le=MAX_NPROBE,
+    )
+    ef_search: int | None = _field(
+        None,
+        "HNSW indexes (visual vectors of an hnsw index, Qdrant's on a server): the search's beam width "
+        "(default: the index's, 128 here).",
+        ge=1,
+        le=MAX_EFFORT,
+    )
     ranker: bool = _field(
         True,
         "Hybrid text search: reorder the first hits by the learned ranker (headings, the question's "

@@ -1,7 +1,8 @@
 """Search over a store: a text or image query to ranked tiles with their evidence.
 
     query -> encode (BM25 terms with the thesaurus's words, the dense text model, the visual encoder)
-          -> each retriever's run over the store's vector stores, limited to the allowed tiles
+          -> each retriever's run over the store's vector stores, limited to the allowed tiles,
+             as widely as the request's ef, nprobe and ef_search say (``store.base.Effort``)
           -> fusion (relative score or reciprocal rank)                    ``search.fusion``
           -> each tile's score fused with its document's                  ``search.documents``
           -> the head reordered by the learned ranker (hybrid text search)  ``search.ranking``
@@ -28,7 +29,7 @@ from pagesight.search.fusion import Run, fusion_weights, reciprocal_rank_fusion,
 from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
-from pagesight.store.base import Allowed, Catalog, Retrievers, Store
+from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
 
 
 def search_text(
@@ -62,11 +63,12 @@ def search_text(
     if mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
         runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
+    effort = Effort(request.ef, request.nprobe, request.ef_search)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
-        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
+        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed, effort=effort)
     if mode == "visual" or (mode == "hybrid" and settings.visual_encoder):
         vector = visual_encoder().encode_queries([query])[0]
-        runs["visual"] = visual_run(current, vector, pool, allowed)
+        runs["visual"] = visual_run(current, vector, pool, allowed, effort)
     if mode == "hybrid":
         weights = fusion_weights(request.fusion, runs, request.alpha, request.visual_weight)
         if request.fusion == "rrf":
@@ -141,9 +143,11 @@ def _allowed(store: Store, doc_ids: Sequence[str] | None) -> Allowed | None:
     return Allowed(doc_ids, lambda: store.catalog.tile_ids_of(doc_ids))
 
 
-def visual_run(current: Retrievers, vector, pool: int, allowed) -> Run:
+def visual_run(current: Retrievers, vector, pool: int, allowed, effort: Effort | None = None) -> Run:
     """The visual run from the same retrievers as the query's other runs."""
-    return current.visual.search(vector, pool, allowed) if current.visual is not None else []
+    if current.visual is None:
+        return []
+    return current.visual.search(vector, pool, allowed, effort=effort)
 
 
 def passing(store: Store, doc_ids: Sequence[str] | None, where: str | None) -> list[str] | None:

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pagesight.store.base import Effort
 from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
 _EXACT_FILTER_LIMIT = 4096
-# MUVERA candidates rescored by exact MaxSim (at least the number of tiles asked for).
+# MUVERA candidates rescored by exact MaxSim (at least the number of tiles asked for); a search's
+# Effort.ef (SearchRequest.ef) in its place.
 _EF = 512
 
 
@@ -63,13 +65,18 @@ class VisualRetriever:
         if len(tile_ids):
             self.engine.remove(tile_ids)
 
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The ``k`` best tiles for one encoded query, as (tile id, score), best first."""
+    def search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None, effort: Effort | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best tiles for one encoded query, as (tile id, score), best first; ``effort``:
+        MUVERA's ``ef`` (default ``_EF``) and the vector index's ``nprobe`` or ``ef_search``."""
         if not len(self):
             return []
+        effort = effort or Effort()
+        structure = {"nprobe": effort.nprobe, "ef_search": effort.ef_search}
         allowed = None if allowed is None else np.asarray(allowed)  # an Allowed lists its tiles
         if not self.multi_vector:
-            scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed)
+            scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed, **structure)
             return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
             # The allowed tiles this index holds, sorted, without listing all it holds.
@@ -82,7 +89,7 @@ class VisualRetriever:
                 return [(int(allowed[i]), float(scores[i])) for i in best]
         # A large filter: widen the candidate pool, then keep the allowed tiles.
         wanted = k if allowed is None else min(len(self), k * 8)
-        scores, ids = self.engine.search([query], wanted, ef=max(_EF, wanted))
+        scores, ids = self.engine.search([query], wanted, ef=max(effort.ef or _EF, wanted), **structure)
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
             keep = set(allowed.tolist())
