@@ -252,6 +252,9 @@ def test_settings_are_checked_when_an_existing_index_is_opened(tmp_path: Path):
         ({"dpi": 0}, "dpi and ocr_dpi must be positive"),
         ({"visual_model": "vidore/colqwen2-v1.0"}, "visual_model and visual_adapter need a visual_encoder"),
         ({"visual_index": "annoy"}, "visual_index must be one of flat, ivf, hnsw, ivfpq"),
+        ({"muvera_reps": 0}, "muvera_reps and muvera_d_proj must be 1 or more"),
+        ({"muvera_k_sim": 17}, "muvera_k_sim from 1 to 16, got 20, 16 and 17"),
+        ({"muvera_reps": 300}, "2\\*\\*muvera_k_sim x muvera_d_proj = 76,800 dimensions; at most 65,536"),
         ({"dense_model": "no-such-model"}, "no-such-model"),
     ],
 )

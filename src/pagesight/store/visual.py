@@ -11,7 +11,7 @@ Ids are tile ids of the catalog, which are never reused, so a retriever file can
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +35,23 @@ class VisualRetriever:
 
     @classmethod
     def empty(
-        cls, dim: int, multi_vector: bool, kind: str = "hnsw", multi_vector_storage: str = "float16"
+        cls,
+        dim: int,
+        multi_vector: bool,
+        kind: str = "hnsw",
+        multi_vector_storage: str = "float16",
+        muvera: Mapping[str, int] | None = None,
     ) -> VisualRetriever:
         """An empty retriever for ``dim``-dimensional vectors, the ANN structure of ``kind``; token
-        vectors searched as ``multi_vector_storage`` (``vectors.quantize``)."""
+        vectors searched as ``multi_vector_storage`` (``vectors.quantize``), found by MUVERA
+        encodings of ``muvera``'s ``reps``, ``k_sim`` and ``d_proj`` (``Muvera``'s defaults for
+        those not given; ``d_proj`` at most ``dim``)."""
         storage = "pq" if kind == "ivfpq" else "fp16"
         if multi_vector:
-            encoder = Muvera(dim)
+            encoding = dict(muvera or {})
+            if "d_proj" in encoding:
+                encoding["d_proj"] = min(encoding["d_proj"], dim)
+            encoder = Muvera(dim, **encoding)
             index = VectorIndex(encoder.output_dim, kind=kind, storage=storage, normalize=False)
             return cls(MuveraRetriever(encoder, index=index, storage=multi_vector_storage))
         return cls(VectorIndex(dim, kind=kind, storage=storage))
