@@ -179,7 +179,9 @@ class Index:
         rank fusion (``fusion="rrf"``, constant ``rrf_k``) or relative score fusion (``"rsf"``),
         each run weighed alike: ``visual_weight`` for the visual run, and of the rest, ``alpha`` for
         dense, the remainder for BM25 (None: the fusion's default, ``search.fusion``; with rrf
-        every run the same). Each tile's score is then fused with its document's, ``document_weight`` times
+        every run the same); ``ef``, ``nprobe`` and ``ef_search`` set how widely the dense and
+        visual runs look in their indexes (``store.base.Effort``; None: the index's own). Each
+        tile's score is then fused with its document's, ``document_weight`` times
         the score of the document's best pages among the ``candidates`` (``search.documents``; 0:
         pages alone).
         ``doc_ids`` restricts the search to those documents. ``evidence=False`` leaves out
