@@ -92,7 +92,6 @@ class Settings:
             raise PagesightError(
                 f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"
             )
-
         if min(self.muvera_reps, self.muvera_d_proj) < 1 or not 1 <= self.muvera_k_sim <= 16:
             raise PagesightError(
                 f"settings: muvera_reps and muvera_d_proj must be 1 or more and muvera_k_sim from 1 to 16, "

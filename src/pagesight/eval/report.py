@@ -82,12 +82,12 @@ def sweeps(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
         parts = named.split("/")
         for i, part in enumerate(parts):
             name, colon, _ = part.partition(":")
-            if not colon or (i == 0 and name != "rsf"):
-                continue
-            if i == 0:  # rsf:ALPHA
+            if i == 0 and colon and name == "rsf":  # rsf:ALPHA
                 name, others = "alpha", ["rsf", *parts[1:]]
-            else:
+            elif i > 0 and colon and name in SETTINGS:
                 others = parts[:i] + parts[i + 1 :]
+            else:
+                continue
             found.setdefault(name, {}).setdefault("/".join(others) + plus + reranked, []).append(result)
     swept = {}
     for name, groups in found.items():
