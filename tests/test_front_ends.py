@@ -25,7 +25,11 @@ from pagesight.serve.mcp import build_server  # noqa: E402
 
 K = 4
 # An eval configuration's name, and the same options as request fields.
-VARIANTS = {"hybrid": {}, "rsf:0.6/doc:0": {"alpha": 0.6, "document_weight": 0.0}}
+VARIANTS = {
+    "hybrid": {},
+    "rsf:0.6/doc:0": {"alpha": 0.6, "document_weight": 0.0},
+    "rrf/alpha:0.3/nprobe:4": {"fusion": "rrf", "alpha": 0.3, "nprobe": 4},  # weighted RRF
+}
 
 
 def ranked(hits: list[dict]) -> list[tuple[str, int, float]]:
@@ -70,7 +74,8 @@ def test_the_samples_give_the_same_hits_through_every_front_end(sample_index):
         for qid, pages in result.run.items():
             in_order = list(dict.fromkeys(page for page, _, _ in expected[qid]))
             assert [page for page, _ in pages] == in_order, (name, "eval", queries[qid])
-    assert seen[0] != seen[1]  # the options change the hits, so each front-end was shown to pass them on
+    # the options change the hits, so each front-end was shown to pass them on
+    assert seen[0] != seen[1] and seen[2] not in seen[:2]
 
 
 @pytest.mark.timeout(120)

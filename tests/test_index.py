@@ -76,6 +76,10 @@ def test_filter_by_document(sample_index: Index):
         ("revenue", {"k": -3}, "k must be from 1 to 1000, got -3"),
         ("revenue", {"alpha": 1.5}, "alpha must be from 0 to 1, got 1.5"),
         ("revenue", {"alpha": -0.1}, "alpha must be from 0 to 1, got -0.1"),
+        ("revenue", {"visual_weight": 1.5}, "visual_weight must be from 0 to 1, got 1.5"),
+        ("revenue", {"ef": 0}, "ef must be from 1 to 4096, got 0"),
+        ("revenue", {"ef_search": 5000}, "ef_search must be from 1 to 4096, got 5000"),
+        ("revenue", {"nprobe": 0}, "nprobe must be from 1 to 65536, got 0"),
     ],
 )
 def test_bad_search_requests_are_refused(sample_index: Index, query, options, message):
@@ -248,6 +252,9 @@ def test_settings_are_checked_when_an_existing_index_is_opened(tmp_path: Path):
         ({"dpi": 0}, "dpi and ocr_dpi must be positive"),
         ({"visual_model": "vidore/colqwen2-v1.0"}, "visual_model and visual_adapter need a visual_encoder"),
         ({"visual_index": "annoy"}, "visual_index must be one of flat, ivf, hnsw, ivfpq"),
+        ({"muvera_reps": 0}, "muvera_reps and muvera_d_proj must be 1 or more"),
+        ({"muvera_k_sim": 17}, "muvera_k_sim from 1 to 16, got 20, 16 and 17"),
+        ({"muvera_reps": 300}, "2\\*\\*muvera_k_sim x muvera_d_proj = 76,800 dimensions; at most 65,536"),
         ({"dense_model": "no-such-model"}, "no-such-model"),
     ],
 )

@@ -12,7 +12,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.choices import DEFAULT_ALPHA
-from pagesight.errors import PagesightError
+from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.search.rerank import make_reranker
 from pagesight.settings import Settings
 from pagesight.vectors import maxsim
@@ -155,7 +155,11 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store, storage
     folder = tmp_path / "tiny-colqwen2"
     build_qwen(folder, "qwen2-vl", models.ColQwen2, models.ColQwen2Processor)
     settings = Settings(
-        dense_model=None, visual_encoder="colqwen2", visual_model=str(folder), multi_vector_storage=storage
+        dense_model=None,
+        visual_encoder="colqwen2",
+        visual_model=str(folder),
+        multi_vector_storage=storage,
+        muvera_reps=5,  # IRPAPERS' is 10; the local store's encodings are the setting's
     )
     # Qdrant: token vectors compared by its MAX_SIM, after a prefetch on their mean
     index = Index.open(tmp_path / "ix" if store == "local" else f"qdrant:{tmp_path / 'q'}", settings=settings)
@@ -171,7 +175,10 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store, storage
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True
     if store == "local":
-        assert index.store.retrievers().visual.engine.storage == storage
+        engine = index.store.retrievers().visual.engine
+        assert engine.storage == storage and (engine.encoder.reps, engine.encoder.k_sim) == (5, 4)
+        with pytest.raises(SettingsConflict, match="made with muvera_reps=5"):
+            Index.open(tmp_path / "ix", settings={"muvera_reps": 20})
     else:  # Qdrant keeps the codes it is told to (a server searches them; local mode exactly)
         params = index.store.client.get_collection(index.store.catalog.tiles_name).config.params
         quantization = params.vectors["visual"].quantization_config

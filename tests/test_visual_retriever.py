@@ -1,5 +1,5 @@
 """The visual retriever over single vectors and multi-vectors: exact answers while small, filters,
-removal, and a save/load round trip."""
+removal, a save/load round trip, and how widely a search looks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pagesight.store.base import Effort
 from pagesight.store.visual import VisualRetriever
-from pagesight.vectors import maxsim
+from pagesight.vectors import VectorIndex, maxsim
+from tests.vectors.conftest import clustered, exact_top, planted_queries, recall, topic_pages
 
 
 def _unit(array: np.ndarray) -> np.ndarray:
@@ -69,3 +71,29 @@ def test_multi_vectors_rank_by_maxsim_and_filter_exactly(tmp_path: Path, rng):
     loaded = VisualRetriever.load(tmp_path / "visual-muvera")
     assert loaded.multi_vector and len(loaded) == len(ids) - 1
     assert [tile for tile, _ in loaded.search(query, 3)] == ids[order[1:4]].tolist()
+
+
+def test_a_search_effort_reaches_muvera_and_the_vector_index():
+    """A request's ef (MUVERA's candidates) and nprobe (an IVF index's cells) reach the searches."""
+    pages, _ = topic_pages(400, 16, topics=100, per_page=3, lengths=(5, 20), seed=3)
+    queries, _ = planted_queries(pages, 20, seed=4)
+    ids = np.arange(len(pages), dtype=np.int64) + 1
+    multi = VisualRetriever.empty(16, multi_vector=True, kind="ivf")
+    multi.add(ids, pages)
+    truth = ids[np.argsort(-maxsim(queries, [page.astype(np.float16) for page in pages]), axis=1)[:, :10]]
+
+    def found(retriever: VisualRetriever, queries, effort: Effort | None) -> np.ndarray:
+        return np.array([[tile for tile, _ in retriever.search(q, 10, effort=effort)] for q in queries])
+
+    by_ef = [recall(found(multi, queries, Effort(ef=ef)), truth) for ef in (10, 40, 160, len(pages))]
+    assert by_ef == sorted(by_ef) and by_ef[0] < 0.8 and by_ef[-1] >= 0.98, by_ef
+    assert recall(found(multi, queries, None), truth) == by_ef[-1]  # 512 by default: every page here
+
+    vectors = clustered(3000, 16, centres=40, seed=5)
+    single = VisualRetriever(VectorIndex(16, "ivf", "fp16", train_threshold=1000))
+    single.add(np.arange(3000), list(vectors))
+    nearby = vectors[:30] + 0.01
+    truth = exact_top(nearby, vectors, 10)
+    cells = single.engine._index.nlist
+    one, every = (recall(found(single, nearby, Effort(nprobe=n)), truth) for n in (1, cells))
+    assert one < 0.9 <= every, (one, every)

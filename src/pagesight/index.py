@@ -187,9 +187,12 @@ class Index:
 
         ``mode`` is lexical, dense, visual or hybrid (default: hybrid when the index has dense or
         visual vectors). Hybrid fuses the rankings of every retriever the index has by reciprocal
-        rank fusion (``fusion="rrf"``, constant ``rrf_k``) or relative score fusion (``"rsf"``:
-        ``visual_weight`` for the visual run, and of the rest, ``alpha`` for dense, the remainder
-        for BM25). Each tile's score is then fused with its document's, ``document_weight`` times
+        rank fusion (``fusion="rrf"``, constant ``rrf_k``) or relative score fusion (``"rsf"``),
+        each run weighed alike: ``visual_weight`` for the visual run, and of the rest, ``alpha`` for
+        dense, the remainder for BM25 (None: the fusion's default, ``search.fusion``; with rrf
+        every run the same); ``ef``, ``nprobe`` and ``ef_search`` set how widely the dense and
+        visual runs look in their indexes (``store.base.Effort``; None: the index's own). Each
+        tile's score is then fused with its document's, ``document_weight`` times
         the score of the document's best pages among the ``candidates`` (``search.documents``; 0:
         pages alone).
         ``doc_ids`` restricts the search to those documents. ``image``: a picture the query is about

@@ -37,6 +37,10 @@ MAX_QUERY = 4000  # characters
 MAX_DOCUMENTS = 1000  # documents one request may name
 MAX_PAGE = 1_000_000  # a page number a request may name (a larger one is no page of any document)
 MAX_TILE = 100_000  # a tile number a request may name
+# MUVERA candidates or an HNSW beam a request may ask for: as many tiles as a filter's exact MaxSim
+# scores (store/visual.py), so no request costs more than that
+MAX_EFFORT = 4096
+MAX_NPROBE = 65_536  # IVF cells: 4 * sqrt(n) of n = 268 M vectors
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,17 @@ class SearchRequest:
     fusion: str = _field(
         "rsf", "Hybrid fusion: relative score (rsf) or reciprocal rank (rrf).", choices=FUSIONS
     )
-    alpha: float = _field(DEFAULT_ALPHA, "Relative score fusion: weight of the dense side.", ge=0, le=1)
-    visual_weight: float = _field(
-        DEFAULT_VISUAL_WEIGHT,
-        "Relative score fusion: weight of the visual run, when the index has one.",
+    alpha: float | None = _field(
+        None,
+        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf; with rrf "
+        "every run weighs the same).",
+        ge=0,
+        le=1,
+    )
+    visual_weight: float | None = _field(
+        None,
+        "Fusion: weight of the visual run, when the index has one; the text runs share the rest "
+        f"(default: {DEFAULT_VISUAL_WEIGHT:g} with rsf; with rrf every run weighs the same).",
         ge=0,
         le=1,
     )
@@ -130,6 +141,27 @@ class SearchRequest:
         choices=tuple(LANGUAGES),
     )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)
+    ef: int | None = _field(
+        None,
+        "Late-interaction visual vectors (MUVERA): candidates found by their encodings and re-scored "
+        "by exact MaxSim (default 512; on Qdrant, those prefetched by their mean vector).",
+        ge=1,
+        le=MAX_EFFORT,
+    )
+    nprobe: int | None = _field(
+        None,
+        "IVF indexes (dense parts of over 100,000 chunks, visual vectors of an ivf index): cells "
+        "visited a query (default: the index's, 128 dense, 32 visual); not on Qdrant, which has none.",
+        ge=1,
+        le=MAX_NPROBE,
+    )
+    ef_search: int | None = _field(
+        None,
+        "HNSW indexes (visual vectors of an hnsw index, Qdrant's on a server): the search's beam width "
+        "(default: the index's, 128 here).",
+        ge=1,
+        le=MAX_EFFORT,
+    )
     ranker: bool = _field(
         True,
         "Hybrid text search: reorder the first hits by the learned ranker (headings, the question's "

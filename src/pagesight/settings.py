@@ -14,6 +14,7 @@ OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
 OCR_ENGINES = ("rapidocr", "tesseract")  # read.ocr
 MULTI_VECTOR_STORAGES = ("float16", "int8", "binary")  # vectors.quantize.STORAGES, without numpy
+MAX_MUVERA_DIM = 1 << 16  # a page's MUVERA encoding: 256 KB in float32 (the default's is 5,120)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class Settings:
     # late-interaction token vectors searched as float16, or as int8 or 1-bit codes rescored with the
     # float16 kept on disk (vectors.quantize)
     multi_vector_storage: str = "float16"
+    # late-interaction token vectors in the local store: MUVERA's encoding (vectors.muvera), whose
+    # inner products find the candidates exact MaxSim ranks: repetitions, 2**k_sim buckets each,
+    # each bucket projected to d_proj dimensions (the encoder's own when it has fewer); IRPAPERS
+    # uses 10 repetitions. Qdrant compares token vectors by its own MAX_SIM and reads none of them.
+    muvera_reps: int = 20
+    muvera_k_sim: int = 4
+    muvera_d_proj: int = 16
 
     def __post_init__(self):
         if self.dpi <= 0 or self.ocr_dpi <= 0:
@@ -83,6 +91,17 @@ class Settings:
         if self.visual_index not in VISUAL_INDEXES:
             raise PagesightError(
                 f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"
+            )
+        if min(self.muvera_reps, self.muvera_d_proj) < 1 or not 1 <= self.muvera_k_sim <= 16:
+            raise PagesightError(
+                f"settings: muvera_reps and muvera_d_proj must be 1 or more and muvera_k_sim from 1 to 16, "
+                f"got {self.muvera_reps}, {self.muvera_d_proj} and {self.muvera_k_sim}"
+            )
+        encoding = self.muvera_reps * (1 << self.muvera_k_sim) * self.muvera_d_proj
+        if encoding > MAX_MUVERA_DIM:
+            raise PagesightError(
+                f"settings: MUVERA encodings of muvera_reps x 2**muvera_k_sim x muvera_d_proj = {encoding:,} "
+                f"dimensions; at most {MAX_MUVERA_DIM:,}"
             )
 
     def to_dict(self) -> dict:

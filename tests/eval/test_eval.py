@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from pagesight.errors import InputError, PagesightError
 from pagesight.eval.dataset import Dataset
+from pagesight.eval.report import run_filename
 from pagesight.eval.runs import read_trec
 from tests.conftest import ROOT, cli
 
@@ -138,6 +139,25 @@ def test_a_question_can_name_the_documents_it_is_asked_of(tmp_path: Path, sample
     (bad / "queries.jsonl").write_text('{"_id": "s1", "text": "tiles", "doc_ids": "retrieval-primer"}\n')
     with pytest.raises(InputError, match="query s1: doc_ids must be a list"):
         Dataset.load(bad)
+
+
+def test_a_setting_varied_over_values_is_searched_with_each_and_plotted(tmp_path: Path, sample_index):
+    report = tmp_path / "report"
+    shown = cli(
+        "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "-m", "rrf/doc:0",
+        "--vary", "alpha=0,0.5,1", "--report", str(report), "--json",
+    )  # fmt: skip
+    summary = json.loads(shown.stdout)
+    names = [c["config"] for c in summary["configs"]]
+    assert names == ["rrf/doc:0/alpha:0", "rrf/doc:0/alpha:0.5", "rrf/doc:0/alpha:1"]
+    runs = {name: read_trec(report / "runs" / run_filename(name))[0] for name in names}
+    assert runs[names[0]] != runs[names[2]]  # BM25 alone against dense alone
+    assert Image.open(report / "alpha_sweep.png").size == (600, 400)
+    for bad, message in (("alpha", "--vary: give NAME=VALUE"), ("colour=1", "unknown setting 'colour'")):
+        refused = cli(
+            "eval", str(ROOT / "samples"), "--index", str(sample_index.root), "--vary", bad, check=False
+        )
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
 
 
 def test_alpha_sweep_is_plotted(tmp_path: Path, sample_index):

@@ -83,5 +83,5 @@ def test_evaluation_configurations_take_a_document_weight():
         0.0,
     )
     assert Config.parse("lexical").request.document_weight == 1.0
-    with pytest.raises(PagesightError, match="document weight"):
+    with pytest.raises(PagesightError, match="'lexical/doc:-2': document_weight must be from 0 to 100"):
         Config.parse("lexical/doc:-2")

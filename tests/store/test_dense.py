@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pagesight.store import dense as dense_module
+from pagesight.store.base import Effort
 from pagesight.store.dense import CHUNKS, DenseRetriever
 
 pytestmark = pytest.mark.timeout(60)
@@ -137,3 +138,34 @@ def test_a_filter_over_parts_ranks_every_allowed_chunk_as_brute_force(
         found = segments.search(vectors[row], 10, allowed)
         assert [t for t, _ in found] == [t for t, _ in expected]
         assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-6)
+
+
+def test_a_search_visits_the_ivf_cells_it_asks_for(monkeypatch):
+    """``Effort.nprobe`` reaches every IVF part, with a filter too (a part holding more of its
+    chunks than ``EXACT_FILTER`` searches them itself), and leaves exact parts exact."""
+    monkeypatch.setattr(dense_module, "IVF_FROM", 2_000)
+    monkeypatch.setattr(dense_module, "EXACT_FILTER", 1_000)
+    rng = np.random.default_rng(11)
+    tile_ids = np.repeat(np.arange(3000), rng.integers(1, 3, 3000))
+    vectors = rng.standard_normal((len(tile_ids), 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ivf, exact = DenseRetriever.empty(32), DenseRetriever.empty(32)
+    ivf.add(tile_ids[tile_ids < 2500], vectors[tile_ids < 2500])
+    exact.add(tile_ids[tile_ids >= 2500], vectors[tile_ids >= 2500])
+    assert ivf.index.is_trained and not exact.index.is_trained
+    segments = dense_module.DenseSegments([ivf, exact], 32)
+    stored = vectors.astype(np.float16).astype(np.float32)
+    allowed = np.arange(0, 3000, 2)
+    cells = ivf.index._index.nlist
+    for keep in (None, allowed):
+        hits = {}
+        for nprobe in (1, cells):
+            found = 0
+            for row in range(0, len(tile_ids), 97):
+                expected = best_per_tile(tile_ids, stored, vectors[row], None if keep is None else set(keep))
+                best = {t for t, _ in expected[:10]}
+                got = segments.search(vectors[row], 10, keep, effort=Effort(nprobe=nprobe))
+                found += len(best & {t for t, _ in got})
+            hits[nprobe] = found
+        rows = len(range(0, len(tile_ids), 97))
+        assert hits[1] < 0.7 * rows * 10 and hits[cells] >= 0.99 * rows * 10, hits

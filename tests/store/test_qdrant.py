@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pagesight import Index
+from pagesight.errors import PagesightError
 from pagesight.settings import Settings
 from tests.conftest import SAMPLES, cli, make_pdf
 
@@ -65,6 +66,13 @@ def test_the_qdrant_store_gives_the_local_stores_results(tmp_path: Path):
             if mode == "hybrid":  # the learned ranker reads the same headings and scores
                 ranked = [h.scores["ranker"] for h in ours]
                 assert [h.scores["ranker"] for h in theirs] == pytest.approx(ranked, abs=1e-3)
+    # how widely a search looks: local mode searches exactly (a server's hnsw_ef), and no Qdrant
+    # index is an IVF one, while the local store's small parts are exact whatever nprobe says
+    dense = [h.page_id for h in remote.search(QUERIES[0], k=3, mode="dense")]
+    assert [h.page_id for h in remote.search(QUERIES[0], k=3, mode="dense", ef_search=1)] == dense
+    assert [h.page_id for h in local.search(QUERIES[0], k=3, mode="dense", nprobe=1)] == dense
+    with pytest.raises(PagesightError, match="nprobe: a Qdrant store has no IVF index"):
+        remote.search(QUERIES[0], mode="dense", nprobe=1)
     only = remote.search("tides", k=5, doc_ids=["tides"], mode="lexical")
     assert {h.doc_id for h in only} == {"tides"} and len(only) == 2
     assert remote.ask("What was the West region's revenue in Q3?").text == "4,870"
@@ -105,6 +113,7 @@ def test_replace_delete_and_reopen_through_the_command_line(tmp_path: Path):
 WRITER = """
 import os, signal, sys
 from pagesight import Index
+from pagesight.errors import PagesightError
 from pagesight.settings import Settings
 from pagesight.store.qdrant import catalog
 stage = sys.argv[3]

@@ -82,6 +82,29 @@ def test_index_trains_when_crossing_threshold_and_keeps_earlier_vectors(data, qu
     assert (found == exact_top(queries, data[:1200], 10)).all()
 
 
+def test_a_search_visits_the_ivf_cells_and_hnsw_beam_it_asks_for(data, queries):
+    """``nprobe`` and ``ef_search`` given to one search reach FAISS and change only that search."""
+    truth = exact_top(queries, data, 10)
+    ivf = VectorIndex(DIM, "ivf", train_threshold=1000)
+    ivf.add(np.arange(len(data)), data)
+    nlist = ivf._index.nlist
+    one = recall(ivf.search(queries, 10, nprobe=1)[1], truth)
+    every = ivf.search(queries, 10, nprobe=nlist)[1]
+    assert (every == truth).all() and one < 0.9  # every cell: exact; one cell: not
+    assert recall(ivf.search(queries, 10)[1], truth) > one and ivf.nprobe == 32  # its own again
+    hnsw = VectorIndex(DIM, "hnsw", train_threshold=1000, hnsw_m=4, ef_construction=8)
+    hnsw.add(np.arange(len(data)), data)
+    narrow = recall(hnsw.search(queries, 10, ef_search=10)[1], truth)
+    wide = recall(hnsw.search(queries, 10, ef_search=400)[1], truth)
+    assert narrow + 0.15 < wide, (narrow, wide)  # a sparse graph: the beam is what finds them
+    exact = VectorIndex(DIM, "flat")  # neither applies to an exact search
+    exact.add(np.arange(len(data)), data)
+    assert (exact.search(queries, 10, nprobe=1, ef_search=1)[1] == truth).all()
+    for name in ("nprobe", "ef_search"):
+        with pytest.raises(ValueError, match=f"{name} must be positive, got 0"):
+            ivf.search(queries, 10, **{name: 0})
+
+
 def test_ivf_retrains_after_growing(data):
     index = VectorIndex(DIM, "ivf", train_threshold=200, retrain_growth=4)
     index.add(np.arange(200), data[:200])

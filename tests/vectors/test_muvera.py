@@ -118,6 +118,25 @@ def test_retriever_recall_against_exact_maxsim(corpus):
     assert recall(found, truth) >= 0.98
 
 
+def test_more_candidates_never_lower_recall_and_the_cells_visited_are_the_searchs(corpus):
+    """``ef`` pages by FDE re-scored exactly, from the ``nprobe`` cells of an IVF FDE index: with
+    every cell, a larger ``ef`` rescores a superset, so recall against exact MaxSim never drops."""
+    pages, queries, _, exact = corpus
+    truth = np.argsort(-exact, axis=1)[:, :10]
+    encoder = Muvera(DIM, reps=8, seed=0)
+    index = VectorIndex(encoder.output_dim, "ivf", "fp16", normalize=False, train_threshold=300)
+    retriever = MuveraRetriever(encoder, index)
+    retriever.add(np.arange(len(pages)), pages)
+    every = index._index.nlist
+    recalls = [
+        recall(retriever.search(queries, 10, ef=ef, nprobe=every)[1], truth)
+        for ef in (10, 20, 40, 80, 160, 320, len(pages))
+    ]
+    assert recalls == sorted(recalls) and recalls[0] < 0.8 and recalls[-1] >= 0.98, recalls
+    one_cell = recall(retriever.search(queries, 10, ef=len(pages), nprobe=1)[1], truth)
+    assert one_cell < recalls[-1] - 0.2 and index.nprobe == 32, one_cell
+
+
 def test_retriever_add_remove_replace_and_reload(corpus, tmp_path):
     pages, queries, targets, _ = corpus
     retriever = MuveraRetriever(Muvera(DIM, reps=8, seed=2), dtype=np.float32)

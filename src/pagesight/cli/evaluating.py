@@ -49,6 +49,18 @@ Judges = choices("Judges", JUDGES)
 TextFrom = choices("TextFrom", TEXT_FROM)
 
 
+def swept(given: list[str]) -> dict[str, list[str]]:
+    """``--vary`` options, each NAME=VALUE,VALUE,..., as each name's values."""
+    found = {}
+    for item in given:
+        name, equals, listed = item.partition("=")
+        values = [value.strip() for value in listed.split(",") if value.strip()]
+        if not equals or not name.strip() or not values:
+            raise PagesightError(f"--vary: give NAME=VALUE,VALUE,..., got '{item}'")
+        found[name.strip()] = values
+    return found
+
+
 @app.command("eval")
 def evaluate(
     dataset: Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")],
@@ -76,6 +88,14 @@ def evaluate(
         ),
     ] = False,
     sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A search setting swept, NAME=VALUE,VALUE,...: every configuration searched with each "
+            "value instead, named CONFIG/NAME:VALUE (visual_weight, alpha, ef, nprobe, ef_search, rrf_k, "
+            "doc, candidates). Repeatable: every combination.",
+        ),
+    ] = None,
     where: Annotated[str | None, typer.Option(help=_help("where"))] = None,
     report: Annotated[
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
@@ -212,6 +232,7 @@ def evaluate(
                 index=path,
                 modes=mode or (),
                 sweep=sweep,
+                vary=swept(vary or []),
                 depth=depth,
                 primary=primary,
                 rerank=rerank,

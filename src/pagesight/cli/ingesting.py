@@ -136,6 +136,13 @@ def ingest(
         VisualKind,
         typer.Option(help="ANN structure of the visual vectors; exact while small (new index only)."),
     ] = VisualKind.ivf,
+    muvera_reps: Annotated[
+        int,
+        typer.Option(
+            help="Late-interaction token vectors: repetitions of their MUVERA encoding, which finds the "
+            "candidates MaxSim ranks; fewer: smaller and faster, lower recall (IRPAPERS: 10; new index only)."
+        ),
+    ] = Settings.muvera_reps,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
     layout: Annotated[
@@ -209,6 +216,7 @@ def ingest(
         "visual_adapter": ("encoder_adapter", model_reference(encoder_adapter) if encoder_adapter else None),
         "visual_index": ("visual_index", visual_index.value),
         "multi_vector_storage": ("multi_vector_storage", multi_vector_storage.value),
+        "muvera_reps": ("muvera_reps", muvera_reps),
         "layout": ("layout", layout),
         "ocr_engine": ("ocr_engine", ocr_engine.value),
         "heading_weight": ("heading_weight", heading_weight),

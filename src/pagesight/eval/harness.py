@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import statistics
@@ -17,7 +18,7 @@ from pagesight.eval import metrics
 from pagesight.eval.dataset import TEXTS, Dataset
 from pagesight.index import Index
 from pagesight.read.transcripts import TRANSCRIPT
-from pagesight.request import SearchRequest
+from pagesight.request import SearchRequest, value_type
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
 
@@ -25,16 +26,29 @@ WITHIN = "/within"
 UNRANKED = "/unranked"
 
 
+def _settings() -> dict[str, tuple[str, type]]:
+    """The request fields a configuration's name can set, by their name in it, with their type:
+    ``doc`` for ``document_weight``, and every other number but ``k`` (eval's depth)."""
+    found = {"doc": ("document_weight", float)}
+    for f in dataclasses.fields(SearchRequest):
+        kind, _ = value_type(f)
+        if kind in (int, float) and f.name not in ("k", "document_weight"):
+            found[f.name] = (f.name, kind)
+    return found
+
+
 @dataclass(frozen=True)
 class Config:
     """A search configuration: a name, as on the command line, and the request each question is
     searched with (``request.SearchRequest``, its query left empty). The names: lexical, dense,
-    visual, hybrid, rrf, rsf:ALPHA, each optionally with ``/doc:WEIGHT``, the weight of a hit's
-    document score (``search.documents``; 0: pages alone), then ``/unranked``: the hybrid head not
-    reordered by the learned ranker (``search.ranking``), and then ``/within``: each question
-    searched only inside its own documents (``Dataset.documents_of``), as long-document
-    benchmarks do. ``visual`` needs an index made with a visual encoder (``pagesight ingest
-    --encoder``); on such an index the hybrid configurations fuse its visual run too."""
+    visual, hybrid, rrf, rsf:ALPHA, each optionally with settings ``/NAME:VALUE`` of the request's
+    numeric fields (``SETTINGS``: ``doc`` for ``document_weight``, the weight of a hit's document
+    score, ``search.documents``, 0: pages alone; ``visual_weight``, ``alpha``, ``ef``, ``nprobe``,
+    ...), then ``/unranked``: the hybrid head not reordered by the learned ranker
+    (``search.ranking``), and then ``/within``: each question searched only inside its own
+    documents (``Dataset.documents_of``), as long-document benchmarks do. ``visual`` needs an index
+    made with a visual encoder (``pagesight ingest --encoder``); on such an index the hybrid
+    configurations fuse its visual run too."""
 
     name: str
     request: SearchRequest = field(default_factory=SearchRequest)
@@ -48,26 +62,18 @@ class Config:
         if text.endswith(UNRANKED):
             config = cls.parse(text.removesuffix(UNRANKED))
             return replace(config, name=config.name + UNRANKED, request=config.request.replace(ranker=False))
-        if "/doc:" in text:
-            base, _, weight = text.partition("/doc:")
-            try:
-                value = float(weight)
-            except ValueError:
-                value = -1.0
-            if not value >= 0:
-                raise PagesightError(
-                    f"configuration '{text}': the document weight must be a number, 0 or more"
-                )
+        base, slash, setting = text.rpartition("/")
+        if slash and ":" in setting:
+            name, _, value = setting.partition(":")
             config = cls.parse(base)
-            return replace(
-                config,
-                name=f"{config.name}/doc:{value:g}",
-                request=config.request.replace(document_weight=value),
-            )
+            try:
+                return config.setting(name, value)
+            except PagesightError as exc:
+                raise PagesightError(f"configuration '{text}': {exc}") from None
         if text in ("lexical", "dense", "visual"):
             return cls(text, SearchRequest(mode=text))
         if text == "hybrid":
-            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid"))
+            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid", alpha=DEFAULT_ALPHA))
         if text == "rrf":
             return cls("rrf", SearchRequest(mode="hybrid", fusion="rrf"))
         if text.startswith("rsf:"):
@@ -80,8 +86,22 @@ class Config:
             return cls(f"rsf:{alpha:g}", SearchRequest(mode="hybrid", alpha=alpha))
         raise PagesightError(
             f"unknown configuration '{text}' (lexical, dense, visual, hybrid, rrf, rsf:ALPHA, "
-            "each optionally with /doc:WEIGHT, then /unranked, then /within)"
+            "each optionally with /NAME:VALUE settings such as /doc:WEIGHT, then /unranked, then /within)"
         )
+
+    def setting(self, name: str, value: str | float) -> Config:
+        """This configuration with the request field ``SETTINGS[name]`` set to ``value`` (text, as
+        in a name, or a number), named ``<name>/<setting>:<value>``."""
+        if name not in SETTINGS:
+            raise PagesightError(f"unknown setting '{name}' (known: {', '.join(SETTINGS)})")
+        field_name, kind = SETTINGS[name]
+        try:
+            number = kind(value)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise PagesightError(f"{name} must be {what}, got '{value}'") from None
+        request = self.request.replace(**{field_name: number})
+        return replace(self, name=f"{self.name}/{name}:{number:g}", request=request)
 
     @property
     def needs_dense(self) -> bool:
@@ -104,6 +124,7 @@ class Config:
         )
 
 
+SETTINGS = _settings()
 METRICS = (
     *(f"recall@{k}" for k in metrics.RECALL_CUTOFFS),
     "ndcg@10",

@@ -16,10 +16,19 @@ from pathlib import Path
 
 from pagesight.eval import metrics
 from pagesight.eval.grid import DECOMPOSITION, AnswerResult
-from pagesight.eval.harness import METRICS, Result
+from pagesight.eval.harness import METRICS, SETTINGS, Result
 from pagesight.eval.runs import write_trec
 
 COLUMNS = METRICS
+# a swept setting's plot: its axis and title (others: the setting's name)
+SWEEP_LABELS = {
+    "alpha": ("alpha (weight of the dense side; 0 = BM25 only)", "Relative score fusion: alpha sweep"),
+    "visual_weight": (
+        "visual_weight (weight of the image run; 0 = text only)",
+        "Text and image: weight sweep",
+    ),
+    "ef": ("ef (MUVERA candidates re-scored by MaxSim)", "MUVERA: ef sweep"),
+}
 
 
 def best(results: Sequence[Result], metric: str = "ndcg@10") -> Result:
@@ -121,9 +130,35 @@ def breakdown_tables(found: dict) -> list[tuple[str, list[list[str]]]]:
     return tables
 
 
-def alpha_sweep(results: Sequence[Result]) -> list[Result]:
-    sweep = [r for r in results if r.config.request.mode == "hybrid" and r.config.request.fusion == "rsf"]
-    return sorted(sweep, key=lambda r: r.config.request.alpha) if len(sweep) >= 2 else []
+def sweeps(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
+    """The settings swept: for ``alpha`` the ``rsf:ALPHA`` configurations (``--sweep``), for each
+    ``/NAME:VALUE`` setting (``--vary``) the configurations it was set on; each setting's results
+    grouped by the configuration without it (its name), in the order of the setting's values, the
+    groups of two values or more."""
+    found: dict[str, dict[str, list[Result]]] = {}
+    for result in results:
+        named, plus, reranked = result.config.name.partition("+")  # CONFIG+RERANKER[/within]
+        parts = named.split("/")
+        for i, part in enumerate(parts):
+            name, colon, _ = part.partition(":")
+            if i == 0 and colon and name == "rsf":  # rsf:ALPHA
+                name, others = "alpha", ["rsf", *parts[1:]]
+            elif i > 0 and colon and name in SETTINGS:
+                others = parts[:i] + parts[i + 1 :]
+            else:
+                continue
+            found.setdefault(name, {}).setdefault("/".join(others) + plus + reranked, []).append(result)
+    swept = {}
+    for name, groups in found.items():
+        field = SETTINGS[name][0]
+        kept = {
+            base: sorted(group, key=lambda r: getattr(r.config.request, field))
+            for base, group in groups.items()
+            if len(group) >= 2
+        }
+        if kept:
+            swept[name] = kept
+    return swept
 
 
 def write(
@@ -346,18 +381,20 @@ def _plots(out: Path, results: Sequence[Result], curves: dict[str, list[float]])
     plots: dict[str, Path] = {}
     curves_xy = {name: (list(range(1, len(curve) + 1)), curve) for name, curve in curves.items()}
     save("recall_at_k", curves_xy, ".", xlabel="k", ylabel="Recall@k", title="Recall at k")
-    sweep = alpha_sweep(results)
-    if sweep:
-        alphas = [r.config.request.alpha for r in sweep]
-        metrics = ("recall@1", "recall@5", "recall@20", "ndcg@10")
-        save(
-            "alpha_sweep",
-            {metric: (alphas, [r.means[metric] for r in sweep]) for metric in metrics},
-            "o",
-            xlabel="alpha (weight of the dense side; 0 = BM25 only)",
-            ylabel="score",
-            title="Relative score fusion: alpha sweep",
-        )
+    for name, groups in sweeps(results).items():
+        field = SETTINGS[name][0]
+        # one configuration swept: four metrics; several: Recall@5 of each
+        metrics = ("recall@1", "recall@5", "recall@20", "ndcg@10") if len(groups) == 1 else ("recall@5",)
+        series = {
+            metric if len(groups) == 1 else f"{base} {metric}": (
+                [getattr(r.config.request, field) for r in group],
+                [r.means[metric] for r in group],
+            )
+            for base, group in groups.items()
+            for metric in metrics
+        }
+        labels = SWEEP_LABELS.get(name, (name, f"{name} sweep"))
+        save(f"{name}_sweep", series, "o", xlabel=labels[0], ylabel="score", title=labels[1])
     return plots
 
 

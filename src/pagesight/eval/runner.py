@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -94,14 +94,18 @@ def configurations(
     rerank_model: str | None = None,
     within_document: bool = False,
     where: str | None = None,
+    vary: Mapping[str, Sequence[str | float]] | None = None,
 ) -> list[harness.Config]:
-    """The configurations named (hybrid when none), the alpha sweep when asked, each one
-    reranked by ``rerank`` too, and each of those searched within its questions' documents too
-    when ``within_document``."""
+    """The configurations named (hybrid when none), the alpha sweep when asked, each one searched
+    with each value of every setting ``vary`` names instead (``harness.SETTINGS``: every
+    combination, named ``CONFIG/NAME:VALUE``), each of those reranked by ``rerank`` too, and each
+    of those searched within its questions' documents too when ``within_document``."""
     configs = [harness.Config.parse(text) for text in modes]
     if sweep:
         configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
     configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
+    for name, values in (vary or {}).items():
+        configs = [config.setting(name, value) for config in configs for value in values]
     if rerank:
         configs += [config.reranked(rerank, rerank_candidates, rerank_model) for config in configs]
     if within_document:
@@ -124,6 +128,7 @@ def evaluate_dataset(
     rerank_model: str | None = None,
     within_document: bool = False,
     where: str | None = None,
+    vary: Mapping[str, Sequence[str | float]] | None = None,
     reader: Reader | str | None = None,
     answer_k: int = AskRequest.k,
     grid: AnswerGrid | None = None,
@@ -142,7 +147,9 @@ def evaluate_dataset(
     configuration, once per configuration of ``grid`` (default: the retrieved ``answer_k`` tiles;
     a named reader is built for each configuration's request with ``reader_options``: base URL, API
     key, device), graded by ``judge`` when given (``judges.Judge``). ``within_document`` also runs
-    every configuration with each question searched inside its own documents only (``/within``).
+    every configuration with each question searched inside its own documents only (``/within``);
+    ``vary`` sweeps settings of the search (``configurations``), as IRPAPERS sweeps the weight of
+    the image run or MUVERA's ``ef``.
     ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers. ``by``:
     fields of the questions (``Dataset.field_names``: queries.jsonl's ``fields`` and ``pages``) to
     break every score down by. ``text_from``: 'documents' (the pages' text layer or OCR) or
@@ -153,7 +160,9 @@ def evaluate_dataset(
     groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = configurations(modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where)
+    configs = configurations(
+        modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where, vary
+    )
     if judge is not None and reader is None and grid is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if (reader is not None or grid is not None) and not data.answers:

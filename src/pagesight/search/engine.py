@@ -1,7 +1,8 @@
 """Search over a store: a text or image query to ranked tiles with their evidence.
 
     query -> encode (BM25 terms with the thesaurus's words, the dense text model, the visual encoder)
-          -> each retriever's run over the store's vector stores, limited to the allowed tiles
+          -> each retriever's run over the store's vector stores, limited to the allowed tiles,
+             as widely as the request's ef, nprobe and ef_search say (``store.base.Effort``)
           -> fusion (relative score or reciprocal rank)                    ``search.fusion``
           -> each tile's score fused with its document's                  ``search.documents``
           -> the head reordered by the learned ranker (hybrid text search)  ``search.ranking``
@@ -27,11 +28,11 @@ from pagesight.read.language import query_language
 from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
-from pagesight.search.fusion import Run, reciprocal_rank_fusion, relative_score_fusion
+from pagesight.search.fusion import Run, fusion_weights, reciprocal_rank_fusion, relative_score_fusion
 from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
-from pagesight.store.base import Allowed, Catalog, Retrievers, Store
+from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
 
 
 def search_text(
@@ -80,21 +81,18 @@ def search_text(
     if mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
         runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
+    effort = Effort(request.ef, request.nprobe, request.ef_search)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
-        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed)
+        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed, effort=effort)
     if reads_images(store, mode):
         encoder = visual_encoder()
         vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
-        runs["visual"] = visual_run(current, vector, pool, allowed)
+        runs["visual"] = visual_run(current, vector, pool, allowed, effort)
     if mode == "hybrid":
+        weights = fusion_weights(request.fusion, runs, request.alpha, request.visual_weight)
         if request.fusion == "rrf":
-            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k)
+            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
         else:
-            alpha, visual_weight = request.alpha, request.visual_weight
-            text = 1.0 - visual_weight if "visual" in runs else 1.0
-            weights = {"bm25": text * (1.0 - alpha), "dense": text * alpha, "visual": visual_weight}
-            if "dense" not in runs:
-                weights["bm25"] = text
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
@@ -188,9 +186,11 @@ def _allowed(store: Store, doc_ids: Sequence[str] | None) -> Allowed | None:
     return Allowed(doc_ids, lambda: store.catalog.tile_ids_of(doc_ids))
 
 
-def visual_run(current: Retrievers, vector, pool: int, allowed) -> Run:
+def visual_run(current: Retrievers, vector, pool: int, allowed, effort: Effort | None = None) -> Run:
     """The visual run from the same retrievers as the query's other runs."""
-    return current.visual.search(vector, pool, allowed) if current.visual is not None else []
+    if current.visual is None:
+        return []
+    return current.visual.search(vector, pool, allowed, effort=effort)
 
 
 def passing(store: Store, doc_ids: Sequence[str] | None, where: str | None) -> list[str] | None:

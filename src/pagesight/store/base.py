@@ -153,13 +153,27 @@ class Allowed:
         return self._tile_ids if dtype is None else self._tile_ids.astype(dtype)
 
 
+@dataclass(frozen=True)
+class Effort:
+    """How widely a vector search looks, where its index has the structure a setting belongs to
+    (None: the index's own; an exact search reads none): ``ef`` MUVERA candidates re-scored by
+    exact MaxSim, ``nprobe`` IVF cells visited, ``ef_search`` an HNSW graph's beam. The
+    ``SearchRequest`` fields of the same names."""
+
+    ef: int | None = None
+    nprobe: int | None = None
+    ef_search: int | None = None
+
+
 class VectorStore(Protocol):
     """The vectors of one retriever, identified by tile id (a tile may hold several vectors), as a
     search reads them. How they are written is the store's: the local store derives them from the
     catalog into files (``MutableVectorStore``), Qdrant writes them with their documents. ``allowed``
     is an array of tile ids or an ``Allowed``. A lexical store's ``search`` also takes the query's
     ``language`` (``read.language``; None: told from the query among its ``languages``, those of
-    its pages)."""
+    its pages); a dense or visual one's takes ``effort`` (an ``Effort``; None: the index's own),
+    and refuses a setting that no index of its kind has (Qdrant's, nprobe) with a
+    ``PagesightError`` naming it."""
 
     def tile_ids(self) -> np.ndarray:
         """The tiles it holds vectors of (int64)."""

@@ -29,12 +29,13 @@ from typing import BinaryIO
 import numpy as np
 
 from pagesight.errors import IndexFormatError
+from pagesight.store.base import Effort
 from pagesight.vectors import VectorIndex
 from pagesight.vectors.maxsim import runs
 
 CHUNKS = 1 << 12  # most chunks of one tile: 4,096 chunks of 120 words, far beyond a page's text
 IVF_FROM = 100_000  # chunk vectors (about 18,000 tiles) from which a part is an IVF index
-NPROBE = 128
+NPROBE = 128  # a search's Effort.nprobe (SearchRequest.nprobe) in its place
 EXACT_FILTER = 50_000  # a filter allowing up to this many of a part's chunks scores them exactly
 
 
@@ -107,25 +108,37 @@ class DenseRetriever:
             self._chunk_ids = None
 
     def search(
-        self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+        self,
+        query_vector: np.ndarray,
+        n: int,
+        allowed: np.ndarray | None = None,
+        effort: Effort | None = None,
     ) -> list[tuple[int, float]]:
-        """The ``n`` best (tile id, best chunk score) pairs, best first."""
+        """The ``n`` best (tile id, best chunk score) pairs, best first; ``effort``'s ``nprobe`` for
+        an IVF part (its ``ef`` and ``ef_search`` have no structure here)."""
         allowed_chunks = None
         if allowed is not None:
             allowed_chunks = self._chunks_of(np.asarray(allowed, dtype=np.int64))
             if not len(allowed_chunks):
                 return []
-        return self.search_chunks(query_vector, n, allowed_chunks)
+        return self.search_chunks(query_vector, n, allowed_chunks, effort)
 
     def search_chunks(
-        self, query_vector: np.ndarray, n: int, allowed_chunks: np.ndarray | None = None
+        self,
+        query_vector: np.ndarray,
+        n: int,
+        allowed_chunks: np.ndarray | None = None,
+        effort: Effort | None = None,
     ) -> list[tuple[int, float]]:
         """``search`` within the chunk ids ``allowed_chunks`` (of ``_chunks_of``; None: all)."""
         if not len(self.index):
             return []
         # Several chunks of one tile may rank high: ask for more chunks than tiles wanted.
         wanted = min(len(self.index), n * 4)
-        scores, ids = self.index.search(query_vector.reshape(1, -1), wanted, allowed_ids=allowed_chunks)
+        nprobe = effort.nprobe if effort is not None else None
+        scores, ids = self.index.search(
+            query_vector.reshape(1, -1), wanted, allowed_ids=allowed_chunks, nprobe=nprobe
+        )
         found = ids[0] >= 0
         tiles, scores = ids[0][found] // CHUNKS, scores[0][found]
         first = np.sort(np.unique(tiles, return_index=True)[1])[:n]  # each tile at its best chunk
@@ -237,13 +250,19 @@ class DenseSegments:
         return sum(len(self.part(i)) for i in range(len(self.parts)))
 
     def search(
-        self, query_vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+        self,
+        query_vector: np.ndarray,
+        n: int,
+        allowed: np.ndarray | None = None,
+        effort: Effort | None = None,
     ) -> list[tuple[int, float]]:
-        """The ``n`` best (tile id, best chunk score) pairs of all parts, best first. A filter's
-        chunks are scored exactly from their stored vectors, every part's at once, where a part
-        holds up to ``EXACT_FILTER`` of them; a part holding more searches them itself."""
+        """The ``n`` best (tile id, best chunk score) pairs of all parts, best first, each IVF part
+        visiting ``effort.nprobe`` cells (None: ``NPROBE``). A filter's chunks are scored exactly
+        from their stored vectors, every part's at once, where a part holds up to ``EXACT_FILTER``
+        of them; a part holding more searches them itself."""
         if allowed is None:
-            found = [hit for i in range(len(self.parts)) for hit in self.part(i).search(query_vector, n)]
+            parts = range(len(self.parts))
+            found = [hit for i in parts for hit in self.part(i).search(query_vector, n, effort=effort)]
         else:
             allowed = np.unique(np.asarray(allowed, dtype=np.int64))  # listed once
             found, few = [], []
@@ -251,7 +270,7 @@ class DenseSegments:
                 part = self.part(i)
                 chunks = part._chunks_of(allowed)
                 if len(chunks) > EXACT_FILTER:
-                    found.extend(part.search_chunks(query_vector, n, chunks))
+                    found.extend(part.search_chunks(query_vector, n, chunks, effort))
                 elif len(chunks):
                     few.append((part, chunks))
             found.extend(_best_tiles(query_vector, few, n))

@@ -187,8 +187,13 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             visual = (previous.visual if previous is not None else None) or VisualRetriever.empty(
                 spec["dim"],
                 spec["multi_vector"],
-                catalog.settings.visual_index,
+                settings.visual_index,
                 settings.multi_vector_storage,
+                {
+                    "reps": settings.muvera_reps,
+                    "k_sim": settings.muvera_k_sim,
+                    "d_proj": settings.muvera_d_proj,
+                },
             )
             _sync(visual, catalog.tile_ids() if tile_ids is None else tile_ids, catalog.visual_vectors)
     return Retrievers(generation, lexical, dense, visual)

@@ -11,16 +11,18 @@ Ids are tile ids of the catalog, which are never reused, so a retriever file can
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from pagesight.store.base import Effort
 from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
 _EXACT_FILTER_LIMIT = 4096
-# MUVERA candidates rescored by exact MaxSim (at least the number of tiles asked for).
+# MUVERA candidates rescored by exact MaxSim (at least the number of tiles asked for); a search's
+# Effort.ef (SearchRequest.ef) in its place.
 _EF = 512
 
 
@@ -33,13 +35,23 @@ class VisualRetriever:
 
     @classmethod
     def empty(
-        cls, dim: int, multi_vector: bool, kind: str = "hnsw", multi_vector_storage: str = "float16"
+        cls,
+        dim: int,
+        multi_vector: bool,
+        kind: str = "hnsw",
+        multi_vector_storage: str = "float16",
+        muvera: Mapping[str, int] | None = None,
     ) -> VisualRetriever:
         """An empty retriever for ``dim``-dimensional vectors, the ANN structure of ``kind``; token
-        vectors searched as ``multi_vector_storage`` (``vectors.quantize``)."""
+        vectors searched as ``multi_vector_storage`` (``vectors.quantize``), found by MUVERA
+        encodings of ``muvera``'s ``reps``, ``k_sim`` and ``d_proj`` (``Muvera``'s defaults for
+        those not given; ``d_proj`` at most ``dim``)."""
         storage = "pq" if kind == "ivfpq" else "fp16"
         if multi_vector:
-            encoder = Muvera(dim)
+            encoding = dict(muvera or {})
+            if "d_proj" in encoding:
+                encoding["d_proj"] = min(encoding["d_proj"], dim)
+            encoder = Muvera(dim, **encoding)
             index = VectorIndex(encoder.output_dim, kind=kind, storage=storage, normalize=False)
             return cls(MuveraRetriever(encoder, index=index, storage=multi_vector_storage))
         return cls(VectorIndex(dim, kind=kind, storage=storage))
@@ -63,13 +75,18 @@ class VisualRetriever:
         if len(tile_ids):
             self.engine.remove(tile_ids)
 
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The ``k`` best tiles for one encoded query, as (tile id, score), best first."""
+    def search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None, effort: Effort | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best tiles for one encoded query, as (tile id, score), best first; ``effort``:
+        MUVERA's ``ef`` (default ``_EF``) and the vector index's ``nprobe`` or ``ef_search``."""
         if not len(self):
             return []
+        effort = effort or Effort()
+        structure = {"nprobe": effort.nprobe, "ef_search": effort.ef_search}
         allowed = None if allowed is None else np.asarray(allowed)  # an Allowed lists its tiles
         if not self.multi_vector:
-            scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed)
+            scores, ids = self.engine.search(query.reshape(1, -1), k, allowed_ids=allowed, **structure)
             return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
             # The allowed tiles this index holds, sorted, without listing all it holds.
@@ -82,7 +99,7 @@ class VisualRetriever:
                 return [(int(allowed[i]), float(scores[i])) for i in best]
         # A large filter: widen the candidate pool, then keep the allowed tiles.
         wanted = k if allowed is None else min(len(self), k * 8)
-        scores, ids = self.engine.search([query], wanted, ef=max(_EF, wanted))
+        scores, ids = self.engine.search([query], wanted, ef=max(effort.ef or _EF, wanted), **structure)
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
         if allowed is not None:
             keep = set(allowed.tolist())

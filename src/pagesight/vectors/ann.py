@@ -201,8 +201,9 @@ class VectorIndex:
         normalize: L2-normalise vectors and queries (cosine similarity).
         train_threshold: size at which ``ivf``/``hnsw``/``ivfpq`` leave the exact flat index.
         nlist: IVF cells; default 4 * sqrt(n) at training, at most n / 39.
-        nprobe: IVF cells visited per query (tunable at any time).
-        hnsw_m, ef_construction, ef_search: HNSW graph degree and beam widths (``ef_search`` tunable).
+        nprobe: IVF cells visited per query (tunable at any time, and per search: ``search``).
+        hnsw_m, ef_construction, ef_search: HNSW graph degree and beam widths (``ef_search`` tunable,
+            and per search).
         pq_m, pq_bits: IVF-PQ sub-quantizers (default: dim / 8, i.e. 8 dims each) and bits per code.
         train_size: most vectors k-means is trained on (default 32 per cell; FAISS' own default of 256
             per cell takes many minutes at 2,048 dims on 2 cores for no measurable recall gain).
@@ -482,15 +483,26 @@ class VectorIndex:
     # ---- searching --------------------------------------------------------------------------------
 
     def search(
-        self, queries: Any, k: int = 10, allowed_ids: Iterable[int] | None = None
+        self,
+        queries: Any,
+        k: int = 10,
+        allowed_ids: Iterable[int] | None = None,
+        *,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best vectors per query by inner product.
+        """The ``k`` best vectors per query by inner product; ``nprobe`` (an IVF structure's) and
+        ``ef_search`` (an HNSW graph's) for this search only (None: the index's own), each read
+        by the structure it belongs to, neither by an exact search.
 
         Returns ``(scores, ids)``, each ``(len(queries), k)``, best first; places beyond the number of
         (allowed) vectors hold id -1 and score -inf.
         """
         if k < 1:
             raise ValueError(f"k must be positive, got {k}")
+        for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
         queries = self._float32(self._check_vectors(queries, "queries"))
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         ids = np.full((len(queries), k), -1, dtype=np.int64)
@@ -512,7 +524,8 @@ class VectorIndex:
                 return scores, ids
             if len(allowed) <= self.exact_filter_limit:
                 return self._exact(queries, k, allowed, scores, ids)
-        found_scores, found = self._index.search(queries, k, params=self._params(k, allowed))
+        params = self._params(k, allowed, nprobe or self.nprobe, ef_search or self.ef_search)
+        found_scores, found = self._index.search(queries, k, params=params)
         if self._ann and self.kind == "hnsw":
             found = np.where(found >= 0, self._labels[np.maximum(found, 0)], -1)
         missing = found < 0
@@ -532,7 +545,9 @@ class VectorIndex:
         ids[:, :top] = allowed[best]
         return scores, ids
 
-    def _params(self, k: int, allowed: np.ndarray | None) -> faiss.SearchParameters | None:
+    def _params(
+        self, k: int, allowed: np.ndarray | None, nprobe: int, ef_search: int
+    ) -> faiss.SearchParameters | None:
         selector = None
         hnsw = self._ann and self.kind == "hnsw"
         if hnsw:
@@ -548,9 +563,9 @@ class VectorIndex:
             selector = faiss.IDSelectorBatch(len(allowed), faiss.swig_ptr(allowed))
             selector.referenced_ids = allowed
         if hnsw:
-            return faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k), sel=selector)
+            return faiss.SearchParametersHNSW(efSearch=max(ef_search, k), sel=selector)
         if self._ann:
-            return faiss.SearchParametersIVF(nprobe=min(self.nprobe, self._index.nlist), sel=selector)
+            return faiss.SearchParametersIVF(nprobe=min(nprobe, self._index.nlist), sel=selector)
         return faiss.SearchParameters(sel=selector) if selector is not None else None
 
     # ---- size and persistence ---------------------------------------------------------------------

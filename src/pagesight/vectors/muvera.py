@@ -304,11 +304,19 @@ class MuveraRetriever:
         self._slot = dict(zip(live.tolist(), range(len(live))))
 
     def search(
-        self, queries: MultiVectors, k: int = 10, ef: int = 256, rescore: int = 64
+        self,
+        queries: MultiVectors,
+        k: int = 10,
+        ef: int = 256,
+        rescore: int = 64,
+        *,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best pages per query by MaxSim among the ``ef`` best by FDE inner product; with
         codes, the best ``rescore`` (``k`` at least) by the codes' MaxSim are scored again with the
-        float vectors.
+        float vectors. ``nprobe`` and ``ef_search`` go to the FDE index's search
+        (``VectorIndex.search``).
 
         Returns ``(scores, ids)``, each ``(len(queries), k)``, best first; missing places have id -1
         and score -inf.
@@ -320,7 +328,8 @@ class MuveraRetriever:
             raise ValueError(f"query vectors have dimension {packed.dim}, the index holds {self.encoder.dim}")
         scores = np.full((len(packed), k), -np.inf, dtype=np.float32)
         ids = np.full((len(packed), k), -1, dtype=np.int64)
-        _, candidates = self.index.search(self.encoder.encode_queries(packed), max(k, ef))
+        fdes = self.encoder.encode_queries(packed)
+        _, candidates = self.index.search(fdes, max(k, ef), nprobe=nprobe, ef_search=ef_search)
         for row, found in enumerate(candidates):
             found = found[found >= 0]
             if not len(found):
