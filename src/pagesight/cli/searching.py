@@ -79,9 +79,10 @@ def search(
     trust_remote_code: TrustOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Search with a text query, an image or image region, or both.
+    """Search by a question, a picture or both.
 
-    Hits are tiles with their page, score per retriever, snippet and evidence boxes.
+    A picture (--image, a --region of it) is searched with the question. Hits are tiles with
+    their page, score per retriever, snippet and evidence boxes.
     """
     idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     try:
