@@ -21,6 +21,17 @@ LANGUAGES = {
 # mmlongbench-dev (BENCHMARKS.md, "Text vectors"): with MiniLM or its static distillation the best
 # hybrid keeps BM25 dominant and lets dense break its ties.
 DEFAULT_ALPHA = 0.15
+# ... and for a dense model whose own sweep put it elsewhere: multilingual-e5-small ranks well
+# enough alone that it takes half (BENCHMARKS.md, "Across languages": alpha .5 beats .15 in every
+# cross-language cell and within each language).
+MODEL_ALPHA = {"multilingual": 0.5}
+
+
+def default_alpha(dense_model: str | None) -> float:
+    """Relative score fusion's dense weight for an index whose dense model is ``dense_model``."""
+    return MODEL_ALPHA.get(dense_model or "", DEFAULT_ALPHA)
+
+
 # Weight of the visual side in relative score fusion when the index has visual vectors; the text
 # side (BM25 and dense, split by alpha) has the rest. IRPAPERS' multimodal hybrid weighs its text
 # and image runs evenly; no visual model can be measured here to tune it.

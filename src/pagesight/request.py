@@ -25,6 +25,7 @@ from pagesight.choices import (
     DEFAULT_VISUAL_WEIGHT,
     INPUTS,
     LANGUAGES,
+    MODEL_ALPHA,
     STRATEGIES,
     TOKEN_MODELS,
 )
@@ -107,8 +108,8 @@ class SearchRequest:
     )
     alpha: float | None = _field(
         None,
-        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf; with rrf "
-        "every run weighs the same).",
+        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf, "
+        f"{MODEL_ALPHA['multilingual']:g} with the multilingual model; with rrf every run weighs the same).",
         ge=0,
         le=1,
     )

@@ -65,6 +65,12 @@ def test_a_french_question_finds_the_english_page(tmp_path: Path, store: str):
             assert index.search(question, k=1, mode="lexical") == [], question
             assert index.search(question, k=1, mode="dense")[0].page_id == page, question
             assert index.search(question, k=1)[0].page_id == page, question
+        # the default hybrid weighs the dense side as the model's sweep found best (a question
+        # sharing a word with two pages, so both runs count)
+        question = "Quel train part de la station près des glaciers ?"
+        default = [(h.page_id, h.score) for h in index.search(question, k=3)]
+        assert default == [(h.page_id, h.score) for h in index.search(question, k=3, alpha=0.5)]
+        assert default != [(h.page_id, h.score) for h in index.search(question, k=3, alpha=0.15)]
 
 
 def test_without_the_extra_ingest_refuses_in_one_line(tmp_path: Path):

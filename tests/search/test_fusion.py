@@ -68,6 +68,12 @@ def test_weighted_reciprocal_rank_fusion_weighs_runs_as_relative_score_fusion_do
     )
     half = 1 - DEFAULT_VISUAL_WEIGHT
     assert fusion_weights("rsf", {"bm25", "visual"}) == {"bm25": half, "visual": DEFAULT_VISUAL_WEIGHT}
+    # the multilingual model's own default weight; any other model's is the default
+    assert fusion_weights("rsf", {"bm25", "dense"}, dense_model="multilingual") == {"bm25": 0.5, "dense": 0.5}
+    assert fusion_weights("rsf", {"bm25", "dense"}, dense_model="minilm-static") == pytest.approx(
+        {"bm25": 1 - DEFAULT_ALPHA, "dense": DEFAULT_ALPHA}
+    )
+    assert fusion_weights("rsf", {"bm25", "dense"}, 0.2, dense_model="multilingual")["dense"] == 0.2
 
 
 @pytest.mark.timeout(300)

@@ -89,7 +89,9 @@ def search_text(
         vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
         runs["visual"] = visual_run(current, vector, pool, allowed, effort)
     if mode == "hybrid":
-        weights = fusion_weights(request.fusion, runs, request.alpha, request.visual_weight)
+        weights = fusion_weights(
+            request.fusion, runs, request.alpha, request.visual_weight, settings.dense_model
+        )
         if request.fusion == "rrf":
             ranked = reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
         else:

@@ -9,31 +9,36 @@ A run is a list of (tile id, score) pairs, best first.
 
 Both weigh the runs alike (``fusion_weights``): the visual run ``visual_weight``, the text runs the
 rest, split by ``alpha`` between dense and BM25. Their defaults differ: relative score fusion's are
-``choices.DEFAULT_ALPHA`` and ``DEFAULT_VISUAL_WEIGHT``, reciprocal rank fusion's weigh every run
-the same, which is the unweighted sum.
+``choices.default_alpha`` (the index's dense model's) and ``DEFAULT_VISUAL_WEIGHT``, reciprocal
+rank fusion's weigh every run the same, which is the unweighted sum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from pagesight.choices import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
+from pagesight.choices import DEFAULT_VISUAL_WEIGHT, default_alpha
 
 Run = list[tuple[int, float]]
 
 
 def fusion_weights(
-    fusion: str, names: Collection[str], alpha: float | None = None, visual_weight: float | None = None
+    fusion: str,
+    names: Collection[str],
+    alpha: float | None = None,
+    visual_weight: float | None = None,
+    dense_model: str | None = None,
 ) -> dict[str, float] | None:
     """Each run's weight, for the runs ``names`` fused by ``fusion`` ("rsf" or "rrf"): ``visual_weight``
     for the visual run when there is one, and of the rest ``alpha`` for dense and the remainder for
     BM25 (all of it without a dense run). None given: the fusion's default (see the module
-    docstring); for reciprocal rank fusion with neither given, None: no weights."""
+    docstring; relative score fusion's alpha is ``dense_model``'s); for reciprocal rank fusion with
+    neither given, None: no weights."""
     equal = fusion == "rrf"
     if equal and alpha is None and visual_weight is None:
         return None
     if alpha is None:
-        alpha = 0.5 if equal else DEFAULT_ALPHA
+        alpha = 0.5 if equal else default_alpha(dense_model)
     if visual_weight is None:
         visual_weight = 1 / len(names) if equal else DEFAULT_VISUAL_WEIGHT
     text = 1.0 - visual_weight if "visual" in names else 1.0
