@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -47,7 +45,16 @@ from pagesight.store.visual import VisualRetriever
 from pagesight.vectors import VectorIndex, maxsim
 
 sys.path.insert(0, str(Path(__file__).parent))
-from vectors import Clustered, TopicPages, exact_numpy, latency_stats, load, recall_at, unit  # noqa: E402
+from vectors import (  # noqa: E402
+    Clustered,
+    TopicPages,
+    exact_numpy,
+    latency_stats,
+    load,
+    recall_at,
+    run_sections,
+    unit,
+)
 
 
 def progress(**fields) -> None:
@@ -203,25 +210,7 @@ def main() -> None:
     args = parser.parse_args()
     faiss.omp_set_num_threads(args.threads)
     threadpool_limits(args.threads)
-    report: dict = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "threads": args.threads,
-            "platform": platform.platform(),
-            "load_start": load(),
-        },
-    }
-    runners = {"muvera": bench_muvera, "ann": bench_ann}
-    for name in args.sections.split(","):
-        if name not in runners:
-            parser.error(f"unknown section {name!r}; known: {', '.join(runners)}")
-        report[name] = runners[name](args)
-    report["machine"]["load_end"] = load()
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    run_sections(parser, args, {"muvera": bench_muvera, "ann": bench_ann}, threads=args.threads)
 
 
 if __name__ == "__main__":

@@ -235,9 +235,20 @@ def payload(data, i: int) -> dict:
     }
 
 
-def sparse_of(data, i: int) -> tuple[list[int], list[float]]:
+def point_parts(data, i: int, sparse_vector, doc: str | None = None) -> tuple[dict, dict]:
+    """Tile ``i``'s payload and named vectors, the sparse one made by the engine's ``sparse_vector``
+    class; ``doc``: the tile re-filed under a new, not yet live document (add and delete)."""
     lo, hi = int(data["indptr"][i]), int(data["indptr"][i + 1])
-    return data["indices"][lo:hi].tolist(), data["values"][lo:hi].tolist()
+    indices, values = data["indices"][lo:hi].tolist(), data["values"][lo:hi].tolist()
+    body = payload(data, i)
+    if doc is not None:
+        body.update(doc_id=doc, live=0)
+    vectors = {
+        "dense": data["chunks"][i].tolist(),
+        "mean": data["mean"][i].tolist(),
+        "bm25": sparse_vector(indices=indices, values=values),
+    }
+    return body, vectors
 
 
 # -- backends ----------------------------------------------------------------------------------
@@ -286,15 +297,7 @@ class Edge:
     def upsert(self, data, ids: range, id_base: int = 0, doc: str | None = None) -> None:
         points = []
         for i in ids:
-            indices, values = sparse_of(data, i)
-            body = payload(data, i)
-            if doc is not None:
-                body.update(doc_id=doc, live=0)
-            vectors = {
-                "dense": data["chunks"][i].tolist(),
-                "mean": data["mean"][i].tolist(),
-                "bm25": qe.SparseVector(indices=indices, values=values),
-            }
+            body, vectors = point_parts(data, i, qe.SparseVector, doc)
             if self.mean_only:
                 vectors = {"mean": vectors["mean"]}
             points.append(qe.Point(id_base + i, vectors, body))
@@ -418,15 +421,7 @@ class Local:
         m = self.models
         points = []
         for i in ids:
-            indices, values = sparse_of(data, i)
-            body = payload(data, i)
-            if doc is not None:
-                body.update(doc_id=doc, live=0)
-            vectors = {
-                "dense": data["chunks"][i].tolist(),
-                "mean": data["mean"][i].tolist(),
-                "bm25": m.SparseVector(indices=indices, values=values),
-            }
+            body, vectors = point_parts(data, i, m.SparseVector, doc)
             points.append(m.PointStruct(id=id_base + i, vector=vectors, payload=body))
         self.client.upsert(self.name, points)
 

@@ -570,10 +570,6 @@ def main() -> None:
     args.ef_curve = [int(x) for x in args.ef_curve.split(",")]
     args.ann_kinds = [(*item.split(":"), {}) for item in args.ann_kinds.split(",") if item != "none"]
 
-    report: dict = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_start": load()},
-    }
     runners = {
         "maxsim": bench_maxsim,
         "muvera": bench_muvera,
@@ -581,9 +577,20 @@ def main() -> None:
         "pooling": bench_pooling,
         "ann": bench_ann,
     }
+    run_sections(parser, args, runners)
+
+
+def run_sections(parser: argparse.ArgumentParser, args: argparse.Namespace, runners: dict, **machine) -> None:
+    """Run the ``runners`` that ``args.sections`` names (comma-separated) and print, and write to
+    ``args.out`` when given, their results as one JSON report with the date and the machine (its
+    load before and after; ``machine``: more about how it ran)."""
+    report: dict = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), **machine, "platform": platform.platform(), "load_start": load()},
+    }
     for name in args.sections.split(","):
         if name not in runners:
-            parser.error(f"unknown section {name!r}; known: {', '.join(SECTIONS)}")
+            parser.error(f"unknown section {name!r}; known: {', '.join(runners)}")
         report[name] = runners[name](args)
     report["machine"]["load_end"] = load()
     text = json.dumps(report, indent=1)
