@@ -226,10 +226,13 @@ def test_a_search_within_documents_filters_their_tiles_by_payload_listing_none(t
 
 
 @pytest.mark.timeout(180)
-def test_a_filter_is_payload_conditions_on_the_documents_and_old_indexes_gain_them(tmp_path: Path):
+def test_a_filter_is_payload_conditions_on_documents_and_tiles_and_old_indexes_gain_them(tmp_path: Path):
     """``where`` reaches the server as conditions on the document points' fields: the exact clauses
     let through only the documents passing, ``^=`` every document holding the field (checked after).
-    An index written before documents carried their fields gains them when next opened."""
+    A search keeps to their tiles by the same conditions on the tiles' own fields, listing no
+    document, when every clause is exact. An index written before documents (format 1) or tiles
+    (format 2) carried their fields gains them when next opened."""
+    from pagesight.store.base import Allowed
     from pagesight.store.qdrant.fields import conditions
     from pagesight.where import parse
 
@@ -251,13 +254,21 @@ def test_a_filter_is_payload_conditions_on_the_documents_and_old_indexes_gain_th
         assert let_through("team = red and rank > 0") == 1 and let_through("team in (blue, 0)") == 2
         assert let_through("team ^= re") == 4  # the field's presence: checked by the catalog
         assert [row["id"] for row in index.document_list("team ^= re")] == ["atlas", "cirque"]
-        # as an index of format 1 was: no fields on its documents
+
+        def tile_filter(text: str) -> str:
+            return repr(catalog.live_filter(Allowed(["atlas", "cirque"], list, parse(text))))
+
+        assert "doc_id" not in tile_filter("team = red and rank < 3")  # the tiles' fields alone
+        assert "atlas" in tile_filter("team ^= re")  # inexact: the documents passing, listed
+
+        # as an index of format 1 was: no fields on its documents or tiles
         for row in catalog.documents():
             catalog.client.delete_payload(catalog.catalog_name, ["where"], [catalog._document_point(row.id)])
+        catalog.client.delete_payload(catalog.tiles_name, ["where"], catalog.live_filter())
         catalog._index["format_version"] = 1
         catalog._save_index()
     with Index.open(location) as index:
         assert [hit.doc_id for hit in index.search("glacier moraine", where="team = blue and rank < 3")] == [
             "basin"
         ]
-        assert index.catalog._index["format_version"] == 2
+        assert index.catalog._index["format_version"] == 3

@@ -33,6 +33,7 @@ from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
+from pagesight.where import parse
 
 
 def search_text(
@@ -69,9 +70,9 @@ def search_text(
     elif region is not None:
         raise PagesightError("a region is a part of a query image: give the image too")
     check_request(store, k, doc_ids, request.where)
-    doc_ids = passing(store, doc_ids, request.where)
+    given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
-    allowed = _allowed(store, doc_ids)
+    allowed = _allowed(store, doc_ids, given, request.where)
     if allowed is not None and not allowed.doc_ids:
         return []
     pool = max(request.candidates, k)
@@ -125,8 +126,8 @@ def search_image(
     check_mode(store, "visual")
     image = query_image(image, region)
     check_request(store, k, doc_ids, where)
-    doc_ids = passing(store, doc_ids, where)
-    allowed = _allowed(store, doc_ids)
+    given, doc_ids = doc_ids, passing(store, doc_ids, where)
+    allowed = _allowed(store, doc_ids, given, where)
     if allowed is not None and not allowed.doc_ids:
         return []
     vector = image_vector(visual_encoder(), image)
@@ -181,11 +182,15 @@ def dense_query(settings: Settings, query: str) -> np.ndarray:
     return dense_model(settings.dense_model).encode_queries([query])[0]
 
 
-def _allowed(store: Store, doc_ids: Sequence[str] | None) -> Allowed | None:
-    """The tiles of ``doc_ids`` (None: every tile), listed only by a store that needs their ids."""
+def _allowed(
+    store: Store, doc_ids: Sequence[str] | None, given: Sequence[str] | None, where: str | None
+) -> Allowed | None:
+    """The tiles of ``doc_ids`` (None: every tile), listed only by a store that needs their ids; with
+    the filter ``where`` they are all the documents passing, when no documents were ``given``."""
     if doc_ids is None:
         return None
-    return Allowed(doc_ids, lambda: store.catalog.tile_ids_of(doc_ids))
+    passing_all = parse(where) if where is not None and not given else None
+    return Allowed(doc_ids, lambda: store.catalog.tile_ids_of(doc_ids), passing_all)
 
 
 def visual_run(current: Retrievers, vector, pool: int, allowed, effort: Effort | None = None) -> Run:

@@ -139,11 +139,16 @@ class Catalog(Protocol):
 class Allowed:
     """The tiles a search may return: those of the documents ``doc_ids``. A store that filters by
     document reads ``doc_ids`` (Qdrant: a condition on the tiles' indexed ``doc_id`` payload, so no
-    tile is listed); the local vector stores read it as an array of tile ids (``np.asarray``),
-    listed by ``tile_ids`` when first asked."""
+    tile is listed), or ``where``, the filter they are all the documents passing, when one is given
+    and it can say it over its tiles (Qdrant: conditions on the tiles' indexed fields, so no
+    document is listed either); the local vector stores read it as an array of tile ids
+    (``np.asarray``), listed by ``tile_ids`` when first asked."""
 
-    def __init__(self, doc_ids: Iterable[str], tile_ids: Callable[[], np.ndarray]):
+    def __init__(
+        self, doc_ids: Iterable[str], tile_ids: Callable[[], np.ndarray], where: Filter | None = None
+    ):
         self.doc_ids = tuple(doc_ids)
+        self.where = where
         self._list = tile_ids
         self._tile_ids: np.ndarray | None = None
 

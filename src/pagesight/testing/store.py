@@ -26,7 +26,7 @@ import pytest
 from pagesight.errors import SettingsConflict
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
-from pagesight.store.base import open_store, store_exists
+from pagesight.store.base import Allowed, open_store, store_exists
 from pagesight.where import document_fields, parse
 
 SETTINGS = Settings(dense_model=None)
@@ -243,10 +243,23 @@ class StoreContract:
                 row.id for row in store.catalog.documents() if given_filter.passes(document_fields(row))
             ]
             assert [row.id for row in store.catalog.documents_where(given_filter)] == expected, text
+            assert self.searched_where(store, expected, given_filter) == expected, text
         assert store.catalog.document_count() == 4
         with store.writing():
             store.catalog.touch_document("atlas", "/elsewhere/atlas.pdf", 7)
         assert [row.id for row in store.catalog.documents_where(parse("path ^= /elsewhere/"))] == ["atlas"]
+        moved = parse("path = '/elsewhere/atlas.pdf'")
+        assert self.searched_where(store, ["atlas"], moved) == ["atlas"]  # a store's tiles follow too
+
+    @staticmethod
+    def searched_where(store, passing: list[str], given_filter) -> list[str]:
+        """The documents of the tiles a lexical search for every document keeps to when it is
+        allowed the documents ``passing`` found by ``given_filter`` (a store may filter its tiles by
+        the filter itself: ``Allowed.where``)."""
+        allowed = Allowed(passing, lambda: store.catalog.tile_ids_of(passing), given_filter)
+        run = store.retrievers().lexical.search("moraine", 10, allowed)
+        pages = store.catalog.tile_pages([tile_id for tile_id, _ in run])
+        return sorted({doc_id for doc_id, _ in pages.values()})
 
     @pytest.mark.timeout(120)
     def test_the_visual_encoder_spec_is_kept(self, store):

@@ -10,8 +10,8 @@ Locations::
 Collections, for the collection name NAME:
 
     NAME          one point per tile: payload (document, page, tile box, page size, text spans with
-                  boxes, links, content kind, text; for a layout region's unit its
-                  ``region``, [kind, score]) and the named vectors
+                  boxes, links, content kind, text, its document's ``where`` fields; for a layout
+                  region's unit its ``region``, [kind, score]) and the named vectors
                     "dense"   the tile's text chunks as one multi-vector compared by MAX_SIM, so
                               a tile scores as its best chunk, as in the local store
                     "bm25"    sparse BM25 term weights (Lucene's term frequency part); Qdrant
@@ -29,7 +29,9 @@ Collections, for the collection name NAME:
                   again by ``refresh`` when the tiles grew or shrank by ``BURST_RECOUNT``)
 
 The tiles collection is created by the first ingestion, when the visual encoder's dimension is
-known. Payload indexes on document, liveness and version serve the document filters.
+known. Every tile and document point carries its document's ``where`` fields (``fields.py``), so a
+filter is said over the tiles themselves. On a server, payload indexes on document, liveness,
+version and each of those fields serve the filters.
 
 Whole documents only. A document's tiles are written first, not yet live, under a new version; its
 document point is the commit; then the new tiles turn live and the old version's are deleted.

@@ -19,7 +19,7 @@ from pagesight.settings import Settings
 from pagesight.store.base import Allowed
 from pagesight.store.catalog import Kept, RowCache
 from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
-from pagesight.store.qdrant.fields import conditions, fields_payload
+from pagesight.store.qdrant.fields import conditions, fields_payload, payload_indexes, tile_conditions
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
 from pagesight.store.qdrant.schema import (
     FORMAT_VERSION,
@@ -79,7 +79,7 @@ class QdrantCatalog(Lease, Bm25Weights):
         if not found:
             raise IndexFormatError(f"{self.catalog_name}: not a pagesight index (no index point)")
         self._index = found[0].payload
-        if self._index.get("format_version") == 1:
+        if self._index.get("format_version") in (1, 2):
             self._upgrade_fields()
         if self._index.get("format_version") != FORMAT_VERSION:
             raise IndexFormatError(
@@ -90,14 +90,42 @@ class QdrantCatalog(Lease, Bm25Weights):
         return self._index
 
     def _upgrade_fields(self) -> None:
-        """Format 1 to 2: each document point gains its ``where`` fields (``fields.py``). Any
-        process opening the index may do it: it writes what every other would."""
+        """Formats 1 and 2 to 3: each document point (1) and each tile (1, 2) gains its document's
+        ``where`` fields (``fields.py``). Any process opening the index may do it: it writes what
+        every other would."""
         for payload in self._document_payloads():
-            self.client.set_payload(
-                self.catalog_name, {"where": self._where(payload)}, [self._document_point(payload["id"])]
-            )
-        self._index["format_version"] = 2
+            where = self._where(payload)
+            if self._index["format_version"] == 1:
+                self.client.set_payload(
+                    self.catalog_name, {"where": where}, [self._document_point(payload["id"])]
+                )
+            self._tiles_where(payload["id"], where)
+        self._index["format_version"] = FORMAT_VERSION
         self._save_index()
+
+    def _tiles_where(self, doc_id: str, where: dict) -> None:
+        """Give every tile of ``doc_id`` the ``where`` payload ``where``, indexed on a server."""
+        if not self._has_tiles():
+            return
+        self._index_fields(where)
+        models = qdrant_models()
+        of_document = models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))
+        self.client.set_payload(self.tiles_name, {"where": where}, models.Filter(must=[of_document]))
+
+    def _index_fields(self, where: dict) -> None:
+        """On a server, a payload index on the tiles for each field of ``where`` not yet indexed
+        (``fields.payload_indexes``; local mode has none), noted in the index record."""
+        if self.path is not None:
+            return
+        indexed = self._index.setdefault("field_indexes", [])
+        new = [(field, schema) for field, schema in payload_indexes(where) if field not in indexed]
+        for field, schema in new:
+            self.client.create_payload_index(
+                self.tiles_name, field, getattr(qdrant_models().PayloadSchemaType, schema)
+            )
+            indexed.append(field)
+        if new:
+            self._save_index()
 
     def _save_index(self) -> None:
         models = qdrant_models()
@@ -220,6 +248,26 @@ class QdrantCatalog(Lease, Bm25Weights):
             "terms": stats["terms"] - old_terms + sum(map(len, terms)),
         }
         average = stats["terms"] / stats["tiles"] if stats["tiles"] else 1.0
+        record = {
+            "kind": "document",
+            "id": document.id,
+            "source": os.path.abspath(document.source),
+            "sha256": document.sha256,
+            "type": document.type,
+            "size": document.size,
+            "mtime_ns": document.mtime_ns,
+            "n_pages": len(document.pages),
+            "meta": document.meta,
+            "pages": [[p.number, p.width, p.height, p.text_source, p.language] for p in document.pages],
+            "regions": {
+                str(p.number): [[r.kind, [float(v) for v in r.box], r.score] for r in p.regions]
+                for p in document.pages
+                if p.regions
+            },
+            "version": version,
+        }
+        where = record["where"] = self._where(record)  # each tile's too, so a search filters by them
+        self._index_fields(where)
         points, chunks, with_visual = [], 0, 0
         for offset, ((page, tile), tile_terms, (named, heading)) in enumerate(zip(tiles, terms, fields)):
             vector: dict = {"bm25": bm25_document(tile_terms, average)}
@@ -248,6 +296,7 @@ class QdrantCatalog(Lease, Bm25Weights):
                 "bm25_avg": average,
                 "version": version,
                 "live": False,
+                "where": where,
             }
             if tile.image is not None:
                 payload["image"] = tile.image.hex()
@@ -257,31 +306,14 @@ class QdrantCatalog(Lease, Bm25Weights):
         for start in range(0, len(points), 64):
             self.client.upsert(self.tiles_name, points[start : start + 64])
 
-        record = {
-            "kind": "document",
-            "id": document.id,
-            "source": os.path.abspath(document.source),
-            "sha256": document.sha256,
-            "type": document.type,
-            "size": document.size,
-            "mtime_ns": document.mtime_ns,
-            "n_pages": len(document.pages),
-            "meta": document.meta,
-            "pages": [[p.number, p.width, p.height, p.text_source, p.language] for p in document.pages],
-            "regions": {
-                str(p.number): [[r.kind, [float(v) for v in r.box], r.score] for r in p.regions]
-                for p in document.pages
-                if p.regions
-            },
-            "version": version,
-            "tiles": len(tiles),
-            "units": sum(tile.region is not None for _, tile in tiles),
-            "chunks": chunks,
-            "visual": with_visual,
-            "bm25_terms": sum(map(len, terms)),
-            "ocr_pages": sum(p.text_source == "ocr" for p in document.pages),
-        }
-        record["where"] = self._where(record)
+        record.update(
+            tiles=len(tiles),
+            units=sum(tile.region is not None for _, tile in tiles),
+            chunks=chunks,
+            visual=with_visual,
+            bm25_terms=sum(map(len, terms)),
+            ocr_pages=sum(p.text_source == "ocr" for p in document.pages),
+        )
         self.client.upsert(
             self.catalog_name,
             [models.PointStruct(id=self._document_point(document.id), vector={}, payload=record)],
@@ -337,6 +369,8 @@ class QdrantCatalog(Lease, Bm25Weights):
         payload.update(source=os.path.abspath(source), mtime_ns=mtime_ns)
         changed = {"source": payload["source"], "mtime_ns": mtime_ns, "where": self._where(payload)}
         self.client.set_payload(self.catalog_name, changed, [self._document_point(doc_id)])
+        self.load()
+        self._tiles_where(doc_id, changed["where"])
 
     def delete_document(self, doc_id: str) -> bool:
         previous = self._document_payload(doc_id)
@@ -360,11 +394,19 @@ class QdrantCatalog(Lease, Bm25Weights):
     # Tiles and vectors -------------------------------------------------------------------------
 
     def live_filter(self, allowed: np.ndarray | Allowed | None = None):
-        """Live tiles, of them the ``allowed``: an ``Allowed``'s documents by the tiles' (indexed)
-        ``doc_id`` payload, or tile ids."""
+        """Live tiles, of them the ``allowed``: an ``Allowed``'s filter said over the tiles' (indexed)
+        fields where it can be (``fields.tile_conditions``), else its documents by the tiles'
+        (indexed) ``doc_id`` payload; or tile ids."""
         models = qdrant_models()
         must = [models.FieldCondition(key="live", match=models.MatchValue(value=True))]
-        if isinstance(allowed, Allowed):
+        by_fields = (
+            tile_conditions(allowed.where)
+            if isinstance(allowed, Allowed) and allowed.where is not None
+            else None
+        )
+        if by_fields is not None:
+            must.append(by_fields)
+        elif isinstance(allowed, Allowed):
             must.append(models.FieldCondition(key="doc_id", match=models.MatchAny(any=list(allowed.doc_ids))))
         elif allowed is not None:
             must.append(models.HasIdCondition(has_id=[int(i) for i in allowed]))

@@ -13,7 +13,7 @@ from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.settings import Settings
 from pagesight.store.rows import TileRow, region_of
 
-FORMAT_VERSION = 2  # 2: document points carry their where fields (fields.py)
+FORMAT_VERSION = 3  # 2: document points carry their where fields (fields.py); 3: so do tiles
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
 BURSTS_POINT = 1  # ... and the collection's bursty words (bm25.Bm25Weights.update_bursts)
