@@ -272,3 +272,27 @@ def test_a_filter_is_payload_conditions_on_documents_and_tiles_and_old_indexes_g
             "basin"
         ]
         assert index.catalog._index["format_version"] == 3
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect")
+def test_a_server_indexes_each_where_field_once_on_tiles_and_documents(tmp_path: Path):
+    """On a server each ``where`` field gets a payload index (its text, and its number where it
+    has one) the first time a document holds it. Run through qdrant-client's local mode taken as a
+    server (it takes the same requests, and ignores the indexes), so the requests are the real
+    client's, validated by it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, fields in (("atlas", {"team": "red"}), ("basin", {"team": "blue"}), ("cirque", {"rank": 2})):
+        made = make_pdf(docs / f"{name}.pdf", [[f"{name} glacier moraine"]])
+        made.with_name(made.name + ".meta.json").write_text(json.dumps(fields))
+    with Index.open(f"qdrant:{tmp_path / 'q'}", settings={"dense_model": None}) as index:
+        index.catalog.path = None  # as a server's catalog
+        assert index.add([docs / "atlas.pdf", docs / "basin.pdf"], jobs=1).ok
+        indexed = index.catalog.load()["field_indexes"]
+        assert {"where.f_team.s", "where.f_id.s", "where.f_year.n"} <= set(indexed)
+        assert not any("rank" in field for field in indexed) and len(indexed) == len(set(indexed))
+        assert index.add([docs / "cirque.pdf"], jobs=1).ok
+        added = index.catalog.load()["field_indexes"][len(indexed) :]
+        assert added == ["where.f_rank.s", "where.f_rank.n"]
+        assert [hit.doc_id for hit in index.search("glacier moraine", where="rank >= 2")] == ["cirque"]

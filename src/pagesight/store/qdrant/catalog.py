@@ -113,16 +113,18 @@ class QdrantCatalog(Lease, Bm25Weights):
         self.client.set_payload(self.tiles_name, {"where": where}, models.Filter(must=[of_document]))
 
     def _index_fields(self, where: dict) -> None:
-        """On a server, a payload index on the tiles for each field of ``where`` not yet indexed
-        (``fields.payload_indexes``; local mode has none), noted in the index record."""
+        """On a server, a payload index on the tiles and the documents for each field of ``where``
+        not yet indexed (``fields.payload_indexes``; local mode has none), noted in the index
+        record."""
         if self.path is not None:
             return
         indexed = self._index.setdefault("field_indexes", [])
         new = [(field, schema) for field, schema in payload_indexes(where) if field not in indexed]
         for field, schema in new:
-            self.client.create_payload_index(
-                self.tiles_name, field, getattr(qdrant_models().PayloadSchemaType, schema)
-            )
+            for collection in (self.tiles_name, self.catalog_name):
+                self.client.create_payload_index(
+                    collection, field, getattr(qdrant_models().PayloadSchemaType, schema)
+                )
             indexed.append(field)
         if new:
             self._save_index()
