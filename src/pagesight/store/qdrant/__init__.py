@@ -40,7 +40,8 @@ next writer finishes or undoes what a killed one left.
 
 Modules: ``store.py`` (the ``Store``: connection, writer, retrievers), ``catalog.py`` (documents
 and tiles), ``lease.py`` (the single writer's lease), ``bm25.py`` (sparse BM25 weights),
-``schema.py`` (collections, payloads, scrolling) and ``vectors.py`` (the retrievers' searches).
+``schema.py`` (collections, payloads, scrolling), ``points.py`` (a document's points as written),
+``fields.py`` (the ``where`` fields and filters) and ``vectors.py`` (the retrievers' searches).
 """
 
 from pagesight.store.qdrant.catalog import QdrantCatalog

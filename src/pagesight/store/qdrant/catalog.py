@@ -18,26 +18,25 @@ from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed
 from pagesight.store.catalog import Kept, RowCache
-from pagesight.store.qdrant.bm25 import Bm25Weights, bm25_document
-from pagesight.store.qdrant.fields import conditions, fields_payload, payload_indexes, tile_conditions
+from pagesight.store.qdrant.bm25 import Bm25Weights
+from pagesight.store.qdrant.fields import WhereFields, tile_conditions
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
+from pagesight.store.qdrant.points import document_record, tile_counts, tile_points
 from pagesight.store.qdrant.schema import (
     FORMAT_VERSION,
     HEAVY,
     INDEX_POINT,
+    document_row,
     ensure_tiles_collection,
     is_document,
     qdrant_models,
     scroll,
     tile_row,
 )
-from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_row, span_rows
-from pagesight.where import Filter, document_fields
-
-_ROW_KEYS = ["id", "source", "sha256", "type", "size", "mtime_ns", "n_pages", "meta"]  # a DocumentRow's
+from pagesight.store.rows import DocumentRow, TileRow
 
 
-class QdrantCatalog(Lease, Bm25Weights):
+class QdrantCatalog(Lease, Bm25Weights, WhereFields):
     """The ``Catalog`` contract over the NAME-catalog and NAME collections."""
 
     def __init__(self, client, name: str, path: Path | None):
@@ -89,46 +88,6 @@ class QdrantCatalog(Lease, Bm25Weights):
         self.settings = Settings.from_dict(self._index["settings"])
         return self._index
 
-    def _upgrade_fields(self) -> None:
-        """Formats 1 and 2 to 3: each document point (1) and each tile (1, 2) gains its document's
-        ``where`` fields (``fields.py``). Any process opening the index may do it: it writes what
-        every other would."""
-        for payload in self._document_payloads():
-            where = self._where(payload)
-            if self._index["format_version"] == 1:
-                self.client.set_payload(
-                    self.catalog_name, {"where": where}, [self._document_point(payload["id"])]
-                )
-            self._tiles_where(payload["id"], where)
-        self._index["format_version"] = FORMAT_VERSION
-        self._save_index()
-
-    def _tiles_where(self, doc_id: str, where: dict) -> None:
-        """Give every tile of ``doc_id`` the ``where`` payload ``where``, indexed on a server."""
-        if not self._has_tiles():
-            return
-        self._index_fields(where)
-        models = qdrant_models()
-        of_document = models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))
-        self.client.set_payload(self.tiles_name, {"where": where}, models.Filter(must=[of_document]))
-
-    def _index_fields(self, where: dict) -> None:
-        """On a server, a payload index on the tiles and the documents for each field of ``where``
-        not yet indexed (``fields.payload_indexes``; local mode has none), noted in the index
-        record."""
-        if self.path is not None:
-            return
-        indexed = self._index.setdefault("field_indexes", [])
-        new = [(field, schema) for field, schema in payload_indexes(where) if field not in indexed]
-        for field, schema in new:
-            for collection in (self.tiles_name, self.catalog_name):
-                self.client.create_payload_index(
-                    collection, field, getattr(qdrant_models().PayloadSchemaType, schema)
-                )
-            indexed.append(field)
-        if new:
-            self._save_index()
-
     def _save_index(self) -> None:
         models = qdrant_models()
         self.client.upsert(
@@ -166,22 +125,9 @@ class QdrantCatalog(Lease, Bm25Weights):
         found = self.client.retrieve(self.catalog_name, [self._document_point(doc_id)], with_payload=True)
         return found[0].payload if found else None
 
-    @staticmethod
-    def _row(payload: dict) -> DocumentRow:
-        return DocumentRow(
-            payload["id"],
-            Path(payload["source"]),
-            payload["sha256"],
-            payload["type"],
-            payload["size"],
-            payload["mtime_ns"],
-            payload["n_pages"],
-            payload.get("meta", {}),
-        )
-
     def document(self, doc_id: str) -> DocumentRow | None:
         payload = self._document_payload(doc_id)
-        return self._row(payload) if payload else None
+        return document_row(payload) if payload else None
 
     def _document_payloads(self, **where) -> Iterator[dict]:
         models = qdrant_models()
@@ -191,25 +137,14 @@ class QdrantCatalog(Lease, Bm25Weights):
             yield record.payload
 
     def documents(self) -> list[DocumentRow]:
-        return sorted((self._row(p) for p in self._document_payloads()), key=lambda row: row.id)
-
-    def documents_where(self, given: Filter) -> list[DocumentRow]:
-        """The documents the server's payload conditions let through (``fields.conditions``),
-        checked here for the clauses they cannot say exactly."""
-        let_through = scroll(self.client, self.catalog_name, conditions(given), with_payload=_ROW_KEYS)
-        rows = (self._row(record.payload) for record in let_through)
-        return sorted((row for row in rows if given.passes(document_fields(row))), key=lambda row: row.id)
+        return sorted((document_row(p) for p in self._document_payloads()), key=lambda row: row.id)
 
     def document_count(self) -> int:
         documents = qdrant_models().Filter(must=[is_document()])
         return self.client.count(self.catalog_name, count_filter=documents, exact=True).count
 
-    def _where(self, payload: dict) -> dict:
-        """The ``where`` payload of the document point ``payload``."""
-        return fields_payload(document_fields(self._row(payload)))
-
     def documents_from(self, source: str) -> list[DocumentRow]:
-        return [self._row(p) for p in self._document_payloads(source=os.path.abspath(source))]
+        return [document_row(p) for p in self._document_payloads(source=os.path.abspath(source))]
 
     def put_document(
         self,
@@ -222,7 +157,6 @@ class QdrantCatalog(Lease, Bm25Weights):
         from pagesight.read.titles import context, tile_fields
 
         models = qdrant_models()
-        visual = visual or {}
         self.load()
         ensure_tiles_collection(
             self.client, self.tiles_name, self.settings, self._index.get("visual_spec"), self.path is not None
@@ -250,72 +184,25 @@ class QdrantCatalog(Lease, Bm25Weights):
             "terms": stats["terms"] - old_terms + sum(map(len, terms)),
         }
         average = stats["terms"] / stats["tiles"] if stats["tiles"] else 1.0
-        record = {
-            "kind": "document",
-            "id": document.id,
-            "source": os.path.abspath(document.source),
-            "sha256": document.sha256,
-            "type": document.type,
-            "size": document.size,
-            "mtime_ns": document.mtime_ns,
-            "n_pages": len(document.pages),
-            "meta": document.meta,
-            "pages": [[p.number, p.width, p.height, p.text_source, p.language] for p in document.pages],
-            "regions": {
-                str(p.number): [[r.kind, [float(v) for v in r.box], r.score] for r in p.regions]
-                for p in document.pages
-                if p.regions
-            },
-            "version": version,
-        }
+        record = document_record(document, version)
         where = record["where"] = self._where(record)  # each tile's too, so a search filters by them
         self._index_fields(where)
-        points, chunks, with_visual = [], 0, 0
-        for offset, ((page, tile), tile_terms, (named, heading)) in enumerate(zip(tiles, terms, fields)):
-            vector: dict = {"bm25": bm25_document(tile_terms, average)}
-            matrix = vectors.get((page.number, tile.index))
-            if matrix is not None and len(matrix):
-                vector["dense"] = np.asarray(matrix, dtype=np.float32).tolist()
-                chunks += len(matrix)
-            image_vectors = visual.get((page.number, tile.index))
-            if image_vectors is not None:
-                vector.update(visual_vectors(image_vectors, bool(self._index["visual_spec"]["multi_vector"])))
-                with_visual += 1
-            payload = {
-                "doc_id": document.id,
-                "page": page.number,
-                "idx": tile.index,
-                "box": [float(v) for v in tile.box],
-                "page_size": [page.width, page.height],
-                "text": tile.text,
-                "context": named,
-                "heading": heading,
-                "spans": span_rows(tile.spans),
-                "links": link_rows(tile.links),
-                "kind": tile.kind,
-                "language": page.language,
-                "chunks": 0 if matrix is None else len(matrix),
-                "bm25_avg": average,
-                "version": version,
-                "live": False,
-                "where": where,
-            }
-            if tile.image is not None:
-                payload["image"] = tile.image.hex()
-            if tile.region is not None:  # absent for bands: page_tiles selects tiles without it
-                payload["region"] = region_row(tile)
-            points.append(models.PointStruct(id=first_id + offset, vector=vector, payload=payload))
+        points = tile_points(
+            document,
+            tiles,
+            first_id,
+            terms=terms,
+            fields=fields,
+            vectors=vectors,
+            visual=visual or {},
+            multi_vector=bool((self._index["visual_spec"] or {}).get("multi_vector")),
+            average=average,
+            version=version,
+            where=where,
+        )
         for start in range(0, len(points), 64):
             self.client.upsert(self.tiles_name, points[start : start + 64])
-
-        record.update(
-            tiles=len(tiles),
-            units=sum(tile.region is not None for _, tile in tiles),
-            chunks=chunks,
-            visual=with_visual,
-            bm25_terms=sum(map(len, terms)),
-            ocr_pages=sum(p.text_source == "ocr" for p in document.pages),
-        )
+        record.update(tile_counts(document, points, terms))
         self.client.upsert(
             self.catalog_name,
             [models.PointStruct(id=self._document_point(document.id), vector={}, payload=record)],
@@ -565,11 +452,3 @@ class QdrantCatalog(Lease, Bm25Weights):
 
     def close(self) -> None:
         """The client is the store's, closed with it."""
-
-
-def visual_vectors(vectors: np.ndarray, multi_vector: bool) -> dict:
-    matrix = np.asarray(vectors, dtype=np.float32)
-    if not multi_vector:
-        return {"visual": matrix.reshape(-1).tolist()}
-    matrix = np.atleast_2d(matrix)
-    return {"visual": matrix.tolist(), "visual_mean": matrix.mean(axis=0).tolist()}

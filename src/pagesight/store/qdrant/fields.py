@@ -16,7 +16,8 @@ Over the documents (``conditions``) they let through every document that passes 
 two, only those; the catalog checks the ones let through with ``Filter.passes``
 (``QdrantCatalog.documents_where``). A filter of exact clauses alone is also said over the tiles
 (``tile_conditions``), so a search keeps to the passing documents' tiles by their own indexed
-payload instead of a list of the documents.
+payload instead of a list of the documents. ``WhereFields`` holds the catalog's methods that keep
+the fields and find the documents passing.
 """
 
 from __future__ import annotations
@@ -26,8 +27,16 @@ import re
 import sys
 from typing import Any
 
-from pagesight.store.qdrant.schema import is_document, qdrant_models
-from pagesight.where import Clause, Filter
+from pagesight.store.qdrant.schema import (
+    DOCUMENT_ROW,
+    FORMAT_VERSION,
+    document_row,
+    is_document,
+    qdrant_models,
+    scroll,
+)
+from pagesight.store.rows import DocumentRow
+from pagesight.where import Clause, Filter, document_fields
 
 _SAFE = re.compile(r"[A-Za-z0-9_]+")
 _RANGES = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
@@ -109,3 +118,59 @@ def _equal(base: str, value: str | float):
             return None
         return models.FieldCondition(key=f"{base}.n", range=models.Range(gte=value, lte=value))
     return models.FieldCondition(key=f"{base}.s", match=models.MatchValue(value=value))
+
+
+class WhereFields:
+    """The ``where`` methods of ``QdrantCatalog``: finding the documents a filter passes, and
+    keeping the fields on its documents and tiles (its index point, its two collections)."""
+
+    def documents_where(self, given: Filter) -> list[DocumentRow]:
+        """The documents the server's payload conditions let through (``fields.conditions``),
+        checked here for the clauses they cannot say exactly."""
+        let_through = scroll(self.client, self.catalog_name, conditions(given), with_payload=DOCUMENT_ROW)
+        rows = (document_row(record.payload) for record in let_through)
+        return sorted((row for row in rows if given.passes(document_fields(row))), key=lambda row: row.id)
+
+    def _where(self, payload: dict) -> dict:
+        """The ``where`` payload of the document point ``payload``."""
+        return fields_payload(document_fields(document_row(payload)))
+
+    def _upgrade_fields(self) -> None:
+        """Formats 1 and 2 to 3: each document point (1) and each tile (1, 2) gains its document's
+        ``where`` fields (``fields.py``). Any process opening the index may do it: it writes what
+        every other would."""
+        for payload in self._document_payloads():
+            where = self._where(payload)
+            if self._index["format_version"] == 1:
+                self.client.set_payload(
+                    self.catalog_name, {"where": where}, [self._document_point(payload["id"])]
+                )
+            self._tiles_where(payload["id"], where)
+        self._index["format_version"] = FORMAT_VERSION
+        self._save_index()
+
+    def _tiles_where(self, doc_id: str, where: dict) -> None:
+        """Give every tile of ``doc_id`` the ``where`` payload ``where``, indexed on a server."""
+        if not self._has_tiles():
+            return
+        self._index_fields(where)
+        models = qdrant_models()
+        of_document = models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))
+        self.client.set_payload(self.tiles_name, {"where": where}, models.Filter(must=[of_document]))
+
+    def _index_fields(self, where: dict) -> None:
+        """On a server, a payload index on the tiles and the documents for each field of ``where``
+        not yet indexed (``fields.payload_indexes``; local mode has none), noted in the index
+        record."""
+        if self.path is not None:
+            return
+        indexed = self._index.setdefault("field_indexes", [])
+        new = [(field, schema) for field, schema in payload_indexes(where) if field not in indexed]
+        for field, schema in new:
+            for collection in (self.tiles_name, self.catalog_name):
+                self.client.create_payload_index(
+                    collection, field, getattr(qdrant_models().PayloadSchemaType, schema)
+                )
+            indexed.append(field)
+        if new:
+            self._save_index()

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 from pagesight.errors import IndexLockedError, PagesightError
 from pagesight.settings import Settings
-from pagesight.store.rows import TileRow, region_of
+from pagesight.store.rows import DocumentRow, TileRow, region_of
 
 FORMAT_VERSION = 3  # 2: document points carry their where fields (fields.py); 3: so do tiles
 DEFAULT_COLLECTION = "pagesight"
@@ -113,6 +113,23 @@ def is_document():
     """The condition of a NAME-catalog point being a document's."""
     models = qdrant_models()
     return models.FieldCondition(key="kind", match=models.MatchValue(value="document"))
+
+
+DOCUMENT_ROW = ["id", "source", "sha256", "type", "size", "mtime_ns", "n_pages", "meta"]  # its payload keys
+
+
+def document_row(payload: dict) -> DocumentRow:
+    """A document point's payload read back as a ``DocumentRow``."""
+    return DocumentRow(
+        payload["id"],
+        Path(payload["source"]),
+        payload["sha256"],
+        payload["type"],
+        payload["size"],
+        payload["mtime_ns"],
+        payload["n_pages"],
+        payload.get("meta", {}),
+    )
 
 
 def tile_row(tile_id: int, payload: dict, spans: bool) -> TileRow:
