@@ -58,9 +58,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks samples docs
 
 # The site (mkdocs.yml) into site/, every warning an error: a broken link or anchor, a docstring
-# mkdocstrings cannot read, a command whose --help fails; about 4 s. Not --quiet: MkDocs 1.6 then
-# counts no warnings, and a strict build passes with them. NO_MKDOCS_2_WARNING quiets Material's
-# banner about MkDocs 2.
+# mkdocstrings cannot read, a command whose --help fails; 3 to 10 s on 2 busy cores (2.5 s of
+# CPU). Not --quiet: MkDocs 1.6 then counts no warnings, and a strict build passes with them.
+# NO_MKDOCS_2_WARNING quiets Material's banner about MkDocs 2.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
