@@ -37,6 +37,7 @@ def documents(
 
 @router.get("/api/documents/{doc_id:path}")
 def document_info(server: Server, tenant: Caller, doc_id: str) -> dict:
+    """One document as ``/api/documents`` lists it."""
     with server.pool.reading() as idx:
         lookup(idx, doc_id, tenant)
         return shown([row for row in idx.document_list() if row["id"] == doc_id], tenant)[0]
@@ -111,11 +112,14 @@ def upload(
 
 @router.get("/api/jobs")
 def job_list(server: Server, tenant: Caller) -> dict:
+    """The ingestion jobs of uploads (a tenant's own), with their progress."""
     return {"jobs": [job.to_dict() for job in server.jobs.all() if _owns(tenant, job)]}
 
 
 @router.get("/api/jobs/{job_id}")
 def job_progress(server: Server, tenant: Caller, job_id: str) -> dict:
+    """One ingestion job: its state (queued, running, done, failed), its files added, replaced,
+    unchanged and failed, its notes and pages."""
     found = server.jobs.get(job_id)
     if found is None or not _owns(tenant, found):
         raise ApiError(404, f"no job '{job_id}'")
