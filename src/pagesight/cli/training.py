@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pagesight.cli.common import DeviceOption, IndexOption, JsonOption, Mode, _fail, _open, _progress, out
+from pagesight.cli.common import (
+    DeviceOption,
+    IndexOption,
+    JsonOption,
+    Mode,
+    TrustOption,
+    _fail,
+    _open,
+    _progress,
+    out,
+)
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -76,6 +86,7 @@ def train(
     temperature: Annotated[float, typer.Option(help="InfoNCE temperature.")] = 0.05,
     max_steps: Annotated[int | None, typer.Option(help="Stop each training after this many steps.")] = None,
     device: DeviceOption = "auto",
+    trust_remote_code: TrustOption = False,
     seed: Annotated[int, typer.Option(help="Seed of the sampling, splits and training.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -93,7 +104,7 @@ def train(
     from pagesight.train.run import TrainConfig
     from pagesight.train.run import train as run_training
 
-    idx = _open(index, device=device)
+    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     training = dict(
         epochs=epochs,
         batch_size=batch_size,
@@ -107,9 +118,11 @@ def train(
     try:
         chosen_reader = None
         if reader is not None:
-            from pagesight.answer import make_reader
+            from pagesight.answer.base import READERS, make_reader
+            from pagesight.registry import lent
 
             settings = {"model": model, "base_url": base_url} if reader == "openai" else {"model": model}
+            settings.update(lent(READERS.load(reader), trust_remote_code=trust_remote_code))
             chosen_reader = make_reader(reader, **settings)
         config = TrainConfig.build(
             learning_rate=learning_rate,

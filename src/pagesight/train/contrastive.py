@@ -420,7 +420,20 @@ def train_visual(
     import peft
     import torch
 
+    from pagesight.encode.visual.remote import RemoteCodeEncoder
+
+    if isinstance(encoder, RemoteCodeEncoder):
+        raise PagesightError(
+            f"visual encoder '{encoder.name}': its model embeds through its own code's inference API, "
+            "which computes no gradients, so it cannot be trained here; train a family pagesight runs "
+            "itself (dse, qwen3-vl-embedding, colqwen2, colpali, clip, ...)"
+        )
     targets = lora_targets(encoder.model, options.lora_vision)
+    if not targets:
+        raise PagesightError(
+            f"visual encoder '{encoder.name}': its model has no linear layers named "
+            f"{', '.join(VISUAL_LORA_TARGETS)} for LoRA to adapt"
+        )
     config = peft.LoraConfig(r=options.lora_rank, lora_alpha=2 * options.lora_rank, target_modules=targets)
     if options.gradient_checkpointing:
         # Each layer's activations are recomputed in the backward pass instead of kept: a batch of

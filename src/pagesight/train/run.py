@@ -286,6 +286,7 @@ def _train_visual(index, train_set, out, config: TrainConfig, progress) -> dict:
         model=settings.visual_model,
         adapter=settings.visual_adapter,
         device=index.device,
+        trust_remote_code=index.trust_remote_code,
     )
     tiles = index.catalog.tiles(
         sorted({e.tile_id for e in train_set} | {i for e in train_set for i in e.negative_ids}), spans=False

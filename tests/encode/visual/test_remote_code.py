@@ -146,3 +146,27 @@ def test_an_index_made_with_one_asks_for_the_leave_at_every_opening(jina, tmp_pa
     with Index.open(made, create=False, trust_remote_code=True) as index:
         (hit,) = index.search("reservoir water", mode="visual", k=1)
         assert hit.doc_id == "reservoir"
+
+
+@pytest.mark.timeout(300)
+def test_training_asks_for_the_leave_and_refuses_a_model_it_cannot_train(jina, tmp_path):
+    """``train`` opens the index's visual encoder only with ``--trust-remote-code``; with it, a
+    model run through its own inference API (no gradients) is refused in one line, not trained."""
+    pytest.importorskip("peft")
+    from tests.train.conftest import PAGES
+
+    folder, _ = jina
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number, lines in enumerate(PAGES):
+        make_pdf(docs / f"topic-{number}.pdf", [lines])
+    made = tmp_path / "index"
+    options = ("--encoder", "jina-v4", "--encoder-model", str(folder), "--no-dense", "--trust-remote-code")
+    cli("ingest", str(docs), "--index", str(made), *options)
+    train = ("train", "--index", str(made), "--out", str(tmp_path / "out"), "--visual", "--no-dense")
+    train += ("--negatives-from", "lexical", "--max-steps", "1", "--batch-size", "2")
+    refused = cli(*train, check=False)
+    assert refused.returncode == 2 and "--trust-remote-code" in refused.stderr
+    untrainable = cli(*train, "--trust-remote-code", check=False)
+    assert untrainable.returncode == 2 and "computes no gradients" in untrainable.stderr
+    assert "--trust-remote-code" not in untrainable.stderr
