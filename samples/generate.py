@@ -4,13 +4,18 @@ Usage: python samples/generate.py [--verify]
 
 Re-running produces byte-identical files: the random seed is fixed and reportlab
 runs in invariant mode (no timestamps or random document ids). All prose is
-original. ``--verify`` also checks that the memo PDF has no text layer and prints
-what RapidOCR reads from the scanned images.
+original. It also writes samples/boxes.jsonl, where on its page each answer lies:
+found in the text layer of the born-digital PDFs, and for the images from where
+the text was drawn (through the scans' rotation). ``--verify`` also checks that
+the memo PDF has no text layer and prints what RapidOCR reads from the scanned
+images.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import math
 import sys
 from pathlib import Path
 
@@ -240,6 +245,74 @@ def typed_page(
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), mode="L")
 
 
+def drawn_box(lines: list[str], answer: str, origin, step: int, fonts) -> tuple[float, float, float, float]:
+    """Where ``answer`` was drawn among ``lines``, the first at ``origin`` and each ``step`` pixels
+    below the last, line ``i`` in ``fonts(i)``."""
+    draw = ImageDraw.Draw(Image.new("L", (1, 1)))
+    (i, line), *_ = [(i, line) for i, line in enumerate(lines) if answer in line]
+    xy = (origin[0], origin[1] + i * step)
+    x0 = xy[0] + draw.textlength(line[: line.index(answer)], font=fonts(i))
+    _, top, _, bottom = draw.textbbox(xy, line, font=fonts(i))
+    return x0, top, x0 + draw.textlength(answer, font=fonts(i)), bottom
+
+
+def rotated(box, angle: float, size: tuple[int, int]) -> tuple[float, float, float, float]:
+    """The bounding box of ``box`` after ``Image.rotate(angle)`` of an image of ``size``."""
+    cx, cy = size[0] / 2, size[1] / 2
+    cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    corners = [(x - cx, y - cy) for x in (box[0], box[2]) for y in (box[1], box[3])]
+    moved = [(cx + dx * cos + dy * sin, cy - dx * sin + dy * cos) for dx, dy in corners]
+    xs, ys = [x for x, _ in moved], [y for _, y in moved]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def typed_font(i: int):
+    return font(34 if i == 0 else 30, bold=i == 0)
+
+
+def text_layer_boxes(path: Path, page: int, answer: str) -> list[tuple[float, float, float, float]]:
+    """The boxes of ``answer``'s characters in the text layer of ``path``'s page (from 1), in
+    points from the page's top left, a box a line."""
+    import pypdfium2 as pdfium
+
+    found = pdfium.PdfDocument(str(path))[page - 1]
+    text = found.get_textpage()
+    start, count = text.search(answer, match_case=True).get_next()
+    height = found.get_height()
+    rects = [text.get_rect(i) for i in range(text.count_rects(start, count))]
+    return [(left, height - top, right, height - bottom) for left, bottom, right, top in rects]
+
+
+def write_boxes(path: Path) -> None:
+    """boxes.jsonl: each answer's gold boxes on its page (``pagesight.eval.dataset``), in points
+    on a PDF's page and in pixels on an image, one annotator."""
+    answers = {row["_id"]: row["answer"] for row in map(json.loads, (OUT.parent / "answers.jsonl").open())}
+    pages = dict(line.split("\t")[:2] for line in (OUT.parent / "qrels.tsv").read_text().splitlines()[1:])
+    scale = (A4[0] / A4_150DPI[0], A4[1] / A4_150DPI[1])  # the memo's image fills its page
+    typed = {
+        "field-notes-scan": (FIELD_NOTES, 1.1, (1.0, 1.0)),
+        "scanned-memo": (MEMO, -0.8, scale),
+    }
+    rows = []
+    for qid, corpus_id in pages.items():
+        stem, page = corpus_id.rsplit("_", 1)
+        answer = answers[qid]
+        if stem in typed:
+            lines, angle, (sx, sy) = typed[stem]
+            x0, y0, x1, y1 = rotated(drawn_box(lines, answer, (130, 160), 64, typed_font), angle, A4_150DPI)
+            boxes = [(x0 * sx, y0 * sy, x1 * sx, y1 * sy)]
+        elif stem == "long-infographic":
+            (i, (_, _, lines)), *_ = [(i, s) for i, s in enumerate(INFOGRAPHIC) if answer in " ".join(s[2])]
+            boxes = [drawn_box(lines, answer, (40, i * 520 + 170), 70, lambda _: font(32))]
+        else:
+            boxes = text_layer_boxes(OUT / f"{stem}.pdf", int(page), answer)
+        rows += [
+            {"_id": qid, "corpus_id": corpus_id, "annotator": 0, "box": [round(v, 1) for v in box]}
+            for box in boxes
+        ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
 def build_memo_pdf(image: Image.Image, path: Path) -> None:
     png = io.BytesIO()
     image.save(png, format="PNG", optimize=True)
@@ -309,6 +382,7 @@ def main() -> None:
     typed_page(FIELD_NOTES, rng, angle=1.1).save(OUT / "field-notes-scan.png", optimize=True)
     build_memo_pdf(typed_page(MEMO, rng, angle=-0.8), OUT / "scanned-memo.pdf")
     build_infographic(OUT / "long-infographic.png")
+    write_boxes(OUT.parent / "boxes.jsonl")
     for path in sorted(OUT.iterdir()):
         print(f"{path.name:24} {path.stat().st_size:>9,} bytes")
     if "--verify" in sys.argv[1:]:
