@@ -119,3 +119,42 @@ def test_eval_scores_the_extractive_readers_boxes_against_the_lines_the_generato
     assert right["grounding_recall"] > 0.8 and right["grounding_f1"] > 0.6, right
     wrong = grounding({"q1": 2, "q2": 0})  # gold on a line the answer is not on
     assert wrong["grounding_page_f1"] == 1.0 and wrong["grounding_f1"] < right["grounding_f1"] / 2
+
+
+@pytest.mark.timeout(180)
+def test_the_samples_gold_boxes_hold_their_answers():
+    """Each gold box the sample generator wrote holds its answer: the text layer inside a PDF
+    page's box reads it; on an image (the scans drawn, rotated and noised) the box lies on the line
+    OCR reads it in, where the answer's characters fall along the line."""
+    import pypdfium2 as pdfium
+    from PIL import Image
+
+    from pagesight.eval.dataset import Dataset
+    from pagesight.read.ocr import ocr_spans
+    from tests.conftest import SAMPLES
+
+    data = Dataset.load(SAMPLES.parent)
+    assert set(data.boxes) == set(data.queries)
+    for qid, pages in data.boxes.items():
+        ((corpus_id, annotators),) = pages.items()
+        stem, page = corpus_id.rsplit("_", 1)
+        answer, boxes = data.answers[qid]["answer"], annotators[0]
+        path = SAMPLES / f"{stem}.pdf"
+        pdf_page = pdfium.PdfDocument(str(path))[int(page) - 1] if path.exists() else None
+        if pdf_page is not None and pdf_page.get_textpage().get_text_range().strip():
+            height, text = pdf_page.get_height(), pdf_page.get_textpage()
+            # points from the top left; pdfium's from the bottom left
+            held = [text.get_text_bounded(b[0], height - b[3], b[2], height - b[1]) for b in boxes]
+            assert " ".join(" ".join(held).split()) == answer, (qid, held)
+            continue
+        scale = 1.0 if pdf_page is None else 150 / 72  # an image's own pixels, a PDF page's points
+        image = (
+            Image.open(SAMPLES / f"{stem}.png") if pdf_page is None else pdf_page.render(scale=scale).to_pil()
+        )
+        ((x0, y0, x1, y1),) = [[v * scale for v in box] for box in boxes]
+        (line,) = [span for span in ocr_spans(image) if answer in span.text]
+        lx0, ly0, lx1, ly1 = line.box
+        assert ly0 - 6 <= y0 < y1 <= ly1 + 6, (qid, line.box)
+        start = lx0 + (lx1 - lx0) * line.text.index(answer) / len(line.text)
+        end = lx0 + (lx1 - lx0) * (line.text.index(answer) + len(answer)) / len(line.text)
+        assert abs(x0 - start) < 0.06 * (lx1 - lx0) and abs(x1 - end) < 0.06 * (lx1 - lx0), (qid, line)
