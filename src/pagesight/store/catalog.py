@@ -11,31 +11,37 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sqlite3
 import sys
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
 
 import numpy as np
 
 from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
-from pagesight.store.rows import DocumentRow, TileRow, link_rows, region_of, region_row, span_rows
-from pagesight.store.schema import FORMAT_VERSION, UPGRADES, connect, create, packed, unpacked
+from pagesight.store.rows import (
+    DocumentRow,
+    Kept,
+    RowCache,
+    TileRow,
+    link_rows,
+    region_of,
+    region_row,
+    span_rows,
+)
+from pagesight.store.schema import (
+    Transaction,
+    connect,
+    create,
+    packed,
+    unpacked,
+    upgrade,
+    vector_matrix,
+)
 from pagesight.where import Filter, document_fields
 
-V = TypeVar("V")
-KEPT = 200_000  # tiles whose heading, or whose document and page, a catalog keeps (``Kept``)
-
-
-def _matrix(rows: list[tuple[int, bytes, int]]) -> np.ndarray:
-    """Vector rows (tile id, blob, half) all of one kind as a float32 matrix."""
-    dtype = np.float16 if rows[0][2] else np.float32
-    return np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(len(rows), -1).astype(np.float32)
+_DOCUMENT_COLUMNS = "id, source, sha256, type, size, mtime_ns, n_pages, meta"  # a DocumentRow's
 
 
 class Catalog:
@@ -49,7 +55,7 @@ class Catalog:
         if not exists:
             create(path, settings)
         self.db = connect(path)
-        self._check_version()
+        upgrade(self.db, root)
         self.settings = Settings.from_dict(json.loads(self._get("settings")))
         # Tile rows with their spans kept by the stores of this index in this process (a
         # ``RowCache``; ``LocalStore`` shares one): a tile id's row never changes (ids are not reused)
@@ -60,44 +66,13 @@ class Catalog:
         self._headings: Kept[str] = Kept()  # tile id -> its page heading (``headings``)
         self._places: Kept[tuple[str, int]] = Kept()  # tile id -> its document and page (``tile_pages``)
 
-    def _check_version(self) -> None:
-        try:
-            version = self._get("format_version")
-        except sqlite3.DatabaseError as exc:
-            raise IndexFormatError(f"{self.root}: not a pagesight index ({exc})") from None
-        if version is None:
-            raise IndexFormatError(f"{self.root}: not a pagesight index (no format version)")
-        while int(version) in UPGRADES:
-            self._upgrade_from(int(version))
-            version = self._get("format_version")
-        if int(version) != FORMAT_VERSION:
-            newer = "a newer" if int(version) > FORMAT_VERSION else "an older"
-            raise IndexFormatError(
-                f"{self.root}: index format version {version} was written by {newer} pagesight; "
-                f"this build reads version {FORMAT_VERSION}"
-            )
-
-    def _upgrade_from(self, version: int) -> None:
-        """Bring a catalog of ``version`` to the next version (another process may have done it
-        meanwhile)."""
-        try:
-            with self.transaction():
-                if self._get("format_version") == str(version):
-                    for statement in UPGRADES[version]:
-                        self.db.execute(statement)
-        except sqlite3.OperationalError as exc:  # read-only file or directory
-            raise IndexFormatError(
-                f"{self.root}: index format version {version} needs an upgrade to {FORMAT_VERSION}, "
-                f"which failed ({exc})"
-            ) from None
-
     def transaction(self):
         """A write transaction (``BEGIN IMMEDIATE``), committed on success."""
-        return _Transaction(self.db, "BEGIN IMMEDIATE")
+        return Transaction(self.db, "BEGIN IMMEDIATE")
 
     def snapshot(self):
         """A read transaction: every read inside sees the catalog at one moment."""
-        return _Transaction(self.db, "BEGIN")
+        return Transaction(self.db, "BEGIN")
 
     def _get(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -117,18 +92,16 @@ class Catalog:
         except ValueError:  # another drive on Windows
             return str(Path(source).resolve())
 
+    def _documents(self, where: str, *values) -> list[DocumentRow]:
+        """The document rows ``where`` (SQL after the table) selects."""
+        rows = self.db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents {where}", values)
+        return [self._document_row(row) for row in rows]
+
     def document(self, doc_id: str) -> DocumentRow | None:
-        row = self.db.execute(
-            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents WHERE id = ?",
-            (doc_id,),
-        ).fetchone()
-        return self._document_row(row) if row else None
+        return next(iter(self._documents("WHERE id = ?", doc_id)), None)
 
     def documents(self) -> list[DocumentRow]:
-        rows = self.db.execute(
-            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents ORDER BY id"
-        )
-        return [self._document_row(r) for r in rows]
+        return self._documents("ORDER BY id")
 
     def documents_where(self, given: Filter) -> list[DocumentRow]:
         return [row for row in self.documents() if given.passes(document_fields(row))]
@@ -144,11 +117,7 @@ class Catalog:
 
     def documents_from(self, source: str) -> list[DocumentRow]:
         """The documents read from file ``source`` (a ZIM archive holds one per article)."""
-        rows = self.db.execute(
-            "SELECT id, source, sha256, type, size, mtime_ns, n_pages, meta FROM documents WHERE source = ?",
-            (self._relative(source),),
-        )
-        return [self._document_row(r) for r in rows]
+        return self._documents("WHERE source = ?", self._relative(source))
 
     def put_document(
         self,
@@ -361,7 +330,7 @@ class Catalog:
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         # float32 rows of an index written before version 5 beside float16 ones, in runs of one kind
         runs = [list(run) for _, run in itertools.groupby(rows, key=lambda r: r[2])]
-        matrix = np.concatenate([_matrix(run) for run in runs])
+        matrix = np.concatenate([vector_matrix(run) for run in runs])
         return ids, matrix
 
     def visual_vectors(self, tile_ids: Iterable[int]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -503,78 +472,3 @@ class Catalog:
 
     def close(self) -> None:
         self.db.close()
-
-
-class _Transaction:
-    """``BEGIN ...`` ... ``COMMIT``, rolled back on any exception."""
-
-    def __init__(self, db: sqlite3.Connection, begin: str):
-        self.db = db
-        self.begin = begin
-
-    def __enter__(self):
-        self.db.execute(self.begin)
-        return self.db
-
-    def __exit__(self, exc_type, exc, tb):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        return False
-
-
-class Kept(Generic[V]):
-    """Values that never change for a tile id (ids are not reused and a document is stored whole),
-    read in batches and kept, ``KEPT`` of them at most: past that the store starts again (a reader
-    holding the old one keeps reading it)."""
-
-    def __init__(self, size: int = KEPT):
-        self.size = size
-        self._values: dict[int, V] = {}
-
-    def get(self, tile_ids: Iterable[int], read: Callable[[list[int]], dict[int, V]]) -> dict[int, V]:
-        """The values of ``tile_ids`` that exist: those kept, and the others from ``read`` (given
-        the missing ids, it may give more, such as a whole document's)."""
-        kept = self._values
-        found, missing = {}, []
-        for tile_id in map(int, tile_ids):  # numpy integers bind as blobs
-            value = kept.get(tile_id, _MISSING)
-            if value is _MISSING:
-                missing.append(tile_id)
-            else:
-                found[tile_id] = value
-        if missing:
-            new = read(missing)
-            found.update((tile_id, new[tile_id]) for tile_id in missing if tile_id in new)
-            if len(kept) + len(new) > self.size:
-                kept = self._values = {}
-            kept.update(new)
-        return found
-
-
-_MISSING = object()
-
-
-class RowCache:
-    """The last ``size`` tile rows read with their spans, by tile id: a search's hits read their
-    lines (snippets, evidence boxes) from here rather than decoding them again from the catalog.
-    Any value kept by tile id (``Catalog.derived``)."""
-
-    def __init__(self, size: int = 4096):
-        self.size = size
-        self._rows: OrderedDict[int, TileRow] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, tile_ids) -> dict[int, TileRow]:
-        with self._lock:
-            found = {}
-            for tile_id in tile_ids:
-                row = self._rows.get(int(tile_id))
-                if row is not None:
-                    self._rows.move_to_end(int(tile_id))
-                    found[int(tile_id)] = row
-            return found
-
-    def put(self, rows: dict[int, TileRow]) -> None:
-        with self._lock:
-            self._rows.update(rows)
-            while len(self._rows) > self.size:
-                self._rows.popitem(last=False)

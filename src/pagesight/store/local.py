@@ -35,8 +35,9 @@ from pagesight.priority import lower_this_thread
 from pagesight.settings import Settings, check_settings
 from pagesight.store import retrievers as files
 from pagesight.store.base import Retrievers
-from pagesight.store.catalog import Catalog, RowCache
+from pagesight.store.catalog import Catalog
 from pagesight.store.lock import WriteLock
+from pagesight.store.rows import RowCache
 
 CATALOG = "catalog.sqlite"
 log = logging.getLogger(__name__)

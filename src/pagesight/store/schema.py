@@ -9,6 +9,9 @@ import sqlite3
 import zlib
 from pathlib import Path
 
+import numpy as np
+
+from pagesight.errors import IndexFormatError
 from pagesight.settings import Settings
 
 # Version 2 adds each tile's content kind and hyperlinks, kept tile images (web pages) and the
@@ -18,7 +21,7 @@ from pagesight.settings import Settings
 # the additions are columns with defaults and new tables, so every older row stays valid. Version 4
 # adds each page's language (``read/language.py``); older pages are English. Version 5 stores a
 # tile's text and spans zlib-compressed (a BLOB; older rows keep their TEXT and are read as they are)
-# and chunk vectors as float16 (``vectors.half``; older rows are float32): 9.4 of the 17.7 KB a tile
+# and chunk vectors as float16 (``vector_matrix`` reads both; older rows are float32): 9.4 of the 17.7 KB a tile
 # took at 100,000 tiles (BENCHMARKS.md, "Scale").
 FORMAT_VERSION = 5
 
@@ -120,6 +123,41 @@ UPGRADE_4 = (
 UPGRADES = {1: UPGRADE_1, 2: UPGRADE_2, 3: UPGRADE_3, 4: UPGRADE_4}
 
 
+def upgrade(db: sqlite3.Connection, root: Path) -> None:
+    """Bring the catalog ``db`` of index ``root`` to ``FORMAT_VERSION`` through ``UPGRADES``, each
+    in a transaction (another process may upgrade it meanwhile); a version this build cannot read
+    is refused."""
+
+    def version() -> int:
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexFormatError(f"{root}: not a pagesight index ({exc})") from None
+        if row is None:
+            raise IndexFormatError(f"{root}: not a pagesight index (no format version)")
+        return int(row[0])
+
+    found = version()
+    while found in UPGRADES:
+        try:
+            with Transaction(db, "BEGIN IMMEDIATE"):
+                if version() == found:
+                    for statement in UPGRADES[found]:
+                        db.execute(statement)
+        except sqlite3.OperationalError as exc:  # read-only file or directory
+            raise IndexFormatError(
+                f"{root}: index format version {found} needs an upgrade to {FORMAT_VERSION}, "
+                f"which failed ({exc})"
+            ) from None
+        found = version()
+    if found != FORMAT_VERSION:
+        newer = "a newer" if found > FORMAT_VERSION else "an older"
+        raise IndexFormatError(
+            f"{root}: index format version {found} was written by {newer} pagesight; "
+            f"this build reads version {FORMAT_VERSION}"
+        )
+
+
 def packed(text: str) -> bytes:
     """A tile's text or spans JSON as stored since version 5: zlib-compressed UTF-8, about a third
     of its size."""
@@ -162,3 +200,25 @@ def create(path: Path, settings: Settings) -> None:
         pass
     finally:
         os.unlink(temporary)
+
+
+class Transaction:
+    """``BEGIN ...`` ... ``COMMIT``, rolled back on any exception."""
+
+    def __init__(self, db: sqlite3.Connection, begin: str):
+        self.db = db
+        self.begin = begin
+
+    def __enter__(self):
+        self.db.execute(self.begin)
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
+
+
+def vector_matrix(rows: list[tuple[int, bytes, int]]) -> np.ndarray:
+    """Vector rows (tile id, blob, half) all of one kind as a float32 matrix."""
+    dtype = np.float16 if rows[0][2] else np.float32
+    return np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(len(rows), -1).astype(np.float32)

@@ -53,7 +53,8 @@ def test_url_ids_and_site_rules():
 
 def test_version_1_catalog_is_upgraded_in_place(tmp_path: Path):
     from pagesight.settings import Settings
-    from pagesight.store.catalog import FORMAT_VERSION, Catalog
+    from pagesight.store.catalog import Catalog
+    from pagesight.store.schema import FORMAT_VERSION
 
     catalog = Catalog(tmp_path, Settings(dense_model=None))
     for statement in (  # the version 1 tiles table, as pagesight 0.1 wrote it

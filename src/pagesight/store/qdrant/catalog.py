@@ -17,7 +17,6 @@ from pagesight.errors import IndexFormatError
 from pagesight.records import Document, Region
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed
-from pagesight.store.catalog import Kept, RowCache
 from pagesight.store.qdrant.bm25 import Bm25Weights
 from pagesight.store.qdrant.fields import WhereFields, tile_conditions
 from pagesight.store.qdrant.lease import LEASE_SECONDS, Lease
@@ -33,7 +32,7 @@ from pagesight.store.qdrant.schema import (
     scroll,
     tile_row,
 )
-from pagesight.store.rows import DocumentRow, TileRow
+from pagesight.store.rows import DocumentRow, Kept, RowCache, TileRow
 
 
 class QdrantCatalog(Lease, Bm25Weights, WhereFields):
