@@ -1,3 +1,11 @@
+"""Fixtures of the whole suite.
+
+The model code's device: tests/test_on_device.py runs every torch model family on the device named
+by the environment variable ``PAGESIGHT_TEST_DEVICE`` (default ``cpu``, where it checks the
+bfloat16 path; ``cuda`` or ``cuda:N`` on a GPU machine), against float32 on the CPU. On a machine
+without the indexing stack, run it alone with ``--noconftest`` (it needs none of these fixtures).
+"""
+
 from __future__ import annotations
 
 import os

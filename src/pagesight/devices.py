@@ -28,16 +28,25 @@ def import_torch():
 
 def resolve_device(device: str) -> str:
     """``device`` checked and made concrete: "auto" is the first of cuda, mps and cpu available; an
-    error names a device torch does not see here."""
+    error names a device torch does not see here (a ``cuda:N`` beyond the GPUs it sees too, which
+    torch would otherwise report only when the first weights move there)."""
     torch = import_torch()
-    kind = device.split(":", 1)[0]
-    if kind not in DEVICES:
+    kind, colon, number = device.partition(":")
+    if kind not in DEVICES or (colon and (kind != "cuda" or not number.isdigit())):
         raise PagesightError(f"unknown device '{device}'; choose one of {', '.join(DEVICES)} (or cuda:N)")
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if kind == "auto":
         return "cuda" if cuda else "mps" if mps else "cpu"
     if (kind == "cuda" and not cuda) or (kind == "mps" and not mps):
         raise PagesightError(f"device '{device}' was asked for, but torch sees no {kind.upper()} device here")
+    count = torch.cuda.device_count() if number else 0
+    if number and int(number) >= count:
+        seen = (
+            f"{count} CUDA devices here (cuda:0 to cuda:{count - 1})"
+            if count > 1
+            else "one CUDA device here (cuda:0)"
+        )
+        raise PagesightError(f"device '{device}' was asked for, but torch sees {seen}")
     return device
 
 

@@ -452,7 +452,7 @@ def train_visual(
         )
         pages = encoder._embed_images([images(i).convert("RGB") for i in tile_ids])
         scores = torch.stack([torch.stack([similarity(q, p) for p in pages]) for q in queries])
-        labels = torch.tensor([tile_ids.index(e.tile_id) for e in batch])
+        labels = torch.tensor([tile_ids.index(e.tile_id) for e in batch], device=scores.device)
         return torch.nn.functional.cross_entropy(scores.float() / options.temperature, labels)
 
     losses, seconds = _loop(encoder.model, step_loss, examples, options, progress)

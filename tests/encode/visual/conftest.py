@@ -406,6 +406,28 @@ def build_clip(folder: Path, seed: int = 0):
     return model
 
 
+def build_siglip(folder: Path, seed: int = 0):
+    """A random-weight SigLIP and its processor (56-pixel images), saved to ``folder``."""
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    tok = clip_tokenizer(None, "</s>", "<pad>")
+    text = {
+        **TOWER,
+        "vocab_size": 320,
+        "max_position_embeddings": 64,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "pad_token_id": 1,
+    }
+    vision = {**TOWER, "image_size": 56, "patch_size": 14}
+    torch.manual_seed(seed)
+    model = transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))
+    model.eval().save_pretrained(folder)
+    images = SiglipImageProcessorPil(size={"height": 56, "width": 56})
+    transformers.SiglipProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    return model
+
+
 def maxsim(query, page) -> float:
     """MaxSim of one query's vectors against one page's, written out."""
     return float(np.einsum("qd,pd->qp", query, page).max(axis=1).sum())

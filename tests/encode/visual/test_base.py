@@ -98,9 +98,30 @@ def test_devices_and_dtypes():
         resolve_device("gpu")
     with pytest.raises(PagesightError, match="unknown dtype 'int8'"):
         resolve_dtype("int8", "cpu")
+    for malformed in ("cuda:x", "cpu:0", "cuda:"):
+        with pytest.raises(PagesightError, match=f"unknown device '{malformed}'"):
+            resolve_device(malformed)
     if not torch.cuda.is_available():
         with pytest.raises(PagesightError, match="torch sees no CUDA device"):
             resolve_device("cuda")
+
+
+def test_a_gpu_number_beyond_those_torch_sees_is_refused(monkeypatch):
+    """cuda:N is checked against the GPUs torch sees, before any weights move (on a machine with
+    two GPUs here, simulated)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda") == "cuda" and resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(
+        PagesightError,
+        match=r"'cuda:2' was asked for, but torch sees 2 CUDA devices here \(cuda:0 to cuda:1\)$",
+    ):
+        resolve_device("cuda:2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(
+        PagesightError, match=r"'cuda:1' was asked for, but torch sees one CUDA device here \(cuda:0\)$"
+    ):
+        resolve_device("cuda:1")
 
 
 def test_load_errors_name_the_model(tmp_path):

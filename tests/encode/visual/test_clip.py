@@ -10,7 +10,7 @@ from pagesight.encode.visual import check_compatible, make_encoder
 from pagesight.errors import PagesightError
 from pagesight.testing.encoder import assert_differ, assert_encoder_contract
 
-from .conftest import TOWER, build_clip, clip_tokenizer, perturbed, unit
+from .conftest import build_clip, build_siglip, perturbed, unit
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -25,24 +25,8 @@ def clip(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def siglip(tmp_path_factory):
-    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
-
     folder = tmp_path_factory.mktemp("tiny-siglip")
-    tok = clip_tokenizer(None, "</s>", "<pad>")
-    text = {
-        **TOWER,
-        "vocab_size": 320,
-        "max_position_embeddings": 64,
-        "bos_token_id": 0,
-        "eos_token_id": 0,
-        "pad_token_id": 1,
-    }
-    vision = {**TOWER, "image_size": 56, "patch_size": 14}
-    torch.manual_seed(0)
-    model = transformers.SiglipModel(transformers.SiglipConfig(text_config=text, vision_config=vision))
-    model.eval().save_pretrained(folder)
-    images = SiglipImageProcessorPil(size={"height": 56, "width": 56})
-    transformers.SiglipProcessor(image_processor=images, tokenizer=tok).save_pretrained(folder)
+    model = build_siglip(folder)
     return folder, model, make_encoder("siglip", model=str(folder), device="cpu")
 
 
