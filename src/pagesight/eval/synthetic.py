@@ -15,6 +15,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from pagesight.records import Box
 
@@ -131,99 +132,107 @@ def _facts(rng: random.Random, company: str) -> list[tuple[str, str, str]]:
 
 def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, dpi: float = 100.0):
     """Write ``n_documents`` PDFs into ``folder``; return the questions (also in questions.jsonl)."""
-    from reportlab.pdfbase.pdfmetrics import getAscentDescent, stringWidth
     from reportlab.pdfgen import canvas
 
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     names = rng.sample([f"{stem} {suffix}" for stem in STEMS for suffix in SUFFIXES], n_documents * pages * 3)
-    ascent, descent = getAscentDescent(FONT, SIZE)
-    scale = dpi / 72
-    width = PAGE_W - 2 * MARGIN
     questions: list[Question] = []
-
-    def line_box(x: float, baseline: float, text: str) -> Box:
-        right = x + stringWidth(text, FONT, SIZE)
-        return (
-            x * scale,
-            (PAGE_H - baseline - ascent) * scale,
-            right * scale,
-            (PAGE_H - baseline - descent) * scale,
-        )
-
     for d in range(n_documents):
         doc_id = f"company-register-{d + 1}"
         pdf = canvas.Canvas(str(folder / f"{doc_id}.pdf"), pagesize=(PAGE_W, PAGE_H), invariant=1)
         for p in range(1, pages + 1):
+            page = _Page(pdf, dpi / 72, doc_id, p, questions)
             companies = [names.pop() for _ in range(3)]
-            y = PAGE_H - MARGIN
             pdf.setFont("Helvetica-Bold", 14)
-            pdf.drawString(MARGIN, y, f"Company register, part {d + 1}.{p}")
-            y -= 2 * LEADING
+            pdf.drawString(MARGIN, page.y, f"Company register, part {d + 1}.{p}")
+            page.y -= 2 * LEADING
             pdf.setFont(FONT, SIZE)
             for company in companies:
-                facts = _facts(rng, company)
-                rng.shuffle(facts)
-                # words of the paragraph, each fact's words tagged with its index
-                words: list[tuple[str, int | None]] = []
-                for f, (_, _, sentence) in enumerate(facts):
-                    words += [(w, f) for w in sentence.split()]
-                    words += [(w, None) for w in rng.choice(FILLER).split()]
-                lines: list[list[tuple[str, int | None]]] = [[]]
-                for word in words:
-                    trial = " ".join(w for w, _ in lines[-1] + [word])
-                    if lines[-1] and stringWidth(trial, FONT, SIZE) > width:
-                        lines.append([])
-                    lines[-1].append(word)
-                boxes: dict[int, list[Box]] = {}
-                for line in lines:
-                    x = MARGIN
-                    pdf.drawString(x, y, " ".join(w for w, _ in line))
-                    for f in {tag for _, tag in line if tag is not None}:
-                        at = [i for i, (_, tag) in enumerate(line) if tag == f]
-                        before = " ".join(w for w, _ in line[: at[0]])
-                        part = " ".join(w for w, _ in line[at[0] : at[-1] + 1])
-                        start = x + (stringWidth(before + " ", FONT, SIZE) if before else 0.0)
-                        boxes.setdefault(f, []).append(line_box(start, y, part))
-                    y -= LEADING
-                y -= LEADING / 2
-                for f, (question, answer, _) in enumerate(facts):
-                    kind = "wrapped" if len(boxes[f]) > 1 else "sentence"
-                    questions.append(
-                        Question(f"q{len(questions) + 1}", question, answer, doc_id, p, union(boxes[f]), kind)
-                    )
-            y -= LEADING / 2
-            pdf.drawString(MARGIN, y, "Revenue by quarter (thousands of euros)")
-            y -= 1.5 * LEADING
-            columns = [MARGIN, MARGIN + 190, MARGIN + 250, MARGIN + 310, MARGIN + 370, MARGIN + 430]
-            for x, title in zip(columns, ("Company", *QUARTERS, "Total")):
-                pdf.drawString(x, y, title)
-            y -= LEADING
-            for company in companies:
-                revenue = [rng.randrange(400, 9900) for _ in QUARTERS]
-                cells = (company, *(f"{v:,}" for v in revenue), f"{sum(revenue):,}")
-                for x, cell in zip(columns, cells):
-                    pdf.drawString(x, y, cell)
-                row = union([line_box(columns[0], y, company), line_box(columns[-1], y, cells[-1])])
-                q = rng.randrange(len(QUARTERS))
-                questions.append(
-                    Question(
-                        f"q{len(questions) + 1}",
-                        f"What was the revenue of {company} in {QUARTERS[q]}, in thousands of euros?",
-                        cells[1 + q],
-                        doc_id,
-                        p,
-                        row,
-                        "table",
-                    )
-                )
-                y -= LEADING
+                page.paragraph(_facts(rng, company), rng)
+            page.revenue_table(companies, rng)
             pdf.showPage()
         pdf.save()
     with (folder / "questions.jsonl").open("w") as out:
         for question in questions:
             out.write(json.dumps(asdict(question)) + "\n")
     return questions
+
+
+@dataclass
+class _Page:
+    """A page of ``doc_id`` being written top down from ``y`` (points), adding the questions its
+    facts answer, each with the box of its answer in page pixels (``scale`` pixels a point)."""
+
+    pdf: Any
+    scale: float
+    doc_id: str
+    number: int
+    questions: list[Question]
+    y: float = PAGE_H - MARGIN
+
+    def box(self, x: float, baseline: float, text: str) -> Box:
+        from reportlab.pdfbase.pdfmetrics import getAscentDescent, stringWidth
+
+        ascent, descent = getAscentDescent(FONT, SIZE)
+        right = x + stringWidth(text, FONT, SIZE)
+        top, bottom = PAGE_H - baseline - ascent, PAGE_H - baseline - descent
+        return (x * self.scale, top * self.scale, right * self.scale, bottom * self.scale)
+
+    def ask(self, question: str, answer: str, region: Box, kind: str) -> None:
+        number = len(self.questions) + 1
+        self.questions.append(
+            Question(f"q{number}", question, answer, self.doc_id, self.number, region, kind)
+        )
+
+    def paragraph(self, facts: list[tuple[str, str, str]], rng: random.Random) -> None:
+        """The ``facts`` in a shuffled order with filler between them, wrapped to the margins."""
+        from reportlab.pdfbase.pdfmetrics import stringWidth
+
+        rng.shuffle(facts)
+        words: list[tuple[str, int | None]] = []  # each fact's words tagged with its index
+        for f, (_, _, sentence) in enumerate(facts):
+            words += [(w, f) for w in sentence.split()]
+            words += [(w, None) for w in rng.choice(FILLER).split()]
+        lines: list[list[tuple[str, int | None]]] = [[]]
+        for word in words:
+            trial = " ".join(w for w, _ in lines[-1] + [word])
+            if lines[-1] and stringWidth(trial, FONT, SIZE) > PAGE_W - 2 * MARGIN:
+                lines.append([])
+            lines[-1].append(word)
+        boxes: dict[int, list[Box]] = {}
+        for line in lines:
+            self.pdf.drawString(MARGIN, self.y, " ".join(w for w, _ in line))
+            for f in {tag for _, tag in line if tag is not None}:
+                at = [i for i, (_, tag) in enumerate(line) if tag == f]
+                before = " ".join(w for w, _ in line[: at[0]])
+                part = " ".join(w for w, _ in line[at[0] : at[-1] + 1])
+                start = MARGIN + (stringWidth(before + " ", FONT, SIZE) if before else 0.0)
+                boxes.setdefault(f, []).append(self.box(start, self.y, part))
+            self.y -= LEADING
+        self.y -= LEADING / 2
+        for f, (question, answer, _) in enumerate(facts):
+            self.ask(question, answer, union(boxes[f]), "wrapped" if len(boxes[f]) > 1 else "sentence")
+
+    def revenue_table(self, companies: list[str], rng: random.Random) -> None:
+        """A table of each company's revenue by quarter and in total, a question on one cell a row."""
+        self.y -= LEADING / 2
+        self.pdf.drawString(MARGIN, self.y, "Revenue by quarter (thousands of euros)")
+        self.y -= 1.5 * LEADING
+        columns = [MARGIN, MARGIN + 190, MARGIN + 250, MARGIN + 310, MARGIN + 370, MARGIN + 430]
+        for x, title in zip(columns, ("Company", *QUARTERS, "Total")):
+            self.pdf.drawString(x, self.y, title)
+        self.y -= LEADING
+        for company in companies:
+            revenue = [rng.randrange(400, 9900) for _ in QUARTERS]
+            cells = (company, *(f"{v:,}" for v in revenue), f"{sum(revenue):,}")
+            for x, cell in zip(columns, cells):
+                self.pdf.drawString(x, self.y, cell)
+            row = union([self.box(columns[0], self.y, company), self.box(columns[-1], self.y, cells[-1])])
+            q = rng.randrange(len(QUARTERS))
+            asked = f"What was the revenue of {company} in {QUARTERS[q]}, in thousands of euros?"
+            self.ask(asked, cells[1 + q], row, "table")
+            self.y -= LEADING
 
 
 def union(boxes: list[Box]) -> Box:
