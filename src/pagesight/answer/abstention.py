@@ -55,10 +55,12 @@ MAX_REASON = 200  # characters of the refusal kept as its reason
 
 
 def refusal(text: str) -> str | None:
-    """Why ``text`` is a refusal (its first sentence, as said), or None when it is an answer: the
-    first sentence says that the answer cannot be given or is not in the pages, and no turn
+    """Why ``text`` is a refusal (its first sentence, as said), or None when it is an answer: it is
+    empty, or its first sentence says that the answer cannot be given or is not in the pages, and no turn
     ("but", "however", "based on", "approximately") follows to give one all the same."""
     text = text.strip()
+    if not text:
+        return "the reader gave no answer"
     first = _FIRST_SENTENCE.match(text)
     if first is None:
         return None

@@ -77,6 +77,10 @@ class ExtractiveReader:
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
         candidates = _candidates(context)
         if not candidates or not question.strip():
+            if self.abstain and question.strip():
+                return Reading(
+                    "", usage={"candidates": 0}, answered=False, reason="the pages found have no text"
+                )
             return Reading(text="", usage={"candidates": 0})
         features = self.features(question, candidates, len(context))
         scores = total(features)

@@ -52,7 +52,7 @@ _POSITION = re.compile(
     r"\b(?:page|pages|p\.|pp\.|slide|slides|step|steps|top|first|last|q)\s*(?:\d+\s*(?:-|–|to|and)\s*)?$",
     re.I,
 )
-_CAPITALISED = re.compile(r"(?<![\w'’])([A-Z][\w&.-]*[\w&])")
+_CAPITALISED = re.compile(r"(?<![\w'’.])([A-Z][\w&.-]*[\w&])")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]|(?<!\w)['‘]([^'’]{2,60})['’](?!\w)")
 _WORDS = re.compile(r"\w+")
 _POSSESSIVE = re.compile(r"['’]s$")
