@@ -56,6 +56,7 @@ class ContextItem:
     compression: float = 1.0
     load_image: Callable[[], Image.Image] | None = None
     _image: Image.Image | None = field(default=None, repr=False)
+    title: str = ""  # the first line of its document's first page (what the document is about)
 
     @property
     def image(self) -> Image.Image:

@@ -191,11 +191,13 @@ def total(features: dict[str, np.ndarray], without: tuple[str, ...] = ()) -> np.
 
 
 def _evidence(context: Sequence[ContextItem], item: int) -> str:
-    """What an answer from ``context[item]`` stands on: its tile's text, its document's name, and
-    the first line of each of that document's first tiles in the context (the title)."""
+    """What an answer from ``context[item]`` stands on: its tile's text, its document's name and
+    title (the first line of its first page), and the first line of each of that document's first
+    tiles in the context (their pages' titles)."""
     doc_id = context[item].hit.doc_id
     titles = [c.spans[0].text for c in context if c.hit.doc_id == doc_id and c.hit.tile == 0 and c.spans]
-    return "\n".join([context[item].text, doc_id.replace("_", " ").replace("-", " "), *titles])
+    own = context[item]
+    return "\n".join([own.text, doc_id.replace("_", " ").replace("-", " "), own.title, *titles])
 
 
 def _listed(missing: list[str]) -> str:

@@ -15,8 +15,8 @@ from where that line stands. ``asked`` reads them from the question:
 
 leaving out instructions on the answer's form ("Please write the answer in float format", "such
 as 100, 200 or 300") and parentheses. ``unsupported`` names those the evidence lacks: the chosen
-line's tile, its document's name and the titles (first lines) of that document's first tiles in
-the context. A name counts as present when its stems are (Americans holds American); a year when
+line's tile, its document's name and title (the first line of its first page: a k = 1 context
+holds no more) and the titles (first lines) of that document's first tiles in the context. A name counts as present when its stems are (Americans holds American); a year when
 it is a word of the evidence; a number when it is written the same (commas aside); a quoted phrase
 when it appears as written.
 
