@@ -210,3 +210,18 @@ def test_reading_five_tiles_without_the_model(index: Index):
     assert len(context) == 5
     reading = ExtractiveReader(dense=False).read(question, context)
     assert reading.text == "25.68"
+
+
+def test_the_reader_declines_when_the_year_asked_about_is_not_on_the_pages(index: Index):
+    """Issue 40: the same question about a year the report has is answered, about one it lacks is
+    declined with the reason, and with ``abstain=False`` the best line is quoted all the same."""
+    present = index.ask("What were Larchmont's net sales for fiscal 2022?", k=5)
+    assert present.answered and present.reason is None and present.text == "$11.8 Billion"
+    absent = index.ask("What were Larchmont's net sales for fiscal 2019?", k=5)
+    assert not absent.answered and absent.text == "" and not absent.citations
+    assert absent.reason == 'the pages found do not mention "2019"'
+    entity = index.ask("What were Quorlan Industries' net sales for fiscal 2022?", k=5)
+    assert not entity.answered and "Quorlan" in entity.reason
+    question = "What were Larchmont's net sales for fiscal 2019?"
+    context = build_context(index, index.search(question, k=5), 1.0)
+    assert ExtractiveReader(abstain=False).read(question, context).text == "$11.8 Billion"

@@ -238,6 +238,60 @@ def test_a_model_reader_and_the_simpleqa_judge_grade_multiple_choice_aliases_and
 
 
 @pytest.mark.timeout(60)
+def test_declined_answers_are_not_attempted_and_unanswerable_questions_are_counted(
+    tmp_path: Path, sample_index, endpoint
+):
+    """Issue 40: the reader answers one question, refuses another and the two unanswerable ones;
+    the refusal is graded NOT_ATTEMPTED without asking the judge, the summary counts what was
+    declined, and the unanswerable questions are rows of their own, asked within their document."""
+    answered, refused = list(SAMPLES.answers)[:2]
+    qids = (answered, refused)
+    unanswerable = {
+        "u1": {"text": "What was the West region revenue in 2031?", "doc_ids": ["quarterly-report"]},
+        "u2": {"text": "Who founded Quorlan Industries?", "doc_ids": []},
+    }
+    data = Dataset(
+        SAMPLES.root, SAMPLES.documents, {q: SAMPLES.queries[q] for q in qids},
+        {q: SAMPLES.qrels[q] for q in qids}, {q: SAMPLES.answers[q] for q in qids}, unanswerable=unanswerable,
+    )  # fmt: skip
+
+    def respond(body: dict) -> str:
+        prompt = prompt_of(body)
+        if prompt.startswith("You are grading"):
+            return "CORRECT"
+        question = asked(prompt)
+        if question == SAMPLES.queries[answered]:
+            return ANSWERS[question]
+        return "The provided pages do not mention this."
+
+    server = endpoint(respond)
+    evaluation = evaluate_dataset(
+        data,
+        index=sample_index.root,
+        modes=["lexical"],
+        within_document=True,
+        grid=AnswerGrid(AskRequest(reader="openai", model=MODEL, max_tokens=64), ks=(2,), inputs=("text",)),
+        reader_options={"base_url": server.base_url, "api_key": "sk-test"},
+        judge=openai_judge("simpleqa", "judge-model", server.base_url, "sk-test"),
+    )
+    (result,) = evaluation.answer_grid
+    summary = result.summary()
+    assert summary["grades"] == {"CORRECT": 1, "INCORRECT": 0, "NOT_ATTEMPTED": 1, "UNREADABLE": 0}
+    assert summary["accuracy_given_attempted"] == summary["right_given_attempted"] == 1.0
+    assert summary["n_declined"] == 1 and summary["declined"] == 0.5
+    assert summary["n_unanswerable"] == 2 and summary["declined_unanswerable"] == 1.0
+    judged = [body for body in server.bodies if prompt_of(body).startswith("You are grading")]
+    assert len(judged) == 1  # the refusal was not put to the judge
+    row = next(row for row in result.rows if row["id"] == refused)
+    assert row["answered"] is False and row["reason"] == "The provided pages do not mention this."
+    assert not row["right"] and row["grade"] == "NOT_ATTEMPTED"
+    assert [row["id"] for row in result.unanswerable] == ["u1", "u2"]
+    assert all(row["answered"] is False for row in result.unanswerable)
+    searched = [body for body in server.bodies if "2031" in prompt_of(body)]
+    assert searched and "quarterly-report" in prompt_of(searched[0])  # within its document
+
+
+@pytest.mark.timeout(60)
 def test_the_agent_answers_in_eval_under_each_search_budget(sample_index, endpoint):
     def respond(body: dict) -> str | list[dict]:
         if prompt_of(body).startswith("You are grading"):

@@ -140,6 +140,9 @@ def test_ask_whole_and_streamed(keyed):
     (citation,) = answer["citations"]
     assert citation["page_id"] == "quarterly-report_1" and citation["boxes"]
     assert answer["usage"]["image_tokens"] == 0  # the extractive reader reads text
+    assert answer["answered"] is True and answer["reason"] is None
+    declined = keyed.post("/api/ask", json={"question": f"{QUESTION[:-1]} in 2031?", "k": 3}).json()
+    assert declined["answered"] is False and "2031" in declined["reason"] and not declined["citations"]
 
     with keyed.stream("POST", "/api/ask", json={"question": QUESTION, "k": 3, "stream": True}) as response:
         assert response.headers["content-type"].startswith("application/x-ndjson")

@@ -38,7 +38,8 @@ def over_stdio(index_dir: Path, session) -> object:
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "pagesight", "mcp", "--index", str(index_dir)],
-        env={"PAGESIGHT_CACHE": os.environ["PAGESIGHT_CACHE"]},  # the ONNX query encoder of this run
+        # the ONNX query encoder of this run, and the source it tests (a worktree's, when on PYTHONPATH)
+        env={key: os.environ[key] for key in ("PAGESIGHT_CACHE", "PYTHONPATH") if key in os.environ},
     )
 
     async def main():
@@ -139,10 +140,11 @@ def test_errors_are_tool_errors_and_ask_cites_boxes(index_dir, questions):
         bad_k = await client.call_tool("search", {"query": "revenue", "k": 0})
         unknown = await client.call_tool("delete", {"doc_id": "quarterly-report"})
         answer = await client.call_tool("ask", {"question": asked["question"], "k": 3})
+        declined = await client.call_tool("ask", {"question": "What did Quorlan Industries earn?", "k": 3})
         still = await client.call_tool("list_documents", {})  # the server lives on
-        return missing, beyond, bad_k, unknown, answer, still
+        return missing, beyond, bad_k, unknown, answer, declined, still
 
-    missing, beyond, bad_k, unknown, answer, still = over_stdio(index_dir, session)
+    missing, beyond, bad_k, unknown, answer, declined, still = over_stdio(index_dir, session)
     for result, words in (
         (missing, "no document 'no-such-doc'"),
         (beyond, "page 99 out of range"),
@@ -154,7 +156,9 @@ def test_errors_are_tool_errors_and_ask_cites_boxes(index_dir, questions):
     assert asked["answer"] in data["text"]
     (citation,) = data["citations"]
     assert citation["page_id"] == f"{asked['doc_id']}_{asked['page']}" and citation["boxes"]
-    assert data["reader"] == "extractive"
+    assert data["reader"] == "extractive" and data["answered"] is True and data["reason"] is None
+    refused = payload(declined)  # issue 40: not answered, with the reason
+    assert refused["answered"] is False and "Quorlan" in refused["reason"] and refused["text"] == ""
     assert len(payload(still)["documents"]) == 5
 
 

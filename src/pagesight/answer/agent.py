@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from PIL import Image
 
+from pagesight.answer.abstention import refusal
 from pagesight.answer.base import (
     Answer,
     Citation,
@@ -253,6 +254,8 @@ class _Conversation:
                 "total": total,
             },
             usage=usage,
+            answered=(reason := refusal(text)) is None,
+            reason=reason,
         )
 
     def _turn(self, transcript: list[Message], final: bool) -> Turn:

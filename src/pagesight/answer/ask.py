@@ -120,6 +120,8 @@ def ask(
         },
         usage=usage,
         logprob=reading.logprob if reading else None,
+        answered=reading.answered if reading else False,
+        reason=reading.reason if reading else "no pages were found to answer from",
     )
 
 

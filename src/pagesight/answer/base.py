@@ -56,6 +56,7 @@ class ContextItem:
     compression: float = 1.0
     load_image: Callable[[], Image.Image] | None = None
     _image: Image.Image | None = field(default=None, repr=False)
+    title: str = ""  # the first line of its document's first page (what the document is about)
 
     @property
     def image(self) -> Image.Image:
@@ -88,7 +89,8 @@ class ContextItem:
 
 @dataclass
 class Reading:
-    """A reader's answer: text, cited boxes in page pixels by context index, confidence, usage."""
+    """A reader's answer: text, cited boxes in page pixels by context index, confidence, usage; or
+    its refusal to answer (``answered`` False, with the ``reason``: ``abstention``)."""
 
     text: str
     cited: dict[int, list[Box]] = field(default_factory=dict)
@@ -96,6 +98,8 @@ class Reading:
     logprob: float | None = None  # sum over the answer tokens, when the reader can tell
     usage: dict = field(default_factory=dict)  # tokens in and out when the reader reports them
     tokens: int | None = None  # how many answer tokens ``logprob`` sums over
+    answered: bool = True  # False: the reader declined (its evidence does not hold an answer)
+    reason: str | None = None  # why it declined
 
 
 @dataclass
@@ -121,6 +125,9 @@ class Answer:
     timings: dict[str, float]  # seconds: search, context, read, total
     usage: dict  # image tokens per the accounting, compression, tokens reported by the reader
     logprob: float | None = None
+    # False: not answered; the reader declined (the pages do not hold an answer), ``reason`` says why
+    answered: bool = True
+    reason: str | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)

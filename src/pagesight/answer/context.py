@@ -18,18 +18,25 @@ from pagesight.records import Hit, Span
 
 
 def build_context(index, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
-    """One context item per hit: the tile's text spans now, its image when a reader asks for it."""
+    """One context item per hit: the tile's text spans now, its image when a reader asks for it, and
+    the first line of its document's first page (its title, for the extractive reader's check)."""
     if compression < 1:
         raise PagesightError(f"compression must be at least 1, got {compression}")
     items = []
+    titles: dict[str, str] = {}
     for hit in hits:
         row = index.catalog.tile_at(hit.doc_id, hit.page, hit.tile)
         spans = [Span(text, tuple(box), source, conf) for text, box, source, conf in row.spans] if row else []
+        if hit.doc_id not in titles:
+            first = row if (hit.page, hit.tile) == (1, 0) else index.catalog.tile_at(hit.doc_id, 1, 0)
+            titles[hit.doc_id] = first.spans[0][0] if first and first.spans else ""
 
         def load(hit=hit):
             return index.tile_image(hit.doc_id, hit.page, hit.tile, compression)
 
-        items.append(ContextItem(hit=hit, spans=spans, compression=compression, load_image=load))
+        item = ContextItem(hit=hit, spans=spans, compression=compression, load_image=load)
+        item.title = titles[hit.doc_id]
+        items.append(item)
     return items
 
 

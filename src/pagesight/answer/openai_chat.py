@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import (
     QUESTION_IMAGE,
@@ -178,7 +179,17 @@ class OpenAIReader:
         usage = dict(reply.usage)
         if warnings:
             usage["warnings"] = warnings
-        return Reading(text=text, cited=cited, quotes=quotes, logprob=logprob, usage=usage, tokens=tokens)
+        reason = refusal(text)
+        return Reading(
+            text=text,
+            cited=cited,
+            quotes=quotes,
+            logprob=logprob,
+            usage=usage,
+            tokens=tokens,
+            answered=reason is None,
+            reason=reason,
+        )
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
         """One turn of agentic search: the model's reply to ``transcript`` with ``tools`` offered

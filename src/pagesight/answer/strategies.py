@@ -71,6 +71,7 @@ def weighted_selection(
     prior = np.exp(scores - scores.max())
     prior /= prior.sum()
     best, best_weight = None, -1.0
+    declined = None  # the likeliest refusal, returned when no tile gave an answer
     usage: dict = {}
     for i, item in enumerate(context):
         reading = reader.read(question, [item], **(given or {}))
@@ -78,6 +79,10 @@ def weighted_selection(
             if isinstance(value, (int, float)):
                 usage[key] = usage.get(key, 0) + value
         weight = prior[i] * confidence(reader, reading)
+        if not reading.answered:
+            if declined is None or weight > declined[1]:
+                declined = (reading, weight)
+            continue
         if weight > best_weight:
             best_weight = weight
             best = Reading(
@@ -87,6 +92,9 @@ def weighted_selection(
                 logprob=reading.logprob,
                 tokens=reading.tokens,
             )
+    if best is None and declined is not None:  # every tile declined: so does the answer
+        refused, weight = declined
+        best, best_weight = Reading(refused.text, answered=False, reason=refused.reason), weight
     best.usage = {**usage, "selected": next(iter(best.cited), None), "weight": float(best_weight)}
     return best
 
@@ -151,4 +159,13 @@ def _split(reading: Reading, merged: Concatenated) -> Reading:
         i, page_box = merged.locate(box)
         if page_box[2] > page_box[0] and page_box[3] > page_box[1]:
             cited.setdefault(i, []).append(page_box)
-    return Reading(reading.text, cited, {}, reading.logprob, reading.usage, reading.tokens)
+    return Reading(
+        reading.text,
+        cited,
+        {},
+        reading.logprob,
+        reading.usage,
+        reading.tokens,
+        reading.answered,
+        reading.reason,
+    )

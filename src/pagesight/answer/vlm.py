@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import (
     QUESTION_IMAGE,
@@ -228,7 +229,8 @@ class TransformersReader:
             usage["warnings"] = warnings
         pieces = [self.tokenizer.decode([token], skip_special_tokens=True) for token in generation.tokens]
         logprob, tokens = answer_logprob(list(zip(pieces, generation.logprobs)), generation.text)
-        return Reading(text, cited, quotes, logprob, usage, tokens)
+        reason = refusal(text)
+        return Reading(text, cited, quotes, logprob, usage, tokens, reason is None, reason)
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
         """One turn of agentic search: a generation over ``transcript`` with ``tools`` offered; the

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pagesight.answer.base import build_reader
@@ -189,7 +190,13 @@ def ask(
     if as_json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
         return
-    out.print(f"[bold]{answer.text or 'No answer found in the retrieved pages.'}[/bold]", highlight=False)
+    if not answer.answered:
+        out.print(
+            f"[bold]Not answered: {escape(answer.reason or 'the reader declined')}[/bold]", highlight=False
+        )
+    else:
+        shown = escape(answer.text) if answer.text else "No answer found in the retrieved pages."
+        out.print(f"[bold]{shown}[/bold]", highlight=False)
     for citation in answer.citations:
         boxes = ", ".join("[" + ", ".join(f"{v:.0f}" for v in box) + "]" for box in citation.boxes)
         quote = f' "{citation.text}"' if citation.text and citation.text != answer.text else ""

@@ -18,6 +18,10 @@
       answers.jsonl     optional: {"_id": "q0", "answer": "..." | ["...", ...], "aliases"?: [...],
                         "format"?: "number" | ...}; several answers (a list, or aliases) are each
                         right; a multiple-choice answer is its letter, or its option's text
+      unanswerable.jsonl optional: {"_id": "u0", "text": "...", "doc_id"?: "report" | "doc_ids"?:
+                        [...]} per line: questions about the documents that none of their pages
+                        answers (MMLongBench-Doc's "Not answerable"); ``eval --answers`` asks them
+                        too and counts how often the reader declines them (``eval.grid``)
       boxes.jsonl       optional: {"_id": "q0", "corpus_id": "<corpus id>", "annotator": 0,
                         "box": [x0, y0, x1, y1]} per line, one gold box each: where on a relevant
                         page (judged in qrels.tsv) the answer lies, in pixels of that page's image
@@ -49,7 +53,7 @@ from pagesight.read.transcripts import read_transcripts
 from pagesight.service import open_image
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
-TEXTS, BOXES = "texts.jsonl", "boxes.jsonl"
+TEXTS, BOXES, UNANSWERABLE = "texts.jsonl", "boxes.jsonl", "unanswerable.jsonl"
 PAGES = "pages"  # the field every question has: its number of relevant pages, in PAGE_BUCKETS
 PAGE_BUCKETS = ("0", "1", "2", "3-5", "6+")
 Boxes = dict[str, dict[str, dict[int, list[tuple[float, float, float, float]]]]]
@@ -68,6 +72,8 @@ class Dataset:
     boxes: Boxes = field(default_factory=dict)  # query -> corpus id -> annotator -> its gold boxes
     texts: Mapping[str, str] = field(default_factory=dict)  # corpus id -> its transcription
     images: dict[str, Path] = field(default_factory=dict)  # the pictures questions are about
+    # questions no page answers: id -> {"text": ..., "doc_ids": [...] (the documents asked of)}
+    unanswerable: dict[str, dict] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -111,7 +117,21 @@ class Dataset:
             answers = {row["_id"]: row for row in read_jsonl(root / "answers.jsonl", ("_id", "answer"))}
         boxes = read_boxes(root / BOXES, qrels) if (root / BOXES).exists() else {}
         texts = read_transcripts(root / TEXTS) if (root / TEXTS).exists() else {}
-        data = cls(root, documents, queries, qrels, answers, doc_ids, options, fields, boxes, texts, images)
+        unanswerable = read_unanswerable(root / UNANSWERABLE) if (root / UNANSWERABLE).exists() else {}
+        data = cls(
+            root,
+            documents,
+            queries,
+            qrels,
+            answers,
+            doc_ids,
+            options,
+            fields,
+            boxes,
+            texts,
+            images,
+            unanswerable,
+        )
         for qid in answers:
             data.references(qid)  # a malformed answer or an unknown option is refused here
         return data
@@ -173,6 +193,20 @@ class Dataset:
         if unit == "page":
             judged = [corpus_id.rpartition("_")[0] or corpus_id for corpus_id in judged]
         return list(dict.fromkeys(judged))
+
+
+def read_unanswerable(path: Path) -> dict[str, dict]:
+    """``unanswerable.jsonl``: each question's text and the documents it is asked of (its
+    ``doc_id``, or ``doc_ids``; none: the whole corpus)."""
+    found = {}
+    for number, row in numbered_jsonl(path, ("_id", "text")):
+        given = row.get("doc_ids", [row["doc_id"]] if "doc_id" in row else [])
+        if not isinstance(row["text"], str) or not row["text"].strip() or not _strings(given, 0):
+            raise InputError(
+                f"{path}:{number}: a question needs its text, and doc_id a string or doc_ids a list"
+            )
+        found[row["_id"]] = {"text": row["text"], "doc_ids": list(given)}
+    return found
 
 
 def _image(root: Path, given, where: str) -> Path:

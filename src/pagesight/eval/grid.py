@@ -17,6 +17,14 @@ searches itself and the context is the tiles it read. A row per question records
 (``answers.scores``), the judge's grade, the tokens in and out, the time, and whether a gold page
 was in the context: with whether the answer was right, that splits the losses into retrieval misses
 and reader misses (``decomposition``).
+
+A reader may decline to answer (``Answer.answered`` False: ``answer.abstention``). Declined answers
+are scored as SimpleQA scores them: not attempted, neither right nor wrong; a judge grades them
+without being asked (NOT_ATTEMPTED, or its wrong grade when it has no such grade), and the summary
+gives the share declined and how often the answers attempted were right. The dataset's
+unanswerable questions (``unanswerable.jsonl``) are asked too, in the retrieved and no-retrieval
+contexts (within their documents when the search is), apart from the rest: what counts there is
+how often the reader declines them (``declined_unanswerable``).
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from pagesight.eval.dataset import Dataset
 from pagesight.eval.grounding import PDF_DPI, to_gold
 from pagesight.eval.grounding import score as grounding_score
 from pagesight.eval.harness import Config, corpus_unit
-from pagesight.eval.judges import Judge
+from pagesight.eval.judges import OUTCOMES, Grade, Judge
 from pagesight.records import Hit
 from pagesight.request import AskRequest
 
@@ -120,6 +128,7 @@ class AnswerResult:
     rows: list[dict]  # per question: id, question, references, prediction, scores, grade, tokens, ...
     setting: AnswerConfig | None = None
     judge: Judge | None = None
+    unanswerable: list[dict] = field(default_factory=list)  # the rows of the questions no page answers
 
     def means(self, ids: Collection[str] | None = None) -> dict[str, float]:
         """Each score's mean over the questions answered (of ``ids`` only, when given)."""
@@ -153,8 +162,30 @@ class AnswerResult:
             summary.update(
                 {name: round(statistics.fmean(g[name] for g in grounded), 6) for name in grounded[0]}
             )
+        summary.update(attempts(rows, self.unanswerable))
         summary["decomposition"] = decomposition(rows)
         return summary
+
+
+def attempts(rows: Sequence[dict], unanswerable: Sequence[dict] = ()) -> dict:
+    """How often the reader declined (``declined``: the share of questions it did not answer) and
+    how often what it did answer was right (``right_given_attempted``, SimpleQA's accuracy given
+    attempted, with right as ``decomposition`` reads it); with unanswerable questions, how many
+    and the share of them it declined."""
+    attempted = [row for row in rows if row.get("answered", True)]
+    found = {
+        "n_declined": len(rows) - len(attempted),
+        "declined": round((len(rows) - len(attempted)) / len(rows), 6) if rows else 0.0,
+        "right_given_attempted": round(sum(row["right"] for row in attempted) / len(attempted), 6)
+        if attempted
+        else 0.0,
+    }
+    if unanswerable:
+        declined = sum(not row["answered"] for row in unanswerable)
+        found.update(
+            n_unanswerable=len(unanswerable), declined_unanswerable=round(declined / len(unanswerable), 6)
+        )
+    return found
 
 
 def simpleqa_rates(grades: dict[str, int], n: int) -> dict[str, float]:
@@ -213,7 +244,49 @@ def evaluate_grid(
             )
         if progress:
             progress(done)
+    for done, qid in enumerate(dataset.unanswerable, len(asked) + 1):
+        _unanswerable(index, dataset, qid, search, configs, built, results, depth)
+        if progress:
+            progress(done)
     return results
+
+
+def _unanswerable(index, dataset, qid, search, configs, built, results, depth) -> None:
+    """An unanswerable question asked under each configuration that retrieves or reads nothing
+    (no gold pages: no oracle, and every retrieved tile a hard negative): the rows of whether the
+    reader declined it."""
+    asked = dataset.unanswerable[qid]
+    request = search.request.replace(query=asked["text"])
+    if search.within_document and asked["doc_ids"]:
+        request = request.replace(doc_ids=asked["doc_ids"])
+    hits: list[Hit] = []
+    searched = 0.0
+    if any(c.context == "retrieved" and not c.request.agent for c in configs):
+        start = time.perf_counter()
+        hits = retrieve(index, request.replace(k=max(depth, 1)))
+        searched = time.perf_counter() - start
+    for config, reader, result in zip(configs, built, results):
+        if config.context not in ("retrieved", "none"):
+            continue
+        asking = config.request.replace(query=asked["text"])
+        if config.request.agent:
+            answer = ask(index, asking.replace(doc_ids=request.doc_ids), reader)
+            seconds = answer.timings["total"]
+        else:
+            closed = config.context == "none"
+            answer = ask(index, asking, reader, hits=hits[: config.k], closed_book=closed)
+            seconds = searched + answer.timings["total"]
+        result.unanswerable.append(
+            {
+                "id": qid,
+                "question": asked["text"],
+                "prediction": strip_thinking(answer.text),
+                "answered": answer.answered,
+                "reason": answer.reason,
+                "citations": [c.page_id for c in answer.citations],
+                "seconds": seconds,
+            }
+        )
 
 
 def _grounding(index, citations, gold, unit: str) -> dict | None:
@@ -302,13 +375,16 @@ def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, jud
     cited = {c.page_id for c in answer.citations} | {c.doc_id for c in answer.citations}
     scored["cites_relevant"] = float(bool(cited & gold)) if gold else 0.0
     grade = None
-    if judge is not None and options:
+    if judge is not None and not answer.answered:  # declined: not attempted, graded without asking
+        grade = Grade(OUTCOMES[judge.kind][2])
+    elif judge is not None and options:
         grade = judge.choice(chosen_letter(prediction, options), references[0])
     elif judge is not None:
         grade = judge(question, references, prediction)
     if grade is not None:
         scored["judge"] = grade.score
     right = grade.score == 1 if grade else max(scored["relaxed_accuracy"], scored["contains"]) == 1
+    right = right and answer.answered  # a refusal that happens to contain the reference is no answer
     usage = answer.usage
     return {
         "id": qid,
@@ -316,6 +392,8 @@ def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, jud
         "reference": dataset.answers[qid]["answer"],
         "references": references,
         "prediction": prediction,
+        "answered": answer.answered,
+        "reason": answer.reason,
         "citations": [c.page_id for c in answer.citations],
         "scores": scored,
         **({"grade": grade.label} if grade else {}),

@@ -243,15 +243,21 @@ ANSWER_SCORES = (
     "cites_relevant",
     "judge",
     "f_score",
+    "declined",
+    "right_given_attempted",
+    "declined_unanswerable",
     "grounding_f1",
     "grounding_iou",
     "grounding_page_f1",
 )
-COMPACT_SCORES = ("relaxed_accuracy", "contains", "judge")
+COMPACT_SCORES = ("relaxed_accuracy", "contains", "judge", "declined", "declined_unanswerable")
 ANSWER_NOTE = (
     "gold_right / gold_wrong: a gold page was in the context and the answer was right / wrong (the "
     "reader's misses); missed_right / missed_wrong: none was (missed_wrong: the retrieval's misses). "
-    "Right: the judge's top grade when judged, else relaxed accuracy or containment."
+    "Right: the judge's top grade when judged, else relaxed accuracy or containment. declined: the "
+    "share of questions the reader declined to answer (not attempted, as SimpleQA counts them: "
+    "neither right nor wrong); right_given_attempted: the share right of those it answered; "
+    "declined_unanswerable: the share of the dataset's unanswerable questions it declined."
 )
 
 

@@ -191,7 +191,7 @@ def evaluate_dataset(
             progress=(lambda config, done: progress(config, done, total)) if progress else None,
         )
         if grid is not None:
-            asked = sum(qid in data.queries for qid in data.answers)
+            asked = sum(qid in data.queries for qid in data.answers) + len(data.unanswerable)
             evaluation.answer_grid = evaluate_grid(
                 idx,
                 data,
@@ -234,4 +234,8 @@ def _write_report(out: Path, evaluation: Evaluation) -> None:
                 setting = {"answer_config": result.setting.name, **result.setting.columns()}
                 rows.writelines(
                     json.dumps({**row, **setting}, ensure_ascii=False) + "\n" for row in result.rows
+                )
+                rows.writelines(  # the questions no page answers, marked so
+                    json.dumps({**row, "unanswerable": True, **setting}, ensure_ascii=False) + "\n"
+                    for row in result.unanswerable
                 )

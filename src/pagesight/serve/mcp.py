@@ -158,7 +158,7 @@ def build_server(
                 region=box,
             )
         data = answer.to_dict()
-        result = {key: data[key] for key in ("text", "citations", "reader", "usage")}
+        result = {key: data[key] for key in ("text", "answered", "reason", "citations", "reader", "usage")}
         return CallToolResult(content=[_text(result)], structured_content=result)
 
     ask.__signature__ = inspect.Signature(

@@ -29,6 +29,7 @@ from pagesight.answer.extractive.questions import (
     _other_years,
     _subject_terms,
 )
+from pagesight.answer.extractive.support import MIN_SCORE, unsupported
 from pagesight.encode.lexical import terms
 from pagesight.errors import PagesightError
 
@@ -48,12 +49,21 @@ class ExtractiveReader:
     inputs = "text"
     max_images = None
 
-    def __init__(self, dense: bool | None = None, dense_pool: int = 3, dense_model: str = "minilm-l6-v2"):
+    def __init__(
+        self,
+        dense: bool | None = None,
+        dense_pool: int = 3,
+        dense_model: str = "minilm-l6-v2",
+        abstain: bool = True,
+    ):
         """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
         ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
         did (benchmarks/reader.py 47/48, benchmarks/answers.py 90/90 and 13/13) at half the cost of
-        an ask (BENCHMARKS.md, "Serving")."""
+        an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the chosen
+        line's tile lacks what the question asks about or the line scores too low (``support``);
+        False: always quote the best line."""
         self.dense_pool = dense_pool
+        self.abstain = abstain
         self._model = None
         if dense is not False:
             from pagesight.encode.dense import dense_model as load
@@ -67,9 +77,19 @@ class ExtractiveReader:
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
         candidates = _candidates(context)
         if not candidates or not question.strip():
+            if self.abstain and question.strip():
+                return Reading(
+                    "", usage={"candidates": 0}, answered=False, reason="the pages found have no text"
+                )
             return Reading(text="", usage={"candidates": 0})
-        scores = self.score(question, candidates, len(context))
-        best = candidates[int(np.argmax(scores))]
+        features = self.features(question, candidates, len(context))
+        scores = total(features)
+        chosen = int(np.argmax(scores))
+        best = candidates[chosen]
+        reason = self.declines(question, context, best, features, chosen) if self.abstain else None
+        if reason is not None:
+            usage = {"candidates": len(candidates), "declined_answer": _answer(best, question)}
+            return Reading(text="", usage=usage, answered=False, reason=reason)
         return Reading(
             text=_answer(best, question),
             cited={best.item: best.boxes},
@@ -79,9 +99,25 @@ class ExtractiveReader:
 
     def score(self, question: str, candidates: list[_Candidate], n_items: int) -> np.ndarray:
         """One score per candidate; the highest is the answer."""
-        features = self.features(question, candidates, n_items)
-        score = sum(WEIGHTS[name] * features[name] for name in WEIGHTS)
-        return score * features["penalty"]
+        return total(self.features(question, candidates, n_items))
+
+    def declines(
+        self,
+        question: str,
+        context: Sequence[ContextItem],
+        best: _Candidate,
+        features: dict[str, np.ndarray],
+        chosen: int,
+    ) -> str | None:
+        """Why the best line is no answer (None: it is one): the question asks about something its
+        tile, its document's name and title do not name, or it holds too little of the question."""
+        missing = unsupported(question, _evidence(context, best.item))
+        if missing:
+            return f"the pages found do not mention {_listed(missing)}"
+        without_dense = total(features, without=("dense",))[chosen]
+        if without_dense < MIN_SCORE:
+            return f"no line of the pages found matches enough of the question (score {without_dense:.2f})"
+        return None
 
     def features(self, question: str, candidates: list[_Candidate], n_items: int) -> dict[str, np.ndarray]:
         """Each signal per candidate (``WEIGHTS`` names them), and the factor setting some back."""
@@ -146,6 +182,27 @@ class ExtractiveReader:
                 f["dense"][pool] = vectors[1:] @ vectors[0]
         f["penalty"] = penalty
         return f
+
+
+def total(features: dict[str, np.ndarray], without: tuple[str, ...] = ()) -> np.ndarray:
+    """Each candidate's score: the weighted signals (less those ``without``), set back by its factors."""
+    score = sum(WEIGHTS[name] * features[name] for name in WEIGHTS if name not in without)
+    return score * features["penalty"]
+
+
+def _evidence(context: Sequence[ContextItem], item: int) -> str:
+    """What an answer from ``context[item]`` stands on: its tile's text, its document's name and
+    title (the first line of its first page), and the first line of each of that document's first
+    tiles in the context (their pages' titles)."""
+    doc_id = context[item].hit.doc_id
+    titles = [c.spans[0].text for c in context if c.hit.doc_id == doc_id and c.hit.tile == 0 and c.spans]
+    own = context[item]
+    return "\n".join([own.text, doc_id.replace("_", " ").replace("-", " "), own.title, *titles])
+
+
+def _listed(missing: list[str]) -> str:
+    quoted = [f'"{m}"' for m in missing]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def _dense_text(c: _Candidate) -> str:

@@ -212,7 +212,11 @@ function hitCard(hit, rank, compression) {
 
 function showAnswer(answer) {
   $("answer").hidden = false;
-  $("answer-text").textContent = answer.text || "No answer found in the retrieved pages.";
+  $("answer-text").textContent =
+    answer.answered === false
+      ? `Not answered: ${answer.reason || "the reader declined"}`
+      : answer.text || "No answer found in the retrieved pages.";
+  $("answer-text").classList.toggle("declined", answer.answered === false);
   $("citations").replaceChildren(
     ...answer.citations.map((citation) => {
       const tile = answer.hits.find(
