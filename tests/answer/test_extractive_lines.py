@@ -225,3 +225,25 @@ def test_the_reader_declines_when_the_year_asked_about_is_not_on_the_pages(index
     question = "What were Larchmont's net sales for fiscal 2019?"
     context = build_context(index, index.search(question, k=5), 1.0)
     assert ExtractiveReader(abstain=False).read(question, context).text == "$11.8 Billion"
+
+
+@pytest.mark.timeout(120)
+def test_a_value_read_from_its_labels_line_is_cited_where_it_stands(tmp_path: Path):
+    """The answer is the value a label names, not the line: its citation is the part of the line
+    the value takes (the line's box shared evenly among its characters), not the whole line."""
+    from tests.conftest import make_pdf
+
+    made = make_pdf(
+        tmp_path / "invoice.pdf",
+        [["Invoice 2291 for the Brightmere reservoir survey", "Total due: 1,234 euros"]],
+    )
+    with Index.open(tmp_path / "index", settings={"dense_model": None}) as index:
+        assert index.add([made]).ok
+        answer = index.ask("What is the total due?", reader=ExtractiveReader(dense=False))
+        tile = index.catalog.tile_at("invoice", 1, 0)
+        line = next(tuple(box) for text, box, *_ in tile.spans if text.startswith("Total due"))
+    assert answer.text == "1,234 euros"
+    ((box,),) = [citation.boxes for citation in answer.citations]
+    width = line[2] - line[0]
+    assert line[0] + 0.4 * width < box[0] < box[2] <= line[2] + 1  # the value, at the line's end
+    assert (box[1], box[3]) == (line[1], line[3])

@@ -54,6 +54,28 @@ class _Candidate:
     quote: bool = False  # a quotation
     extra: set[str] = field(default_factory=set)  # terms of the document's name and title
     title: str = ""  # the page's title, which a short candidate is embedded with
+    places: list[tuple[int, int, Box]] = field(default_factory=list)  # ``answer``'s characters' boxes
+    prose: bool = False  # ``places`` are runs of words, evenly set (a row's may hide wide gaps)
+
+    def boxes_of(self, text: str) -> list[Box]:
+        """The boxes of ``text`` where it stands in ``answer``: the boxes of the places its
+        characters fall in, in prose only the part of each its characters take, a place's width
+        shared evenly among its characters; all of ``boxes`` when it is the whole answer or not in
+        it."""
+        start = self.answer.find(text) if text else -1
+        if start < 0 or text == self.answer or not self.places:
+            return self.boxes
+        end = start + len(text)
+        found = []
+        for lo, hi, (x0, y0, x1, y1) in self.places:
+            if min(hi, end) <= max(lo, start):
+                continue
+            if not self.prose:  # a table's cells: a span's text says nothing of its gaps
+                found.append((x0, y0, x1, y1))
+                continue
+            width = (x1 - x0) / (hi - lo)
+            found.append((x0 + width * (max(lo, start) - lo), y0, x0 + width * (min(hi, end) - lo), y1))
+        return found or self.boxes
 
 
 def _candidates(context: Sequence[ContextItem]) -> list[_Candidate]:
@@ -240,6 +262,7 @@ def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate
                 [p[2] for p in label.parts] + [p[2] for p in value.parts],
                 label=label.text,
                 value=value.text,
+                places=value.parts,
             )
         )
     return found
@@ -267,7 +290,8 @@ def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
     found = []
     for match in _SENTENCE.finditer(text):
         begin, end = match.span()
-        boxes = []
+        first = begin + len(match.group()) - len(match.group().lstrip())  # the sentence's first character
+        boxes, places = [], []
         for line, start in zip(lines, starts):
             for part_start, part_end, box in line.parts:
                 lo, hi = max(begin, start + part_start), min(end, start + part_end)
@@ -280,8 +304,9 @@ def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
                 boxes.append(
                     (x0 + width * (lo - offset) / length, y0, x0 + width * (hi - offset) / length, y1)
                 )
+                places.append((max(lo - first, 0), hi - first, boxes[-1]))
         sentence = match.group().strip()
-        found.append(_Candidate(item, sentence, sentence, boxes))
+        found.append(_Candidate(item, sentence, sentence, boxes, places=places, prose=True))
     return found
 
 
@@ -311,6 +336,7 @@ def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candid
                 [p[2] for p in line.parts],
                 header.text if header else None,
                 own=line.text.strip(),
+                places=line.parts,
             )
         )
     return found

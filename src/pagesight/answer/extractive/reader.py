@@ -90,9 +90,10 @@ class ExtractiveReader:
         if reason is not None:
             usage = {"candidates": len(candidates), "declined_answer": _answer(best, question)}
             return Reading(text="", usage=usage, answered=False, reason=reason)
+        answer = _answer(best, question)
         return Reading(
-            text=_answer(best, question),
-            cited={best.item: best.boxes},
+            text=answer,
+            cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
             quotes={best.item: best.text},
             usage={"candidates": len(candidates)},
         )
