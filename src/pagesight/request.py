@@ -15,7 +15,7 @@ document it does not hold) is checked by the search.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pagesight.choices import (
@@ -30,6 +30,7 @@ from pagesight.choices import (
     TOKEN_MODELS,
 )
 from pagesight.errors import PagesightError
+from pagesight.spec import Spec, check, label, option, spec, value_type  # noqa: F401 (the requests' own)
 
 MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rsf", "rrf")
@@ -44,52 +45,7 @@ MAX_EFFORT = 4096
 MAX_NPROBE = 65_536  # IVF cells: 4 * sqrt(n) of n = 268 M vectors
 
 
-@dataclass(frozen=True)
-class Spec:
-    """A request field's help and limits, read by the request's check and by every front-end.
-
-    ``label`` is its name outside Python when not the field's (the question of an ``AskRequest``),
-    ``http`` its name in the HTTP API when not the label; ``flags`` its command-line flags when not
-    ``--label``; ``served`` is False for a field that names something to load on the machine (a
-    model folder), which only the CLI and the library take: a server chooses its models.
-    """
-
-    help: str
-    ge: float | None = None
-    le: float | None = None
-    choices: tuple[str, ...] | None = None
-    max_length: int | None = None
-    flags: tuple[str, ...] | None = None
-    label: str | None = None
-    http: str | None = None
-    served: bool = True
-
-
-def _field(default: Any, help: str, **spec: Any) -> Any:
-    return field(default=default, metadata={"spec": Spec(help, **spec)})
-
-
-def spec(f: dataclasses.Field) -> Spec:
-    return f.metadata["spec"]
-
-
-def value_type(f: dataclasses.Field) -> tuple[type, bool]:
-    """The type of a field's values as a front-end takes them (``list[str]`` for a tuple of
-    strings), and whether it may be None."""
-    text = str(f.type)  # the annotation as written: this module postpones annotations
-    if text.startswith("tuple["):
-        base: Any = list[str]
-    else:
-        base = next(kind for name, kind in _TYPES.items() if text.startswith(name))
-    return base, "None" in text
-
-
-_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def label(f: dataclasses.Field) -> str:
-    """The field's name outside Python: its ``Spec.label``, else its own."""
-    return spec(f).label or f.name
+_field = option  # a request field: its default, help and limits (``spec.Spec``)
 
 
 @dataclass(frozen=True)
@@ -287,25 +243,3 @@ class AskRequest(SearchRequest):
 
 # the fields of an ``AskRequest`` a reader is built with
 READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from")
-
-
-def check(name: str, value: Any, rules: Spec) -> None:
-    """``value`` of field ``name`` within ``rules``, or ``PagesightError`` naming the field."""
-    if value is None:
-        return
-    if rules.choices is not None and value not in rules.choices:
-        raise PagesightError(f"{name} must be one of {', '.join(rules.choices)}, got '{value}'")
-    if rules.max_length is not None and len(value) > rules.max_length:
-        what = "items" if isinstance(value, tuple) else "characters"
-        raise PagesightError(f"{name} is longer than {rules.max_length} {what}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value != value or (rules.ge is not None and value < rules.ge):  # NaN is out of every range
-            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
-        if rules.le is not None and value > rules.le:
-            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
-
-
-def _range(rules: Spec) -> str:
-    if rules.le is None:
-        return f"{rules.ge:g} or more"
-    return f"from {rules.ge:g} to {rules.le:g}"
