@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.harness import Config, evaluate
 from pagesight.request import AskRequest, SearchRequest, label, spec
+from pagesight.spec import taken_default, value_type
 from tests.conftest import SAMPLES, cli
 
 pytest.importorskip("fastapi")
@@ -111,3 +113,75 @@ def test_every_front_end_offers_the_request_fields(sample_index):
                     assert label(f) in tool, (kind.__name__, f.name)
             else:
                 assert label(f) not in http | tool, (kind.__name__, f.name)  # a server picks its models
+
+
+# A value other than the default for an ingestion field whose type alone does not give one.
+OTHER = {"language": "fr", "meta": "coast=north", "address": "ray://head:10001", "thesaurus": "none"}
+
+
+def other_value(option) -> str:
+    """A command-line value of ``option`` (``cli.ingesting._Option``) other than its default."""
+    f = option.field
+    rules = spec(f)
+    if f.name in OTHER:
+        return OTHER[f.name]
+    if rules.choices is not None:
+        return next(choice for choice in rules.choices if choice != f.default)
+    base, _ = value_type(f)
+    default = taken_default(f)
+    return "x" if base is str else str(int((default or 0) + 2) if base is int else (default or 0) + 2.5)
+
+
+def test_every_front_end_offers_the_ingestion_fields(sample_index, monkeypatch):
+    """A field added to ``IngestOptions`` (or its ``web`` and ``ray`` parts) or ``Settings`` whose
+    ``Spec`` offers it reaches ``pagesight ingest``, set to the value its flag says, and the upload
+    form; ``Index.open`` and ``Index.add`` take every field, by name."""
+    from pagesight.cli import ingesting
+    from pagesight.ingest.options import IngestOptions
+
+    seen = {}
+    read = SimpleNamespace(notes=[], failed=[], ok=True, added=[], replaced=[], unchanged=[], pages=0)
+    monkeypatch.setattr(ingesting, "_open", lambda index, **opened: seen.update(opened) or sample_index)
+    monkeypatch.setattr(
+        ingesting, "_add_with_progress", lambda *args, **kw: seen.update(options=args[2]) or read
+    )
+    monkeypatch.setattr(type(sample_index), "close", lambda self: None)  # the fixture's index stays open
+    offered = ingesting._offered()
+    assert {"ocr", "jobs", "meta", "javascript", "address"} <= {
+        o.field.name for o in offered if not o.setting
+    }
+    for option in offered:
+        f, rules = option.field, spec(option.field)
+        flag = (rules.toggle if option.toggle else rules.flags or (f"--{f.name.replace('_', '-')}",))[0]
+        on, _, off = flag.partition("/")
+        if value_type(f)[0] is bool and not (option.toggle or rules.flags):  # typer's --NAME/--no-NAME
+            off = f"--no-{on[2:]}"
+        if option.toggle or value_type(f)[0] is bool:  # the flag that is not the default
+            given = [off if option.toggle or (f.default and off) else on]
+        else:
+            given = [on, other_value(option)]
+        if option.part == "ray":
+            given += ["--ray"]
+        seen.clear()
+        cli("ingest", "--index", "ix", *given, "nothing-to-read")
+        if option.setting:
+            assert set(seen["settings"]) == {f.name}, (given, seen["settings"])
+            assert seen["settings"][f.name] != f.default, given
+        else:
+            made = seen["options"]
+            value = getattr(getattr(made, option.part), f.name) if option.part else getattr(made, f.name)
+            default = (
+                getattr(getattr(IngestOptions(), option.part), f.name, None) if option.part else f.default
+            )
+            assert value != default, (given, value)
+            IngestOptions.given(
+                **{(option.part or f.name): getattr(made, option.part or f.name)}
+            )  # Index.add
+    # the upload form: the fields offered it, under their names, described by their help
+    schema = TestClient(create_app(sample_index, readers=1)).get("/openapi.json").json()
+    form = schema["components"]["schemas"]["UploadForm"]["properties"]
+    for f in dataclasses.fields(IngestOptions):
+        if spec(f).form:
+            assert form[f.name]["description"] == spec(f).help, f.name
+        else:
+            assert f.name not in form, f.name

@@ -123,7 +123,7 @@ class IngestOptions:
         parts=RayOptions,
     )
     meta: Mapping[str, str | float] = option(
-        help="A field KEY=VALUE every document ingested carries, for --where (repeatable).",
+        help="A field KEY=VALUE every document ingested carries, for where filters (repeatable).",
         factory=dict,
         taken_as=list[str],
         read=lambda given, name: meta_fields(given, name),
