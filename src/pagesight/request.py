@@ -77,9 +77,10 @@ class SearchRequest:
         le=1,
     )
     rrf_k: float = _field(60.0, "Reciprocal rank fusion: the constant added to each rank.", ge=1, le=1000)
-    document_weight: float = _field(
-        DEFAULT_DOCUMENT_WEIGHT,
-        "Weight of a hit's document score (its best pages) beside its own; 0: pages alone.",
+    document_weight: float | None = _field(
+        None,
+        "Weight of a hit's document score (its best pages) beside its own; 0: pages alone (default: "
+        f"{DEFAULT_DOCUMENT_WEIGHT:g}; with an image searched alone 0, its best match being the page it shows).",
         ge=0,
         le=100,
     )
@@ -243,3 +244,82 @@ class AskRequest(SearchRequest):
 
 # the fields of an ``AskRequest`` a reader is built with
 READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from")
+
+
+# The search fields that rank by the question's text or fuse runs: an image searched alone has
+# its visual run alone, so none of them applies (ImageSearchRequest refuses them, by name).
+TEXT_ONLY = (
+    "fusion",
+    "alpha",
+    "visual_weight",
+    "rrf_k",
+    "language",
+    "ranker",
+    "ranker_file",
+    "rerank",
+    "rerank_model",
+    "rerank_candidates",
+)
+
+
+@dataclass(frozen=True)
+class ImageSearchRequest(SearchRequest):
+    """A search by a picture: ``image`` (a PIL image, or its ``region``, x0, y0, x1, y1 in its
+    pixels) with every field of a ``SearchRequest``; see ``Index.search``. With a ``query``, a
+    question about the picture: the visual run searches the picture (with the question when the
+    encoder embeds both as one query), the text runs the question, fused as ever. Without one, the
+    picture alone: the visual run ranks it (``mode`` visual), and a field that only ranks text or
+    fuses runs (``TEXT_ONLY``) is refused, naming it, rather than ignored. Each front-end takes
+    the picture its own way (a file, an upload, base64 text) and the rest as a search's fields."""
+
+    image: Any = _field(None, "The picture searched by.", served=False)
+    region: tuple[float, float, float, float] | None = _field(
+        None, "The part of the picture searched by: x0, y0, x1, y1 in its pixels.", served=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.image is None:
+            raise PagesightError(
+                "a region is a part of a query image: give the image too"
+                if self.region is not None
+                else "an image search needs the image"
+            )
+        if self.region is not None:
+            if len(self.region) != 4:
+                raise PagesightError(f"region must be x0, y0, x1, y1, got {list(self.region)}")
+            object.__setattr__(self, "region", tuple(float(v) for v in self.region))
+        super().__post_init__()
+        if self.query.strip():
+            return
+        if self.mode not in (None, "visual"):
+            raise PagesightError(
+                f"mode {self.mode}: an image alone is searched by its visual run (mode visual); "
+                "give a query too to search by both"
+            )
+        default = SearchRequest()
+        given = [name for name in TEXT_ONLY if getattr(self, name) != getattr(default, name)]
+        if given:
+            raise PagesightError(
+                f"an image alone is searched by its visual run, without {', '.join(given)} (options of "
+                "a text search); give a query too to search by both"
+            )
+
+    @classmethod
+    def of(
+        cls, request: SearchRequest, image: Any, region: tuple[float, float, float, float] | None = None
+    ) -> ImageSearchRequest:
+        """``request``'s search fields with ``image`` (and its ``region``)."""
+        names = {f.name for f in dataclasses.fields(SearchRequest)}
+        return cls(**{name: getattr(request, name) for name in names}, image=image, region=region)
+
+    def search_request(self) -> ImageSearchRequest:
+        """Itself: its search is by the picture."""
+        return self
+
+    def to_dict(self) -> dict:
+        """Its fields, the picture as its size."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["doc_ids"] = list(self.doc_ids) if self.doc_ids is not None else None
+        data["image"] = list(self.image.size) if hasattr(self.image, "size") else None
+        data["region"] = list(self.region) if self.region is not None else None
+        return data

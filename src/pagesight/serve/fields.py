@@ -45,7 +45,7 @@ def request_model(
 def make(kind: type[SearchRequest], model: BaseModel, **changes: Any) -> SearchRequest:
     """The request of ``kind`` a ``request_model`` instance holds, with ``changes``."""
     names = {f.name for f in dataclasses.fields(kind)}
-    return kind(**{key: value for key, value in model if key in names}, **changes)
+    return kind(**{**{key: value for key, value in model if key in names}, **changes})
 
 
 def tool_parameters(kind: type[SearchRequest], *, exclude: tuple[str, ...] = ()) -> list[inspect.Parameter]:
