@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.harness import Config, evaluate
 from pagesight.request import AskRequest, SearchRequest, label, spec
+from pagesight.spec import taken_default, value_type
 from tests.conftest import SAMPLES, cli
 
 pytest.importorskip("fastapi")
@@ -111,3 +113,183 @@ def test_every_front_end_offers_the_request_fields(sample_index):
                     assert label(f) in tool, (kind.__name__, f.name)
             else:
                 assert label(f) not in http | tool, (kind.__name__, f.name)  # a server picks its models
+
+
+# A value other than the default for an ingestion field whose type alone does not give one.
+OTHER = {"language": "fr", "meta": "coast=north", "address": "ray://head:10001", "thesaurus": "none"}
+
+
+def other_value(option) -> str:
+    """A command-line value of ``option`` (``cli.ingesting._Option``) other than its default."""
+    f = option.field
+    rules = spec(f)
+    if f.name in OTHER:
+        return OTHER[f.name]
+    if rules.choices is not None:
+        return next(choice for choice in rules.choices if choice != f.default)
+    base, _ = value_type(f)
+    default = taken_default(f)
+    return "x" if base is str else str(int((default or 0) + 2) if base is int else (default or 0) + 2.5)
+
+
+def test_every_front_end_offers_the_ingestion_fields(sample_index, monkeypatch):
+    """A field added to ``IngestOptions`` (or its ``web`` and ``ray`` parts) or ``Settings`` whose
+    ``Spec`` offers it reaches ``pagesight ingest``, set to the value its flag says, and the upload
+    form; ``Index.open`` and ``Index.add`` take every field, by name."""
+    from pagesight.cli import ingesting
+    from pagesight.ingest.options import IngestOptions
+
+    seen = {}
+    read = SimpleNamespace(notes=[], failed=[], ok=True, added=[], replaced=[], unchanged=[], pages=0)
+    monkeypatch.setattr(ingesting, "_open", lambda index, **opened: seen.update(opened) or sample_index)
+    monkeypatch.setattr(
+        ingesting, "_add_with_progress", lambda *args, **kw: seen.update(options=args[2]) or read
+    )
+    monkeypatch.setattr(type(sample_index), "close", lambda self: None)  # the fixture's index stays open
+    offered = ingesting._offered()
+    assert {"ocr", "jobs", "meta", "javascript", "address"} <= {
+        o.field.name for o in offered if not o.setting
+    }
+    for option in offered:
+        f, rules = option.field, spec(option.field)
+        flag = (rules.toggle if option.toggle else rules.flags or (f"--{f.name.replace('_', '-')}",))[0]
+        on, _, off = flag.partition("/")
+        if value_type(f)[0] is bool and not (option.toggle or rules.flags):  # typer's --NAME/--no-NAME
+            off = f"--no-{on[2:]}"
+        if option.toggle or value_type(f)[0] is bool:  # the flag that is not the default
+            given = [off if option.toggle or (f.default and off) else on]
+        else:
+            given = [on, other_value(option)]
+        if option.part == "ray":
+            given += ["--ray"]
+        seen.clear()
+        cli("ingest", "--index", "ix", *given, "nothing-to-read")
+        if option.setting:
+            assert set(seen["settings"]) == {f.name}, (given, seen["settings"])
+            assert seen["settings"][f.name] != f.default, given
+        else:
+            made = seen["options"]
+            value = getattr(getattr(made, option.part), f.name) if option.part else getattr(made, f.name)
+            default = (
+                getattr(getattr(IngestOptions(), option.part), f.name, None) if option.part else f.default
+            )
+            assert value != default, (given, value)
+            IngestOptions.given(
+                **{(option.part or f.name): getattr(made, option.part or f.name)}
+            )  # Index.add
+    # the upload form: the fields offered it, under their names, described by their help
+    schema = TestClient(create_app(sample_index, readers=1)).get("/openapi.json").json()
+    form = schema["components"]["schemas"]["UploadForm"]["properties"]
+    for f in dataclasses.fields(IngestOptions):
+        if spec(f).form:
+            assert form[f.name]["description"] == spec(f).help, f.name
+        else:
+            assert f.name not in form, f.name
+
+
+@pytest.fixture(scope="module")
+def picture_index(tmp_path_factory):
+    """Two documents embedded by a tiny random-weight CLIP, with a field to filter by."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from pagesight import Index
+    from pagesight.settings import Settings
+    from tests.conftest import make_pdf
+    from tests.encode.visual.conftest import build_clip
+
+    root = tmp_path_factory.mktemp("front-ends-clip")
+    build_clip(root / "clip")
+    make_pdf(root / "report.pdf", [["Quarterly revenue"], ["Warehouse Delta"]],
+             blocks=[(72, 300, 460, 300, (0.1, 0.2, 0.8)), (300, 60, 250, 500, (0.9, 0.1, 0.1))])  # fmt: skip
+    make_pdf(root / "memo.pdf", [["Supplier change"]], blocks=[(60, 60, 200, 200, (0.1, 0.7, 0.2))])
+    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(root / "clip"))
+    index = Index.open(root / "index", settings=settings)
+    index.device = "cpu"
+    assert index.add([root / "report.pdf"], ocr="never", jobs=1, meta={"kind": "report"}).ok
+    assert index.add([root / "memo.pdf"], ocr="never", jobs=1, meta={"kind": "memo"}).ok
+    yield index
+    index.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_image_query_is_a_request_through_every_front_end(picture_index, tmp_path):
+    """A picture (alone or a region of it, with search fields) gives the same hits through the
+    library, the CLI, the HTTP API and the MCP search tool, and its filter holds everywhere."""
+    import base64
+
+    from pagesight.request import ImageSearchRequest
+
+    picture = picture_index.tile_image("memo", 1, 0)
+    path = tmp_path / "query.png"
+    picture.save(path)
+    region = (10, 10, picture.width - 10, picture.height // 2)
+    app = TestClient(create_app(picture_index, readers=1))
+    server = build_server(picture_index)
+    variants = [
+        {},
+        {"k": 2, "where": "kind = report"},  # the filter: memo's own page is left out
+        {"k": 3, "region": region, "candidates": 5, "document_weight": 0.5, "ef_search": 16},
+    ]
+    for fields in variants:
+        expected = ranked(
+            [h.to_dict() for h in picture_index.search(ImageSearchRequest(image=picture, **fields))]
+        )
+        assert expected
+        if "where" in fields:
+            assert all(page.startswith("report") for page, _, _ in expected)
+        flags = [
+            part
+            for key, value in fields.items()
+            if key != "region"
+            for part in ("-k" if key == "k" else "--" + key.replace("_", "-"), str(value))
+        ]
+        flags += [f"--region={','.join(map(str, region))}"] if "region" in fields else []
+        shown = cli("search", "--image", str(path), "--index", str(picture_index.root), *flags, "--json")
+        assert ranked(json.loads(shown.stdout)) == expected, (fields, "cli")
+        form = {key: str(value) for key, value in fields.items() if key != "region"}
+        form |= {"region": ",".join(map(str, region))} if "region" in fields else {}
+        sent = app.post("/api/search/image", files={"image": ("q.png", path.read_bytes())}, data=form)
+        assert sent.status_code == 200, sent.text
+        assert ranked(sent.json()["hits"]) == expected, (fields, "http")
+
+        async def over_mcp(fields=fields):
+            arguments = {key: value for key, value in fields.items() if key != "region"}
+            if "region" in fields:
+                arguments["region"] = ",".join(map(str, region))
+            async with Client(server) as client:
+                image = base64.b64encode(path.read_bytes()).decode()
+                result = await client.call_tool("search", {"image": image, **arguments})
+                assert not result.is_error, result.content
+                return ranked(result.structured_content["hits"])
+
+        assert anyio.run(over_mcp) == expected, (fields, "mcp")
+    # a field of a text search is refused by name, never ignored, wherever it is given
+    refused = cli("search", "--image", str(path), "--index", str(picture_index.root), "--fusion", "rrf",
+                  check=False)  # fmt: skip
+    assert refused.returncode == 2 and "without fusion" in refused.stderr
+    sent = app.post(
+        "/api/search/image", files={"image": ("q.png", path.read_bytes())}, data={"mode": "lexical"}
+    )
+    assert sent.status_code in (400, 422) and "mode lexical" in sent.text
+
+    async def refused_over_mcp():
+        async with Client(server) as client:
+            image = base64.b64encode(path.read_bytes()).decode()
+            return await client.call_tool("search", {"image": image, "alpha": 0.3})
+
+    result = anyio.run(refused_over_mcp)
+    assert result.is_error and "without alpha" in result.content[0].text
+
+
+def test_the_image_search_form_takes_every_search_field(sample_index):
+    schema = TestClient(create_app(sample_index, readers=1)).get("/openapi.json").json()
+    body = schema["paths"]["/api/search/image"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    name = body["schema"]["$ref"].rsplit("/", 1)[1]
+    parts = schema["components"]["schemas"][name]
+    taken = set(parts.get("properties", {}))
+    for ref in parts.get("allOf", []):
+        taken |= set(schema["components"]["schemas"][ref["$ref"].rsplit("/", 1)[1]]["properties"])
+    assert {"image", "region"} <= taken
+    for f in dataclasses.fields(SearchRequest):
+        if spec(f).served:
+            assert (spec(f).http or label(f)) in taken, f.name

@@ -249,7 +249,12 @@ def test_cli_ingest_with_an_encoder_and_search_by_image(tmp_path, corpus, clip_f
     within = json.loads(within.stdout)
     assert within and all(hit["doc_id"] != "memo" for hit in within)  # the filter holds
     textual = pagesight("search", "--image", str(query), "--index", index, "--mode", "lexical", check=False)
-    assert textual.returncode == 2 and "without --mode (options of a text search)" in textual.stderr
+    assert (
+        textual.returncode == 2
+        and "mode lexical: an image alone is searched by its visual run" in textual.stderr
+    )
+    reranked = pagesight("search", "--image", str(query), "--index", index, "--rerank", "vlm", check=False)
+    assert reranked.returncode == 2 and "without rerank (options of a text search)" in reranked.stderr
     bad = pagesight("search", "--image", str(query), "--region", "1,2,3", "--index", index, check=False)
     assert bad.returncode == 2 and "--region must be x0,y0,x1,y1" in bad.stderr
     changed = pagesight("ingest", str(corpus), "--index", index, "--encoder", "dse", check=False)

@@ -14,7 +14,7 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from PIL import Image
 
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
-from pagesight.request import AskRequest, SearchRequest
+from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.settings import Settings
 from pagesight.store.base import Catalog, Store, open_store, store_exists
 
@@ -182,8 +182,9 @@ class Index:
         rerank: str | Reranker | None = None,
         **options: Any,
     ) -> list[Hit]:
-        """The ``k`` best tiles for a text query: a ``SearchRequest``, or the query and the request's
-        fields as keywords (over the request's, when both are given).
+        """The ``k`` best tiles for a query: a ``SearchRequest`` (an ``ImageSearchRequest`` to search
+        by a picture), or the query and the request's fields as keywords (over the request's, when
+        both are given).
 
         ``mode`` is lexical, dense, visual or hybrid (default: hybrid when the index has dense or
         visual vectors). Hybrid fuses the rankings of every retriever the index has by reciprocal
@@ -196,9 +197,11 @@ class Index:
         the score of the document's best pages among the ``candidates`` (``search.documents``; 0:
         pages alone).
         ``doc_ids`` restricts the search to those documents. ``image``: a picture the query is about
-        (or the ``region`` of it, x0, y0, x1, y1 in its pixels), searched by the visual run instead of
-        the text alone: with the query when the encoder embeds both as one query, else alone
-        (``info()["query_image"]``); the text runs read the query, and fusion weighs them as ever.
+        (or the ``region`` of it, x0, y0, x1, y1 in its pixels; they make the request an
+        ``ImageSearchRequest``), searched by the visual run instead of the text alone: with the query
+        when the encoder embeds both as one query, else alone (``info()["query_image"]``); the text
+        runs read the query, and fusion weighs them as ever. With no query, the picture alone is
+        ranked by the visual run (the fields that rank text or fuse runs are refused).
         ``evidence=False`` leaves out snippets and boxes, for callers that only need the ranking
         (evaluation runs deep lists).
         ``rerank`` (a reranker, or the name of one built with ``rerank_model`` once per index
@@ -211,7 +214,14 @@ class Index:
         reranker = None
         if rerank is not None and not isinstance(rerank, str):
             reranker, rerank = rerank, None
-        request = _request(SearchRequest, query, k=k, rerank=rerank, **options).search_request()
+        by_image = image is not None or region is not None or isinstance(query, ImageSearchRequest)
+        kind = ImageSearchRequest if by_image else SearchRequest
+        request = _request(kind, query, k=k, rerank=rerank, image=image, region=region, **options)
+        request = request.search_request()
+        if reranker is not None and isinstance(request, ImageSearchRequest) and not request.query.strip():
+            raise PagesightError(
+                "an image alone is searched by its visual run, without rerank; give a query too"
+            )
         reranking = None
         if reranker is not None or request.rerank is not None:
             reranker = reranker or self.reranker(request.rerank, request.rerank_model)
@@ -220,13 +230,7 @@ class Index:
             )
             request = request.replace(candidates=max(request.candidates, request.rerank_candidates))
         return engine.search_text(
-            self.store,
-            request,
-            visual_encoder=self.visual_encoder,
-            image=image,
-            region=region,
-            evidence=evidence,
-            rerank=reranking,
+            self.store, request, visual_encoder=self.visual_encoder, evidence=evidence, rerank=reranking
         )
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:
@@ -247,23 +251,13 @@ class Index:
         k: int = 10,
         *,
         region: tuple[float, float, float, float] | None = None,
-        doc_ids: Sequence[str] | None = None,
-        where: str | None = None,
+        **options: Any,
     ) -> list[Hit]:
-        """The ``k`` best tiles for an image query (PixSearch): a whole image, or the ``region``
-        (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder; of the documents
-        ``doc_ids`` and those passing ``where`` (``search.filters``) when given."""
-        from pagesight.search import engine
-
-        return engine.search_image(
-            self.store,
-            image,
-            k,
-            visual_encoder=self.visual_encoder,
-            region=region,
-            doc_ids=doc_ids,
-            where=where,
-        )
+        """The ``k`` best tiles for an image alone (PixSearch): a whole image, or the ``region``
+        (x0, y0, x1, y1 in its pixels) of it, through the index's visual encoder, with the search
+        fields ``options`` (``doc_ids``, ``where``, ...); ``search`` with an ``ImageSearchRequest``
+        and no query."""
+        return self.search(ImageSearchRequest(image=image, region=region, k=k, **options))
 
     def ask(
         self,
@@ -414,8 +408,9 @@ def _request(kind: type[SearchRequest], query: str | SearchRequest, **options: A
     given = {name: value for name, value in options.items() if value is not None}
     if not isinstance(query, SearchRequest):
         return kind(query=query, **given)
-    if not isinstance(query, kind):  # a search request asked as a question: its fields carried over
-        given = {**{f.name: getattr(query, f.name) for f in fields(query)}, **given}
+    if not isinstance(query, kind):  # another kind's request: the fields both have carried over
+        names = {f.name for f in fields(kind)}
+        given = {**{f.name: getattr(query, f.name) for f in fields(query) if f.name in names}, **given}
         return kind(**given)
     return query.replace(**given) if given else query
 

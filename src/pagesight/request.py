@@ -15,7 +15,7 @@ document it does not hold) is checked by the search.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pagesight.choices import (
@@ -30,6 +30,7 @@ from pagesight.choices import (
     TOKEN_MODELS,
 )
 from pagesight.errors import PagesightError
+from pagesight.spec import Spec, check, label, option, spec, value_type  # noqa: F401 (the requests' own)
 
 MODES = ("lexical", "dense", "visual", "hybrid")
 FUSIONS = ("rsf", "rrf")
@@ -44,52 +45,7 @@ MAX_EFFORT = 4096
 MAX_NPROBE = 65_536  # IVF cells: 4 * sqrt(n) of n = 268 M vectors
 
 
-@dataclass(frozen=True)
-class Spec:
-    """A request field's help and limits, read by the request's check and by every front-end.
-
-    ``label`` is its name outside Python when not the field's (the question of an ``AskRequest``),
-    ``http`` its name in the HTTP API when not the label; ``flags`` its command-line flags when not
-    ``--label``; ``served`` is False for a field that names something to load on the machine (a
-    model folder), which only the CLI and the library take: a server chooses its models.
-    """
-
-    help: str
-    ge: float | None = None
-    le: float | None = None
-    choices: tuple[str, ...] | None = None
-    max_length: int | None = None
-    flags: tuple[str, ...] | None = None
-    label: str | None = None
-    http: str | None = None
-    served: bool = True
-
-
-def _field(default: Any, help: str, **spec: Any) -> Any:
-    return field(default=default, metadata={"spec": Spec(help, **spec)})
-
-
-def spec(f: dataclasses.Field) -> Spec:
-    return f.metadata["spec"]
-
-
-def value_type(f: dataclasses.Field) -> tuple[type, bool]:
-    """The type of a field's values as a front-end takes them (``list[str]`` for a tuple of
-    strings), and whether it may be None."""
-    text = str(f.type)  # the annotation as written: this module postpones annotations
-    if text.startswith("tuple["):
-        base: Any = list[str]
-    else:
-        base = next(kind for name, kind in _TYPES.items() if text.startswith(name))
-    return base, "None" in text
-
-
-_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def label(f: dataclasses.Field) -> str:
-    """The field's name outside Python: its ``Spec.label``, else its own."""
-    return spec(f).label or f.name
+_field = option  # a request field: its default, help and limits (``spec.Spec``)
 
 
 @dataclass(frozen=True)
@@ -121,9 +77,10 @@ class SearchRequest:
         le=1,
     )
     rrf_k: float = _field(60.0, "Reciprocal rank fusion: the constant added to each rank.", ge=1, le=1000)
-    document_weight: float = _field(
-        DEFAULT_DOCUMENT_WEIGHT,
-        "Weight of a hit's document score (its best pages) beside its own; 0: pages alone.",
+    document_weight: float | None = _field(
+        None,
+        "Weight of a hit's document score (its best pages) beside its own; 0: pages alone (default: "
+        f"{DEFAULT_DOCUMENT_WEIGHT:g}; with an image searched alone 0, its best match being the page it shows).",
         ge=0,
         le=100,
     )
@@ -289,23 +246,80 @@ class AskRequest(SearchRequest):
 READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from")
 
 
-def check(name: str, value: Any, rules: Spec) -> None:
-    """``value`` of field ``name`` within ``rules``, or ``PagesightError`` naming the field."""
-    if value is None:
-        return
-    if rules.choices is not None and value not in rules.choices:
-        raise PagesightError(f"{name} must be one of {', '.join(rules.choices)}, got '{value}'")
-    if rules.max_length is not None and len(value) > rules.max_length:
-        what = "items" if isinstance(value, tuple) else "characters"
-        raise PagesightError(f"{name} is longer than {rules.max_length} {what}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value != value or (rules.ge is not None and value < rules.ge):  # NaN is out of every range
-            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
-        if rules.le is not None and value > rules.le:
-            raise PagesightError(f"{name} must be {_range(rules)}, got {value:g}")
+# The search fields that rank by the question's text or fuse runs: an image searched alone has
+# its visual run alone, so none of them applies (ImageSearchRequest refuses them, by name).
+TEXT_ONLY = (
+    "fusion",
+    "alpha",
+    "visual_weight",
+    "rrf_k",
+    "language",
+    "ranker",
+    "ranker_file",
+    "rerank",
+    "rerank_model",
+    "rerank_candidates",
+)
 
 
-def _range(rules: Spec) -> str:
-    if rules.le is None:
-        return f"{rules.ge:g} or more"
-    return f"from {rules.ge:g} to {rules.le:g}"
+@dataclass(frozen=True)
+class ImageSearchRequest(SearchRequest):
+    """A search by a picture: ``image`` (a PIL image, or its ``region``, x0, y0, x1, y1 in its
+    pixels) with every field of a ``SearchRequest``; see ``Index.search``. With a ``query``, a
+    question about the picture: the visual run searches the picture (with the question when the
+    encoder embeds both as one query), the text runs the question, fused as ever. Without one, the
+    picture alone: the visual run ranks it (``mode`` visual), and a field that only ranks text or
+    fuses runs (``TEXT_ONLY``) is refused, naming it, rather than ignored. Each front-end takes
+    the picture its own way (a file, an upload, base64 text) and the rest as a search's fields."""
+
+    image: Any = _field(None, "The picture searched by.", served=False)
+    region: tuple[float, float, float, float] | None = _field(
+        None, "The part of the picture searched by: x0, y0, x1, y1 in its pixels.", served=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.image is None:
+            raise PagesightError(
+                "a region is a part of a query image: give the image too"
+                if self.region is not None
+                else "an image search needs the image"
+            )
+        if self.region is not None:
+            if len(self.region) != 4:
+                raise PagesightError(f"region must be x0, y0, x1, y1, got {list(self.region)}")
+            object.__setattr__(self, "region", tuple(float(v) for v in self.region))
+        super().__post_init__()
+        if self.query.strip():
+            return
+        if self.mode not in (None, "visual"):
+            raise PagesightError(
+                f"mode {self.mode}: an image alone is searched by its visual run (mode visual); "
+                "give a query too to search by both"
+            )
+        default = SearchRequest()
+        given = [name for name in TEXT_ONLY if getattr(self, name) != getattr(default, name)]
+        if given:
+            raise PagesightError(
+                f"an image alone is searched by its visual run, without {', '.join(given)} (options of "
+                "a text search); give a query too to search by both"
+            )
+
+    @classmethod
+    def of(
+        cls, request: SearchRequest, image: Any, region: tuple[float, float, float, float] | None = None
+    ) -> ImageSearchRequest:
+        """``request``'s search fields with ``image`` (and its ``region``)."""
+        names = {f.name for f in dataclasses.fields(SearchRequest)}
+        return cls(**{name: getattr(request, name) for name in names}, image=image, region=region)
+
+    def search_request(self) -> ImageSearchRequest:
+        """Itself: its search is by the picture."""
+        return self
+
+    def to_dict(self) -> dict:
+        """Its fields, the picture as its size."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["doc_ids"] = list(self.doc_ids) if self.doc_ids is not None else None
+        data["image"] = list(self.image.size) if hasattr(self.image, "size") else None
+        data["region"] = list(self.region) if self.region is not None else None
+        return data

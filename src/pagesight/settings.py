@@ -1,4 +1,5 @@
-"""Index settings: fixed when an index is created, stored in its catalog."""
+"""Index settings: fixed when an index is created, stored in its catalog; each declared once with
+its default, limits and help (``spec.Spec``), from which ``pagesight ingest``'s options are made."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pagesight.errors import PagesightError, SettingsConflict
+from pagesight.spec import check_fields, option
 
 OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
@@ -17,61 +19,122 @@ MULTI_VECTOR_STORAGES = ("float16", "int8", "binary")  # vectors.quantize.STORAG
 MAX_MUVERA_DIM = 1 << 16  # a page's MUVERA encoding: 256 KB in float32 (the default's is 5,120)
 
 
+def _model_reference(model: str, name: str) -> str:
+    """A model named on a command line or in a form: a local folder as its absolute path."""
+    from pagesight.encode.visual.base import model_reference
+
+    return model_reference(model)
+
+
 @dataclass(frozen=True)
 class Settings:
-    dpi: float = 100.0  # rendering resolution of PDF pages; boxes are in pixels at this DPI
-    tile_height: int = 1024  # PixelRAG's viewport-shaped tile
-    viewport_width: int = 875  # web pages render at this CSS width, device scale 1 (PixelRAG's default)
-    min_tail: float = 0.25  # a last sliver shorter than this fraction of a tile joins the tile above
-    ocr_dpi: float = 150.0  # pages without a usable text layer are OCRed at this resolution
-    ocr_engine: str = "tesseract"  # or "rapidocr": slower, a little better at rank 1 (read.ocr)
-    # minilm-static (MiniLM distilled, fast), minilm-l6-v2, or a fine-tuned MiniLM's folder;
-    # None: lexical only
-    dense_model: str | None = "minilm-static"
-    chunk_words: int = 120  # dense passages: words per chunk, so long pages are not truncated
-    chunk_overlap: int = 20
-    context_weight: int = 3  # BM25: each tile also holds its document's title and name this many times
-    heading_weight: int = 4  # BM25: ... and its page's heading (read.titles.page_headings) this many
-    period_years: bool = True  # BM25: "FY2018" and "2023Q2" also read as their years (encode.lexical)
-    phrases: bool = True  # BM25: pairs of neighbouring terms are terms too (encode.lexical.with_phrases)
-    term_weights: bool = True  # BM25: a question's words weigh by their burstiness (encode.lexical)
-    thesaurus: str | None = "finance"  # BM25 queries expanded from it (search.expansion); None: as asked
-    dense_context: bool = True  # dense chunks are encoded after the line naming their document
-    visual_encoder: str | None = None  # a visual encoder by registry name (pagesight.encode.visual)
-    visual_model: str | None = None  # its hub id or local folder; None: the family's default checkpoint
-    visual_adapter: str | None = None  # a PEFT LoRA adapter applied on top of it
-    visual_index: str = (
-        "ivf"  # ANN structure of the visual vectors (flat, ivf, hnsw, ivfpq); exact while small
+    """An index's settings, each field with its one default, its limits and its help (``spec.Spec``):
+    ``Index.open``, ``pagesight ingest`` (the fields its ``Spec`` offers, as options that set a new
+    index) and eval's indexes take them."""
+
+    dpi: float = option(100.0, "Rendering resolution of PDF pages; boxes are in pixels at this DPI.")
+    tile_height: int = option(1024, "Tile height in pixels (PixelRAG's viewport-shaped tile).", ge=16)
+    viewport_width: int = option(
+        875, "Web pages: browser viewport width in CSS pixels, at device scale 1 (PixelRAG's).", ge=16
     )
-    layout: bool = False  # detect tables and figures (read/layout.py), index them as their own units
-    # late-interaction token vectors searched as float16, or as int8 or 1-bit codes rescored with the
-    # float16 kept on disk (vectors.quantize)
-    multi_vector_storage: str = "float16"
-    # late-interaction token vectors in the local store: MUVERA's encoding (vectors.muvera), whose
-    # inner products find the candidates exact MaxSim ranks: repetitions, 2**k_sim buckets each,
-    # each bucket projected to d_proj dimensions (the encoder's own when it has fewer); IRPAPERS
-    # uses 10 repetitions. Qdrant compares token vectors by its own MAX_SIM and reads none of them.
-    muvera_reps: int = 20
-    muvera_k_sim: int = 4
-    muvera_d_proj: int = 16
+    min_tail: float = option(
+        0.25, "A last sliver shorter than this share of a tile joins the tile above.", ge=0, le=1, cli=False
+    )
+    ocr_dpi: float = option(
+        150.0, "Pages without a usable text layer are OCRed at this resolution.", cli=False
+    )
+    ocr_engine: str = option(
+        "tesseract",
+        "OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1; read.ocr).",
+        choices=OCR_ENGINES,
+    )
+    dense_model: str | None = option(
+        "minilm-static",
+        "The text model: minilm-static (MiniLM distilled, fast), minilm-l6-v2 (slower, a little "
+        "better), multilingual (multilingual-e5-small, the 'multilingual' extra: questions in another "
+        "language than the pages, a transformer pass a chunk), a MiniLM fine-tuned by pagesight train "
+        "(its dense/ folder), or any sentence-transformers model's folder or hub id; None: lexical only (--no-dense).",
+        read=_model_reference,
+        toggle=("--dense/--no-dense", "Also embed text (minilm-static) for dense and hybrid search."),
+    )
+    chunk_words: int = option(
+        120, "Dense passages: words per chunk, so long pages are not truncated.", ge=1, cli=False
+    )
+    chunk_overlap: int = option(20, "Dense passages: words each chunk shares with the last.", ge=0, cli=False)
+    context_weight: int = option(
+        3, "BM25: each tile also holds its document's title and name this many times.", ge=0, cli=False
+    )
+    heading_weight: int = option(
+        4,
+        "BM25: how many times each page's heading (read.titles.page_headings) counts beside its text.",
+        ge=0,
+    )
+    period_years: bool = option(True, "BM25: read FY2018, 2023Q2 and the like as their years too.")
+    phrases: bool = option(
+        True, "BM25: pairs of neighbouring words are terms too, so phrases outrank scattered words."
+    )
+    term_weights: bool = option(
+        True,
+        "BM25: weigh a question's words by how they cluster on the collection's pages, so its subject "
+        "counts over its instructions.",
+    )
+    thesaurus: str | None = option(
+        "finance", "BM25: expand questions from this thesaurus (finance), or none.", none="none"
+    )
+    dense_context: bool = option(
+        True, "Dense chunks are encoded after the line naming their document.", cli=False
+    )
+    visual_encoder: str | None = option(
+        None,
+        "Visual encoder embedding every tile image: colqwen2, dse, clip, ...; visrag-ret, jina-v4 and "
+        "nemotron-colembed run their model's own code (--trust-remote-code).",
+        flags=("--encoder",),
+    )
+    visual_model: str | None = option(
+        None,
+        "The visual encoder's hub id or local folder (default: its family's checkpoint).",
+        flags=("--encoder-model",),
+        read=_model_reference,
+    )
+    visual_adapter: str | None = option(
+        None, "A LoRA adapter on the visual encoder.", flags=("--encoder-adapter",), read=_model_reference
+    )
+    visual_index: str = option(
+        "ivf", "ANN structure of the visual vectors; exact while small.", choices=VISUAL_INDEXES
+    )
+    layout: bool = option(
+        False,
+        "Index tables and figures, with their captions, as units (read/layout.py).",
+        flags=("--layout",),
+    )
+    multi_vector_storage: str = option(
+        "float16",
+        "Late-interaction token vectors searched as float16, or as int8 or 1-bit codes rescored with "
+        "the float16 kept on disk (vectors.quantize).",
+        choices=MULTI_VECTOR_STORAGES,
+    )
+    # Qdrant compares token vectors by its own MAX_SIM and reads none of the MUVERA encoding.
+    muvera_reps: int = option(
+        20,
+        "Late-interaction token vectors: repetitions of their MUVERA encoding (vectors.muvera), which "
+        "finds the candidates MaxSim ranks; fewer: smaller and faster, lower recall (IRPAPERS: 10).",
+    )
+    muvera_k_sim: int = option(4, "MUVERA's encoding: 2**k_sim buckets a repetition (1 to 16).", cli=False)
+    muvera_d_proj: int = option(
+        16,
+        "MUVERA's encoding: each bucket projected to this many dimensions (the encoder's own when "
+        "it has fewer).",
+        cli=False,
+    )
 
     def __post_init__(self):
+        check_fields(self, "settings: ")
         if self.dpi <= 0 or self.ocr_dpi <= 0:
             raise PagesightError(
                 f"settings: dpi and ocr_dpi must be positive, got {self.dpi:g} and {self.ocr_dpi:g}"
             )
-        if self.tile_height < 16 or self.viewport_width < 16:
-            raise PagesightError(
-                f"settings: tile_height and viewport_width must be at least 16 pixels, got "
-                f"{self.tile_height} and {self.viewport_width}"
-            )
         if self.visual_encoder is None and (self.visual_model or self.visual_adapter):
             raise PagesightError("settings: visual_model and visual_adapter need a visual_encoder")
-        if self.context_weight < 0 or self.heading_weight < 0:
-            raise PagesightError(
-                f"settings: context_weight and heading_weight must be 0 or more, got "
-                f"{self.context_weight} and {self.heading_weight}"
-            )
         if self.thesaurus is not None:
             from pagesight.search.expansion import thesauri
 
@@ -79,19 +142,6 @@ class Settings:
                 raise PagesightError(
                     f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
                 )
-        if self.ocr_engine not in OCR_ENGINES:
-            raise PagesightError(
-                f"settings: ocr_engine must be one of {', '.join(OCR_ENGINES)}, got '{self.ocr_engine}'"
-            )
-        if self.multi_vector_storage not in MULTI_VECTOR_STORAGES:
-            raise PagesightError(
-                f"settings: multi_vector_storage must be one of {', '.join(MULTI_VECTOR_STORAGES)}, "
-                f"got '{self.multi_vector_storage}'"
-            )
-        if self.visual_index not in VISUAL_INDEXES:
-            raise PagesightError(
-                f"settings: visual_index must be one of {', '.join(VISUAL_INDEXES)}, got '{self.visual_index}'"
-            )
         if min(self.muvera_reps, self.muvera_d_proj) < 1 or not 1 <= self.muvera_k_sim <= 16:
             raise PagesightError(
                 f"settings: muvera_reps and muvera_d_proj must be 1 or more and muvera_k_sim from 1 to 16, "

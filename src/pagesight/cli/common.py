@@ -54,30 +54,6 @@ TrustOption = Annotated[
 ]
 
 
-class Ocr(str, Enum):
-    auto = "auto"
-    always = "always"
-    never = "never"
-
-
-class OcrEngine(str, Enum):
-    rapidocr = "rapidocr"
-    tesseract = "tesseract"
-
-
-class VisualKind(str, Enum):
-    flat = "flat"
-    ivf = "ivf"
-    hnsw = "hnsw"
-    ivfpq = "ivfpq"
-
-
-class MultiVectorStorage(str, Enum):
-    float16 = "float16"
-    int8 = "int8"
-    binary = "binary"
-
-
 def _fail(message: str, code: int = 2) -> None:
     # the message is text, not markup: "pip install 'pagesight[qdrant]'" keeps its brackets
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)

@@ -29,29 +29,10 @@ from pagesight.cli.common import (
 )
 from pagesight.errors import PagesightError
 from pagesight.index import Index
-from pagesight.request import AskRequest, SearchRequest
+from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.service import open_image, parse_region
 
 app = typer.Typer()
-
-
-IMAGE_FIELDS = ("query", "k", "doc_ids", "where")  # what a search by image reads of the request
-
-
-def _check_image_request(request: SearchRequest) -> None:
-    """Refuse the text search's options with ``--image`` alone, which would otherwise be ignored."""
-    default = SearchRequest(request.query).to_dict()
-    given = [
-        name
-        for name, value in request.to_dict().items()
-        if name not in IMAGE_FIELDS and value != default[name]
-    ]
-    if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise PagesightError(
-            f"--image searches by the image alone, without {flags} (options of a text search); "
-            "give QUERY too to search by both"
-        )
 
 
 @app.command()
@@ -62,8 +43,9 @@ def search(
     image: Annotated[
         Path | None,
         typer.Option(
-            help="Search with this image (or --region of it): alone, or with QUERY, a question about it "
-            "(the image searched with the question, fused with the text search): visual indexes."
+            help="Search with this image (or --region of it): alone (ranked by the visual run; the "
+            "options that rank text or fuse runs are refused), or with QUERY, a question about it (the "
+            "image searched with the question, fused with the text search): visual indexes."
         ),
     ] = None,
     region: Annotated[
@@ -87,21 +69,13 @@ def search(
     """
     idx = _open(index, device=device, trust_remote_code=trust_remote_code)
     try:
-        if image is not None:
-            picture, box = open_image(image, str(image)), parse_region(region, "--region")
-            if request.query.strip():
-                hits = idx.search(request, image=picture, region=box)
-                _report_rerank(idx, request)
-            else:
-                _check_image_request(request)
-                hits = idx.search_image(
-                    picture, k=request.k, region=box, doc_ids=request.doc_ids, where=request.where
-                )
-        else:
-            if region is not None:
-                raise PagesightError("--region needs --image")
-            hits = idx.search(request)
-            _report_rerank(idx, request)
+        if image is not None:  # a search by the picture (and the question, when given)
+            picture = open_image(image, str(image))
+            request = ImageSearchRequest.of(request, picture, parse_region(region, "--region"))
+        elif region is not None:
+            raise PagesightError("--region needs --image")
+        hits = idx.search(request)
+        _report_rerank(idx, request)
         if explain is not None:
             if image is not None:
                 raise PagesightError("--explain draws the maps of a text query, not of --image")

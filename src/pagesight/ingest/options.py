@@ -5,24 +5,46 @@ eval's indexing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pagesight.errors import PagesightError
 from pagesight.render.web.jobs import RenderOptions
 from pagesight.settings import OCR_MODES
+from pagesight.spec import check_fields, option
 
 
 @dataclass
 class RayOptions:
     """Where and how wide ingestion runs on Ray."""
 
-    address: str | None = None  # None: start a local Ray in this process
-    readers: int | None = None  # read tasks at once (default: as many as the cluster has CPUs)
-    encoders: int = 1  # actors per encoder (each holds one copy of the model)
-    gpus_per_encoder: float = 0.0  # num_gpus of each encoder actor
-    device: str = "auto"  # where the visual encoder runs in its actors: auto, cpu, cuda, ...
-    trust_remote_code: bool = False  # whether the actors' visual encoder may run its model's own code
+    address: str | None = option(
+        None,
+        "With --ray: the cluster (ray://HOST:10001, HOST:6379 or auto; default: a local Ray in this "
+        "process); files must be at the same paths on every node.",
+        flags=("--ray-address",),
+    )
+    readers: int | None = option(
+        None,
+        "Read tasks at once (default: as many as the cluster has CPUs; ingest: --jobs).",
+        ge=1,
+        cli=False,
+    )
+    encoders: int = option(1, "With --ray: actors per encoder model.", ge=1, flags=("--ray-encoders",))
+    gpus_per_encoder: float = option(
+        0.0, "With --ray: GPUs for each encoder actor.", ge=0, flags=("--ray-gpus",)
+    )
+    device: str = option(
+        "auto",
+        "Where the visual encoder runs in its actors: auto, cpu, cuda, ... (ingest: --device).",
+        cli=False,
+    )
+    trust_remote_code: bool = option(
+        False, "Whether the actors' visual encoder may run its model's own code.", cli=False
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self, "ray: ")
 
 
 def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
@@ -71,20 +93,61 @@ class IngestOptions:
     transcriptions), indexed instead of their text layer and OCR; checked when the options are
     made. Files only: web pages keep their own text."""
 
-    ocr: str = "auto"
-    jobs: int | None = None
-    timeout: float = 120.0
-    page_timeout: float = 20.0
-    max_memory: int | None = 4 << 30
-    web: RenderOptions = field(default_factory=RenderOptions)
-    ray: RayOptions | None = None
-    meta: Mapping[str, str | float] = field(default_factory=dict)
-    nice: int = 0  # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
-    language: str | None = None  # every page's language (read.language); None: detected a page
-    stands_for: Mapping[str, str] = field(default_factory=dict)  # read path -> recorded path
-    transcripts: str | None = None  # a texts.jsonl read instead of the pages' text layer and OCR
+    ocr: str = option(
+        "auto",
+        "OCR pages without a usable text layer (auto), all, or none; web pages take the DOM's text "
+        "unless always (then OCR reads their tiles).",
+        choices=OCR_MODES,
+    )
+    jobs: int | None = option(
+        None, "Reader processes (default: one per core).", ge=1, flags=("--jobs", "-j"), none=0
+    )
+    timeout: float = option(
+        120.0, "Seconds allowed to read one file (or render one web page), besides its pages."
+    )
+    page_timeout: float = option(20.0, "Seconds more a file may take for each page it has read.", ge=0)
+    max_memory: int | None = option(
+        4 << 30, "GiB of memory a reader process may use (bytes in the library; 0: no limit).", unit=1 << 30
+    )
+    web: RenderOptions = option(
+        help="How web pages render (its fields the command line offers, as options of their own).",
+        factory=RenderOptions,
+        cli=False,
+        parts=RenderOptions,
+    )
+    ray: RayOptions | None = option(
+        None,
+        "Read and encode files on Ray (a local Ray unless --ray-address).",
+        flags=("--ray/--no-ray",),
+        taken_as=bool,
+        parts=RayOptions,
+    )
+    meta: Mapping[str, str | float] = option(
+        help="A field KEY=VALUE every document ingested carries, for where filters (repeatable).",
+        factory=dict,
+        taken_as=list[str],
+        read=lambda given, name: meta_fields(given, name),
+        form=True,
+    )
+    # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
+    nice: int = option(0, "The reader processes' niceness.", ge=0, le=19, cli=False)
+    language: str | None = option(
+        None,
+        "Every page's language, for BM25's stemming and stop words: en, fr, de, es, it or pt "
+        "(default: detected a page).",
+        form=True,
+    )
+    stands_for: Mapping[str, str] = option(
+        help="Files read where they are but recorded as another path (read path: recorded path).",
+        factory=dict,
+        cli=False,
+    )
+    transcripts: str | None = option(
+        None, "A texts.jsonl read instead of the pages' text layer and OCR (read.transcripts).", cli=False
+    )
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if self.transcripts is not None:
             from pagesight.read.transcripts import read_transcripts
 
@@ -94,12 +157,6 @@ class IngestOptions:
             from pagesight.read.language import check_language
 
             check_language(self.language)
-        if not 0 <= self.nice <= 19:
-            raise PagesightError(f"nice must be between 0 and 19, got {self.nice}")
-        if self.ocr not in OCR_MODES:
-            raise PagesightError(f"ocr must be one of {', '.join(OCR_MODES)}, got '{self.ocr}'")
-        if self.jobs is not None and self.jobs < 1:
-            raise PagesightError(f"jobs must be 1 or more, got {self.jobs}")
         if not self.timeout > 0 or not self.page_timeout >= 0:
             raise PagesightError("timeout must be above 0 and page_timeout 0 or more")
         if self.max_memory is not None and self.max_memory <= 0:
@@ -112,8 +169,10 @@ class IngestOptions:
             ):
                 raise PagesightError(f"meta: '{name}' must name a string or a number, got {value!r}")
         if isinstance(self.web, Mapping):
-            object.__setattr__(self, "web", _web(self.web))
-        if self.ray is True or isinstance(self.ray, str):
+            object.__setattr__(self, "web", _parts(RenderOptions, self.web, "web"))
+        if isinstance(self.ray, Mapping):
+            object.__setattr__(self, "ray", _parts(RayOptions, self.ray, "ray"))
+        elif self.ray is True or isinstance(self.ray, str):
             object.__setattr__(self, "ray", RayOptions(address=None if self.ray is True else self.ray))
         elif self.ray is False:
             object.__setattr__(self, "ray", None)
@@ -127,9 +186,10 @@ class IngestOptions:
         return replace(base, **fields) if fields else base
 
 
-def _web(given: Mapping[str, Any]) -> RenderOptions:
-    known = set(RenderOptions.__dataclass_fields__)
+def _parts(kind: type, given: Mapping[str, Any], what: str) -> Any:
+    """A ``kind`` (``RenderOptions``, ``RayOptions``) from a mapping of its fields."""
+    known = {f.name for f in fields(kind)}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise PagesightError(f"unknown web option {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return RenderOptions(**given)
+        raise PagesightError(f"unknown {what} option {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return kind(**given)

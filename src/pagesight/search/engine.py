@@ -9,10 +9,11 @@
           -> hits: the tile's records from the catalog, the score per retriever, and the lines
              that match the query as snippet and boxes
 
-``Index.search`` and ``Index.search_image`` call these with the index's store and visual encoder.
-A question about a picture (``search_text`` with ``image``) is searched as the question and the
-picture together: the text runs read the question, the visual run the picture (with the question
-when the encoder embeds both as one query, ``image_vector``), and fusion weighs them as ever.
+``Index.search`` calls these with the index's store and visual encoder. A question about a picture
+(an ``ImageSearchRequest`` with a query) is searched as the question and the picture together: the
+text runs read the question, the visual run the picture (with the question when the encoder embeds
+both as one query, ``image_vector``), and fusion weighs them as ever; a picture alone is ranked by
+the visual run alone, then fused with its documents' scores as any ranking is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
+from pagesight.choices import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
 from pagesight.read.language import query_language
@@ -41,22 +43,22 @@ def search_text(
     request: SearchRequest,
     *,
     visual_encoder: Callable[[], object] | None = None,
-    image: Image.Image | None = None,
-    region: tuple[float, float, float, float] | None = None,
     evidence: bool = True,
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
 ) -> list[Hit]:
-    """The ``request.k`` best tiles for a text query; see ``Index.search`` and ``SearchRequest``.
-    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed);
-    ``image``: a picture the query is about (``region``: the part of it, in its pixels), which the
-    visual run searches by instead of the text alone (a mode that reads images, ``reads_images``);
-    ``evidence=False`` leaves out snippets and boxes; ``rerank`` reorders the fused ranking: it
-    returns the new ranking and the reranked head, whose scores the hits carry as "rerank"
-    (``search.rerank``)."""
+    """The ``request.k`` best tiles for a query; see ``Index.search`` and ``SearchRequest``.
+    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed). An
+    ``ImageSearchRequest`` is searched by its picture (its region): with its question, by the
+    visual run instead of the text alone (a mode that reads images, ``reads_images``), or alone,
+    by the visual run alone (PixSearch). ``evidence=False`` leaves out snippets and boxes;
+    ``rerank`` reorders the fused ranking: it returns the new ranking and the reranked head, whose
+    scores the hits carry as "rerank" (``search.rerank``)."""
     settings = store.catalog.settings
     query, k, doc_ids = request.query, request.k, request.doc_ids
-    mode = check_mode(store, request.mode)
-    if not query.strip():
+    image = getattr(request, "image", None)
+    alone = image is not None and not query.strip()  # the picture alone: its visual run ranks
+    mode = check_mode(store, "visual" if alone else request.mode)
+    if not query.strip() and image is None:
         raise PagesightError("the query is empty")
     if image is not None:
         if not reads_images(store, mode):
@@ -66,9 +68,7 @@ def search_text(
                 if not settings.visual_encoder
                 else f"mode {mode} searches by text alone: a question image needs mode visual or hybrid"
             )
-        image = query_image(image, region)
-    elif region is not None:
-        raise PagesightError("a region is a part of a query image: give the image too")
+        image = query_image(image, request.region)
     check_request(store, k, doc_ids, request.where)
     given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
@@ -78,7 +78,9 @@ def search_text(
     pool = max(request.candidates, k)
     runs: dict[str, Run] = {}
     # the language the question is read in, by BM25 and for the lines that quote it
-    language = request.language or query_language(query, current.lexical.languages)
+    language = request.language or (
+        query_language(query, current.lexical.languages) if query.strip() else "en"
+    )
     if mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
         runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
@@ -99,9 +101,12 @@ def search_text(
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
-    if request.document_weight > 0 and ranked:
+    document_weight = request.document_weight
+    if document_weight is None:  # a picture alone: its best match is the page it shows, not its siblings
+        document_weight = 0.0 if alone else DEFAULT_DOCUMENT_WEIGHT
+    if document_weight > 0 and ranked:
         pages = store.catalog.tile_pages([tile_id for tile_id, _ in ranked])
-        ranked = document_fusion(ranked, pages, request.document_weight)
+        ranked = document_fusion(ranked, pages, document_weight)
     if request.ranker and mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked:
         chosen = ranker(request.ranker_file)
         bursts = current.lexical.bursts
@@ -109,30 +114,6 @@ def search_text(
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked, runs, query, evidence, k, language)
-
-
-def search_image(
-    store: Store,
-    image: Image.Image,
-    k: int = 10,
-    *,
-    visual_encoder: Callable[[], object],
-    region: tuple[float, float, float, float] | None = None,
-    doc_ids: Sequence[str] | None = None,
-    where: str | None = None,
-) -> list[Hit]:
-    """The ``k`` best tiles for an image query (PixSearch): a whole image, or its ``region``; of
-    the documents ``doc_ids`` and those passing ``where`` (``search.filters``) when given."""
-    check_mode(store, "visual")
-    image = query_image(image, region)
-    check_request(store, k, doc_ids, where)
-    given, doc_ids = doc_ids, passing(store, doc_ids, where)
-    allowed = _allowed(store, doc_ids, given, where)
-    if allowed is not None and not allowed.doc_ids:
-        return []
-    vector = image_vector(visual_encoder(), image)
-    runs = {"visual": visual_run(store.retrievers(), vector, k, allowed)}
-    return hits(store.catalog, runs["visual"], runs, "", evidence=True, k=k)
 
 
 def query_image(image: Image.Image, region: tuple[float, float, float, float] | None) -> Image.Image:

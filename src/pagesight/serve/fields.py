@@ -2,7 +2,8 @@
 (``request.py``) for their names, types, defaults, limits and descriptions.
 
 ``request_model`` makes the model FastAPI reads a search's query parameters or an answer's JSON
-body with; ``tool_parameters`` makes the parameters of an MCP tool. A field not ``served`` (a model
+body with; ``tool_parameters`` makes the parameters of an MCP tool; ``form_model`` the upload
+form's ingestion fields (``IngestOptions``, those its ``Spec`` offers a form). A field not ``served`` (a model
 folder to load) is left out of both: a server chooses its models.
 """
 
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pagesight.request import SearchRequest, label, spec, value_type
+from pagesight.spec import given_value
 
 
 def request_model(
@@ -43,7 +45,7 @@ def request_model(
 def make(kind: type[SearchRequest], model: BaseModel, **changes: Any) -> SearchRequest:
     """The request of ``kind`` a ``request_model`` instance holds, with ``changes``."""
     names = {f.name for f in dataclasses.fields(kind)}
-    return kind(**{key: value for key, value in model if key in names}, **changes)
+    return kind(**{**{key: value for key, value in model if key in names}, **changes})
 
 
 def tool_parameters(kind: type[SearchRequest], *, exclude: tuple[str, ...] = ()) -> list[inspect.Parameter]:
@@ -65,6 +67,33 @@ def tool_request(kind: type[SearchRequest], arguments: dict[str, Any], **changes
     """The request of ``kind`` from a tool's ``arguments`` (by label), with ``changes``."""
     fields = {label(f): f.name for f in dataclasses.fields(kind)}
     return kind(**{fields[key]: value for key, value in arguments.items() if key in fields}, **changes)
+
+
+def form_model(kind: type, name: str) -> type[BaseModel]:
+    """A pydantic model of the fields of ``kind`` (``IngestOptions``) whose ``Spec`` says ``form``,
+    for the upload form (``Annotated[model, Form()]``): each under its name, with its type as a
+    front-end takes it (``Spec.taken_as``), its choices and description; none required.
+    ``form_values`` gives the fields' values back."""
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        if spec(f).form:
+            base, _ = value_type(f)
+            if spec(f).choices is not None:
+                base = Literal[spec(f).choices]
+            fields[f.name] = (base | None, Field(None, **_limits(f)))
+    return create_model(name, **fields)
+
+
+def form_values(kind: type, model: BaseModel) -> dict[str, Any]:
+    """The values of ``kind``'s fields a ``form_model`` instance was given (an empty text or list is
+    none), each read as the field's (``spec.given_value``: ``meta``'s ``KEY=VALUE`` items as a
+    mapping); a refusal names the field."""
+    found = {f.name: f for f in dataclasses.fields(kind)}
+    return {
+        name: given_value(found[name], value, name)
+        for name, value in model
+        if value is not None and value != "" and value != []
+    }
 
 
 def _served(kind: type[SearchRequest], exclude: tuple[str, ...]) -> list[dataclasses.Field]:

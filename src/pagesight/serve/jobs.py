@@ -146,12 +146,12 @@ class Job:
     # what the server keeps to run it, or run it again after a crash (not shown to clients)
     remaining: list[str] = field(default_factory=list)  # files not ingested yet
     fields: dict = field(default_factory=dict)  # the documents' fields (an upload's meta, tenant)
-    language: str | None = None
+    options: dict = field(default_factory=dict)  # the upload's other IngestOptions fields (language)
     worker: str | None = None  # the process running it (this_process)
 
     def to_dict(self) -> dict:
         """What a client is shown."""
-        hidden = {"remaining", "fields", "language", "worker"}
+        hidden = {"remaining", "fields", "options", "worker"}
         return {key: value for key, value in vars(self).items() if key not in hidden}
 
 
@@ -212,11 +212,11 @@ class Jobs:
         names: list[str],
         tenant: str | None = None,
         fields: dict | None = None,
-        language: str | None = None,
+        options: dict | None = None,
     ) -> Job:
-        """Ingest the files ``names`` staged for ``job_id``, each document with ``fields`` and its
-        pages in ``language`` (None: detected); a ``tenant``'s documents carry ``tenant = NAME`` over
-        any ``fields`` of that name."""
+        """Ingest the files ``names`` staged for ``job_id``, each document with ``fields``, with the
+        ``IngestOptions`` fields ``options`` (an upload's ``language``) over the server's; a
+        ``tenant``'s documents carry ``tenant = NAME`` over any ``fields`` of that name."""
         owned = {FIELD: tenant} if tenant is not None else {}
         job = Job(
             job_id,
@@ -224,7 +224,7 @@ class Jobs:
             tenant=tenant,
             remaining=list(names),
             fields={**(fields or {}), **owned},
-            language=language,
+            options=dict(options or {}),
             worker=this_process(),
         )
         self._save(job)
@@ -238,7 +238,11 @@ class Jobs:
         if not _JOB_ID.fullmatch(job_id):  # ids are looked up, never used as paths
             return None
         try:
-            return Job(**json.loads((self.folder / f"{job_id}.json").read_text(encoding="utf-8")))
+            data = json.loads((self.folder / f"{job_id}.json").read_text(encoding="utf-8"))
+            if "language" in data:  # a record of an earlier version: its language is an option
+                language = data.pop("language")
+                data["options"] = {**({"language": language} if language else {}), **data.get("options", {})}
+            return Job(**data)
         except (OSError, ValueError, TypeError):
             return None
 
@@ -339,9 +343,7 @@ class Jobs:
             self._save(job)
 
         stands_for = {str(path): str(self.uploads / path.name) for path in paths}
-        options = IngestOptions.given(
-            self.options, nice=BACKGROUND, language=job.language, stands_for=stands_for
-        )
+        options = IngestOptions.given(self.options, nice=BACKGROUND, stands_for=stands_for, **job.options)
         if job.fields:
             options = IngestOptions.given(options, meta={**options.meta, **job.fields})
         try:

@@ -47,7 +47,7 @@ from pagesight.index import Index
 from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.png import png_base64
 from pagesight.render.tiles import downscale
-from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, SearchRequest
+from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
@@ -56,7 +56,7 @@ from pagesight.where import MAX_WHERE
 
 INSTRUCTIONS = (
     "pagesight searches an index of document page images (PDFs, scans, web pages) cut into tiles. "
-    "search finds tiles by a text query, with snippets and boxes; get_page shows a page or a tile as an "
+    "search finds tiles by a text query or a picture, with snippets and boxes; get_page shows a page or a tile as an "
     "image; ask answers a question with citations; list_documents names the documents. Boxes are "
     "[x0, y0, x1, y1] in pixels of the page as rendered at the index's DPI, origin top left."
 )
@@ -73,6 +73,14 @@ QueryImage = Annotated[
     Field(
         description=f"A picture the query is about: a PNG or JPEG, base64 (at most {MAX_QUERY_BYTES:,} "
         "bytes decoded), searched with the query (an index with visual vectors)."
+    ),
+]
+SearchImage = Annotated[
+    str | None,
+    Field(
+        description=f"A picture to search by: a PNG or JPEG, base64 (at most {MAX_QUERY_BYTES:,} bytes "
+        "decoded); alone (no query: ranked by the visual run, the fields that rank text or fuse runs "
+        "refused) or with the query, a question about it (an index with visual vectors)."
     ),
 ]
 Region = Annotated[
@@ -105,7 +113,7 @@ def build_server(
                 raise ToolError(scrub(str(exc))) from None
 
     def search(**arguments) -> CallToolResult:
-        """The best tiles for a text query (and the picture it is about, when given): page id
+        """The best tiles for a text query, a picture (image, base64), or both: page id
         (<doc id>_<page>), tile, score, snippet, the boxes of the matching lines and the tile's box on
         its page; with images, each tile's image too."""
         tenant = caller(arguments.pop("ctx"))
@@ -116,7 +124,9 @@ def build_server(
             if offer is not None:
                 request = offer.check(request)
             image, box = _query_image(picture, region)
-            hits = index.search(request.replace(where=tenant.within(request.where)), image=image, region=box)
+            if image is not None:  # the picture alone, or with the query (a question about it)
+                request = ImageSearchRequest.of(request, image, box)
+            hits = index.search(request.replace(where=tenant.within(request.where)))
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
             if images:
@@ -126,13 +136,13 @@ def build_server(
         return CallToolResult(content=content, structured_content=found)
 
     search.__signature__ = inspect.Signature(
-        [
-            *tool_parameters(SearchRequest),
+        [  # the query may be left out for an image alone
+            *(p.replace(default="") if p.name == "query" else p for p in tool_parameters(SearchRequest)),
             _parameter(
                 "images", Annotated[bool, Field(description="Also return each tile as an image.")], False
             ),
             _parameter("compression", Compression, 4.0),
-            _parameter("image", QueryImage, None),
+            _parameter("image", SearchImage, None),
             _parameter("region", Region, None),
             _parameter("ctx", Context, inspect.Parameter.empty),
         ],

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pagesight.records import Box, Link, Span
 from pagesight.render.web.sites import Site
+from pagesight.spec import check_fields, option
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -20,18 +21,44 @@ class RenderOptions:
     same way as at ingestion.
     """
 
-    width: int = 875  # viewport width, CSS pixels at device scale 1 (PixelRAG's default)
-    tile_height: int = 1024  # also the viewport height
-    javascript: bool = True
-    allow_network: bool = False  # let pages load what their site does not serve
-    max_height: int = 60_000  # pages taller than this are cut here, with a note
-    keep_images: bool = True  # capture and keep tile PNGs; False: DOM only, pixels on demand
-    settle: float = 5.0  # seconds to wait after load for images and fonts
+    # ``pagesight ingest`` offers the fields whose ``Spec`` says so (``IngestOptions.web``)
+    width: int = option(
+        875, "Viewport width, CSS pixels at device scale 1 (Settings.viewport_width).", cli=False
+    )
+    tile_height: int = option(1024, "Tile height, also the viewport's (Settings.tile_height).", cli=False)
+    javascript: bool = option(
+        True, "Web pages: run the pages' scripts.", flags=("--javascript/--no-javascript",)
+    )
+    allow_network: bool = option(
+        False,
+        "Web pages: let pages load resources from outside their folder or archive.",
+        flags=("--allow-network/--no-allow-network",),
+    )
+    max_height: int = option(
+        60_000,
+        "Web pages: capture at most this many pixels of a page, noting the cut.",
+        ge=1,
+        flags=("--max-page-height",),
+    )
+    keep_images: bool = option(
+        True,
+        "Web pages: keep tile images in the index, or render them again on demand.",
+        flags=("--keep-images/--no-keep-images",),
+    )
+    settle: float = option(5.0, "Seconds to wait after load for images and fonts.", ge=0, cli=False)
     # Run-only fields: they change how fast pages render, never their pixels.
-    timeout: float = 60.0  # seconds for one page, load to last tile
-    retries: int = 1  # more attempts after a crash (a timeout is not retried: it would hang again)
-    concurrency: int = 2  # tabs rendering at once (one per core keeps a 2-core machine busy)
-    executable: str = str(CHROMIUM)
+    timeout: float = option(
+        60.0, "Seconds for one page, load to last tile (IngestOptions.timeout).", cli=False
+    )
+    retries: int = option(
+        1, "More attempts after a crash (a timeout is not retried: it would hang again).", ge=0, cli=False
+    )
+    # one tab per core keeps a 2-core machine busy
+    concurrency: int = option(2, "Web pages: browser tabs rendering at once.", ge=1, flags=("--tabs",))
+    executable: str = option(str(CHROMIUM), "The Chromium binary.", cli=False)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "web: ")
 
     def pixel_dict(self) -> dict:
         """The fields that decide the pixels (stored per document, folded into its content hash)."""

@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 
 from pagesight.errors import PagesightError
-from pagesight.ingest.options import meta_fields
-from pagesight.read.language import check_language
+from pagesight.ingest.options import IngestOptions
 from pagesight.render.office import OFFICE_SUFFIXES, sandbox_problem
+from pagesight.serve.fields import form_model, form_values
 from pagesight.serve.jobs import check_content, safe_name
 from pagesight.serve.pool import retry_locked
 from pagesight.serve.routes.common import ApiError, Caller, Server, lookup, writable
@@ -20,6 +20,8 @@ router = APIRouter(tags=["documents"])
 MAX_FILES = 20  # files in one upload
 MAX_FIELDS = 50  # meta fields of one upload
 MAX_FIELD = 1000  # characters of a meta field
+# the ingestion options an upload may give: the fields of IngestOptions offered a form (spec.Spec)
+UploadForm = form_model(IngestOptions, "UploadForm")
 
 
 @router.get("/api/documents")
@@ -59,34 +61,29 @@ def upload(
     server: Server,
     tenant: Caller,
     files: Annotated[list[UploadFile], File(description="PDFs and images.")],
-    meta: Annotated[
-        list[str] | None,
-        Form(description="KEY=VALUE fields every file carries, for where filters (repeatable)."),
-    ] = None,
-    language: Annotated[
-        str | None,
-        Form(description="Every page's language (en, fr, de, es, it, pt); default: detected a page."),
-    ] = None,
+    form: Annotated[UploadForm, Form()],  # type: ignore[valid-type]
 ) -> dict:
     """Save the files and ingest them in the background; poll ``/api/jobs/{id}`` for progress.
 
     A file of a type not ingested is refused (415) before anything is saved; a file that
     cannot be read fails alone in the job's ``failed``, and an earlier version of it stays.
-    ``meta`` fields go with every file, as ``ingest --meta`` does (the built-in fields are the
+    The form's other fields are the ingestion options an upload may choose (``IngestOptions``'
+    fields offered a form: ``language``, ``meta``); ``meta`` fields go with every file, as
+    ``ingest --meta`` does (the built-in fields are the
     catalog's: ``id``, ``path``, ``type``, ... cannot be given). A tenant's files are saved as
     ``NAME--file`` and carry ``tenant = NAME`` (``serve.tenants``), whatever ``meta`` says; a name
     that is another tenant's document is refused (409)."""
     if len(files) > MAX_FILES:
         raise ApiError(413, f"at most {MAX_FILES} files in one upload")
-    given = [item for item in meta or [] if item.strip()]
+    given = [item for item in form.meta or [] if item.strip()]
     if len(given) > MAX_FIELDS or any(len(item) > MAX_FIELD for item in given):
         raise ApiError(422, f"meta: at most {MAX_FIELDS} fields of at most {MAX_FIELD} characters")
     try:
-        fields = meta_fields(given, "meta")
-        if language:
-            check_language(language)
+        options = form_values(IngestOptions, form.model_copy(update={"meta": given}))
+        IngestOptions(**options)  # refused here, before any file is saved
     except PagesightError as exc:
         raise ApiError(422, str(exc)) from None
+    fields = options.pop("meta", {})
     received = []
     for upload in files:
         name = upload_name(tenant, safe_name(upload.filename or ""))
@@ -106,7 +103,7 @@ def upload(
     job_id = server.jobs.new_id(owner, len(received))
     for name, data in received:
         server.jobs.stage(job_id, name, data)
-    job = server.jobs.submit(job_id, [name for name, _ in received], owner, fields, language or None)
+    job = server.jobs.submit(job_id, [name for name, _ in received], owner, fields, options)
     return {"job": job.to_dict()}
 
 

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from pagesight.answer.ask import retrieve
 from pagesight.errors import PagesightError
-from pagesight.request import MAX_K, AskRequest, SearchRequest
+from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 from pagesight.service import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
@@ -27,6 +27,14 @@ SearchQuery = request_model(
     "SearchQuery",
     required=("query",),
     extra={"c": (float, Field(1.0, ge=1, le=64, description="Compression the image-token cost is for."))},
+)
+ImageSearchForm = request_model(
+    SearchRequest,
+    "ImageSearchForm",
+    extra={
+        "region": (str | None, Field(None, max_length=200, description="x0,y0,x1,y1 in the image's pixels.")),
+        "c": (float, Field(1.0, ge=1, le=64, description="Compression the image-token cost is for.")),
+    },
 )
 AskBody = request_model(
     AskRequest,
@@ -67,22 +75,23 @@ def search_image(
     server: Server,
     tenant: Caller,
     image: Annotated[UploadFile, File(description="The query image.")],
-    k: Annotated[int, Form(ge=1, le=MAX_K)] = SearchRequest.k,
-    region: Annotated[str | None, Form(description="x0,y0,x1,y1 in the image's pixels.")] = None,
-    doc: Annotated[list[str] | None, Form(description="Only this document (repeatable).")] = None,
+    form: Annotated[ImageSearchForm, Form()],  # type: ignore[valid-type]
 ) -> dict:
-    """The best tiles for an image, or a region of it (an index with a visual encoder)."""
+    """The best tiles for an image, or a region of it (an index with a visual encoder): alone, or
+    with ``q``, a question about it; the other fields are a search's (``GET /api/search``)."""
     if not server.pool.index.settings.visual_encoder:  # told before the image is decoded
         raise ApiError(400, "this index has no visual vectors: search it by text")
+    box = given_boxes(form.region, "region", limit=1)[0] if form.region else None
     try:
         query = open_image(image.file, image.filename or "image")
     except PagesightError as exc:
         raise ApiError(415, str(exc)) from None
-    box = given_boxes(region, "region", limit=1)[0] if region else None
+    request = server.offer.check(make(ImageSearchRequest, form, image=query, region=box))
+    request = request.replace(where=tenant.within(request.where))
     with server.pool.reading() as idx:
-        check_documents(idx, doc, tenant)
-        hits = idx.search_image(query, k=k, region=box, doc_ids=doc, where=tenant.within(None))
-    return hits_payload(hits)
+        check_documents(idx, request.doc_ids, tenant)
+        hits = idx.search(request)
+    return hits_payload(hits, form.c)
 
 
 @router.post("/api/ask")
