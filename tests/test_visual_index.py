@@ -70,6 +70,7 @@ def _tiles(index: Index) -> list[tuple[str, int, int]]:
 
 def test_text_query_scores_are_the_models(clip_index, clip_folder):
     assert clip_index.info()["visual_vectors"] == 3
+    assert clip_index.info()["visual_index"] == "ivf"  # one vector a page: IVF by default
     encoder = make_encoder("clip", model=str(clip_folder), device="cpu")
     tiles = _tiles(clip_index)
     vectors = np.stack(encoder.encode_images([clip_index.tile_image(*tile) for tile in tiles]))
@@ -177,6 +178,8 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store, storage
     if store == "local":
         engine = index.store.retrievers().visual.engine
         assert engine.storage == storage and (engine.encoder.reps, engine.encoder.k_sim) == (5, 4)
+        # the encodings are found in HNSW by default: IVF over them misses most of MaxSim's top 10
+        assert engine.index.kind == "hnsw" and index.info()["visual_index"] == "hnsw"
         with pytest.raises(SettingsConflict, match="made with muvera_reps=5"):
             Index.open(tmp_path / "ix", settings={"muvera_reps": 20})
     else:  # Qdrant keeps the codes it is told to (a server searches them; local mode exactly)

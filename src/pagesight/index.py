@@ -337,6 +337,7 @@ class Index:
         return self._renderer
 
     def info(self) -> dict:
+        spec = self.catalog.visual_spec()
         languages: dict[str, int] = {}
         for document in self.catalog.documents():  # pages by language (read.language)
             for code, pages in (document.meta.get("languages") or {"en": document.n_pages}).items():
@@ -348,7 +349,8 @@ class Index:
             "generation": self.catalog.generation(),
             "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
-            "visual_encoder": self.catalog.visual_spec(),
+            "visual_encoder": spec,
+            "visual_index": self.settings.visual_structure(spec["multi_vector"]) if spec else None,
             "similarity_maps": self._draws_maps(),
             "query_image": self._query_image(),
             "bytes_on_disk": self.store.size_bytes(),

@@ -99,8 +99,12 @@ class Settings:
     visual_adapter: str | None = option(
         None, "A LoRA adapter on the visual encoder.", flags=("--encoder-adapter",), read=_model_reference
     )
-    visual_index: str = option(
-        "ivf", "ANN structure of the visual vectors; exact while small.", choices=VISUAL_INDEXES
+    visual_index: str | None = option(
+        None,
+        "ANN structure of the visual vectors, exact while small; default: hnsw for late interaction's "
+        "MUVERA encodings (IVF keeps .39 of exact MaxSim's top 10 at 20,000 pages, HNSW .95), ivf for "
+        "one vector a page.",
+        choices=VISUAL_INDEXES,
     )
     layout: bool = option(
         False,
@@ -153,6 +157,12 @@ class Settings:
                 f"settings: MUVERA encodings of muvera_reps x 2**muvera_k_sim x muvera_d_proj = {encoding:,} "
                 f"dimensions; at most {MAX_MUVERA_DIM:,}"
             )
+
+    def visual_structure(self, multi_vector: bool) -> str:
+        """The ANN structure of the visual vectors: ``visual_index``, or when unset the one measured
+        for the encoder's kind, HNSW over late interaction's MUVERA encodings, IVF over one vector
+        a page (BENCHMARKS.md, "Trade-off knobs")."""
+        return self.visual_index or ("hnsw" if multi_vector else "ivf")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -67,7 +67,7 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
             (
                 "visual",
                 f"{describe_spec(data['visual_encoder'])}: {data['visual_vectors']:,} tiles embedded, "
-                f"{settings['visual_index']} index; query image: {data['query_image']}",
+                f"{data['visual_index']} index; query image: {data['query_image']}",
             )
         )
     elif settings["visual_encoder"]:

@@ -187,7 +187,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
             visual = (previous.visual if previous is not None else None) or VisualRetriever.empty(
                 spec["dim"],
                 spec["multi_vector"],
-                settings.visual_index,
+                settings.visual_structure(spec["multi_vector"]),
                 settings.multi_vector_storage,
                 {
                     "reps": settings.muvera_reps,
