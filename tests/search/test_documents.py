@@ -82,6 +82,8 @@ def test_evaluation_configurations_take_a_document_weight():
         0.2,
         0.0,
     )
-    assert Config.parse("lexical").request.document_weight == 1.0
+    assert (
+        Config.parse("lexical").request.document_weight is None
+    )  # the engine's: 1 for text, 0 for a picture
     with pytest.raises(PagesightError, match="'lexical/doc:-2': document_weight must be from 0 to 100"):
         Config.parse("lexical/doc:-2")
