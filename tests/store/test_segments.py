@@ -501,3 +501,71 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
     with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
         assert once.add(files[1:], jobs=1).ok
         assert ranked(once) == final
+
+
+@pytest.mark.parametrize("multi_vector, merged_by", [(False, "commit"), (True, "commit"), (True, "process")])
+def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
+    tmp_path: Path, monkeypatch, multi_vector: bool, merged_by: str
+):
+    """The visual vectors are parts beside the segments, as the dense ones: a commit writes only its
+    own tiles' part, deletes are tombstones, and parts merged by a commit or by the merging process
+    rank every query exactly as one index of the live vectors would (single vectors by inner
+    product, token vectors by MaxSim)."""
+    from pagesight.records import Document, Page, Span, Tile
+    from pagesight.settings import Settings
+    from pagesight.store import merging
+    from pagesight.store.base import open_store
+    from pagesight.vectors import maxsim
+
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 2)  # a full tier at two segments
+    if merged_by == "process":
+        monkeypatch.setattr(merging, "INLINE_MERGE", 0)
+        monkeypatch.setattr(merging, "start", lambda root: None)
+    rng = np.random.default_rng(3)
+    dim, held = 8, {}
+
+    def vectors() -> np.ndarray:
+        made = rng.normal(size=(int(rng.integers(2, 5)), dim)) if multi_vector else rng.normal(size=dim)
+        return (made / np.linalg.norm(made, axis=-1, keepdims=True)).astype(np.float32)
+
+    def document(number: int) -> Document:
+        words = [Span(f"page {number} moraine", (0.0, 0.0, 90.0, 18.0), "pdf")]
+        page = Page(1, 100, 40, "pdf", [Tile(0, (0.0, 0.0, 100.0, 40.0), words)])
+        return Document(f"doc{number}", f"/docs/doc{number}.pdf", f"sha{number}", "pdf", 1, 1, [page])
+
+    root = tmp_path / "ix"
+    store = open_store(str(root), create=True, settings=Settings(dense_model=None))
+    with store.writing():
+        store.catalog.set_visual_spec({"encoder": "fake", "dim": dim, "multi_vector": multi_vector})
+    for start in range(0, 12, 3):  # four commits of three documents
+        before = {p: p.stat().st_mtime_ns for p in (root / "retrievers").glob("bm25-*/visual")}
+        with store.writing():
+            for number in range(start, start + 3):
+                held[f"doc{number}"] = vectors()
+                store.catalog.put_document(document(number), {}, {(1, 0): held[f"doc{number}"]})
+            store.refresh()
+        after = {p: p.stat().st_mtime_ns for p in (root / "retrievers").glob("bm25-*/visual")}
+        assert all(after[p] == t for p, t in before.items() if p in after)  # no part written again
+    with store.writing():
+        store.catalog.delete_document("doc4")
+        store.refresh()
+    del held["doc4"]
+    store.close()
+    if merged_by == "process":
+        assert merging.merge_due(root) >= 1
+    store = open_store(str(root), create=False, settings=None)
+    visual = store.retrievers().visual
+    assert len(visual.parts) < 4  # merged by tier
+    pages = store.catalog.tile_pages(store.catalog.tile_ids().tolist())
+    names = sorted(held)
+    for _ in range(5):
+        query = vectors()
+        found = [(pages[tile][0], score) for tile, score in visual.search(query, 20)]
+        if multi_vector:
+            scores = maxsim([query], [held[name] for name in names])[0]
+        else:
+            scores = np.array([float(query @ held[name]) for name in names])
+        expected = sorted(zip(names, scores), key=lambda pair: -pair[1])
+        assert [name for name, _ in found] == [name for name, _ in expected]
+        assert [score for _, score in found] == pytest.approx([score for _, score in expected], abs=2e-3)
+    store.close()

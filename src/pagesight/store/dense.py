@@ -15,14 +15,13 @@ Files written before the ``VectorIndex`` (a bare FAISS ``IndexIDMap2`` whose ids
 one per chunk) are read and converted, so an older index searches the same.
 
 The local store keeps one such index beside each BM25 segment, of the same tiles
-(``DenseSegments``): a commit adds the part of its new tiles, a merge joins the parts of the
+(``DenseSegments``, parts as ``store.parts`` keeps them): a commit adds the part of its new tiles, a merge joins the parts of the
 segments it merges, and a search asks every part and keeps the best, so a commit never rewrites
 the vectors already written.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from pagesight.errors import IndexFormatError
 from pagesight.store.base import Effort
+from pagesight.store.parts import Parts, Saved
 from pagesight.vectors import VectorIndex
 from pagesight.vectors.maxsim import runs
 
@@ -204,50 +204,22 @@ def _best_tiles(
     return list(zip(tiles[keep].tolist(), best[keep].tolist()))
 
 
-class Saved:
-    """A part's file, opened when its segment is opened and read when first searched: a merge that
-    removes the file meanwhile takes nothing from the searches holding it (a mapping's guarantee,
-    for a file read later). Each ``load`` reads a part of one's own from the start."""
+class DenseSegments(Parts[DenseRetriever]):
+    """The dense index in parts, each beside the BM25 segment of the same position (``store.parts``):
+    searched part by part, the best tiles kept."""
 
-    def __init__(self, path: Path):
-        self._file = open(path, "rb")  # noqa: SIM115 - held open until the part is read
-        self._lock = threading.Lock()
-
-    def load(self) -> DenseRetriever:
-        with self._lock:
-            return DenseRetriever.load(self._file)
-
-    def __del__(self):
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
-
-
-class DenseSegments:
-    """The dense index in parts, each beside the BM25 segment of the same position (the module
-    docstring): searched part by part, the best tiles kept. A part saved beside its segment is read
-    when first searched or merged, so a writer that only adds a part reads none of them; its file
-    is opened at once and read from the open file, so a merge that removes it meanwhile (as it
-    removes the segments it replaced) takes nothing from a search that holds it."""
-
-    def __init__(self, parts: list[DenseRetriever | Path | Saved], dim: int, gone: np.ndarray | None = None):
-        self.parts = [Saved(part) if isinstance(part, Path) else part for part in parts]
+    def __init__(self, parts: list, dim: int, gone: np.ndarray | None = None):
         self.dim = dim
-        self._gone = np.zeros(0, dtype=np.int64) if gone is None else gone  # removed before a part was read
-        self._lock = threading.Lock()
+        super().__init__(parts, gone)
 
-    def part(self, i: int) -> DenseRetriever:
-        """Part ``i``, read from its file the first time."""
-        with self._lock:
-            found = self.parts[i]
-            if isinstance(found, Saved):
-                found = found.load()
-                found.remove(self._gone)
-                self.parts[i] = found
-            return found
+    def _held(self, path: Path) -> Saved:
+        return Saved(path, DenseRetriever.load)
 
-    def __len__(self) -> int:
-        return sum(len(self.part(i)) for i in range(len(self.parts)))
+    def _joined(self, parts: list[DenseRetriever]) -> DenseRetriever:
+        return DenseRetriever.joined(parts, self.dim)
+
+    def _options(self) -> dict:
+        return {"dim": self.dim}
 
     def search(
         self,
@@ -276,31 +248,3 @@ class DenseSegments:
             found.extend(_best_tiles(query_vector, few, n))
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:n]
-
-    def remove(self, tile_ids: np.ndarray) -> None:
-        """Remove every chunk of ``tile_ids`` from the parts in memory (their files stay)."""
-        with self._lock:
-            self._gone = np.union1d(self._gone, np.asarray(tile_ids, dtype=np.int64))
-            for part in self.parts:
-                if isinstance(part, DenseRetriever):
-                    part.remove(tile_ids)
-
-    def with_part(self, part: DenseRetriever) -> DenseSegments:
-        return DenseSegments([*self.parts, part], self.dim, self._gone)
-
-    def taking(self, positions: list[int]) -> DenseSegments:
-        return DenseSegments([self.parts[i] for i in positions], self.dim, self._gone)
-
-    def swapped(self, positions: list[int], merged: Path) -> DenseSegments:
-        """The parts at ``positions`` replaced by the part saved at ``merged`` (read when first
-        searched), as ``LexicalRetriever.swapped`` replaces their segments."""
-        kept = [part for i, part in enumerate(self.parts) if i not in positions]
-        return DenseSegments([*kept, merged], self.dim, self._gone)
-
-    def merged(self, plans: list[list[int]]) -> DenseSegments:
-        """The parts merged as the BM25 segments are (``LexicalRetriever.merged``): the parts not
-        merged in their order, then each plan's parts joined."""
-        merged = {i for plan in plans for i in plan}
-        kept = [part for i, part in enumerate(self.parts) if i not in merged]
-        joined = [DenseRetriever.joined([self.part(i) for i in plan], self.dim) for plan in plans]
-        return DenseSegments(kept + joined, self.dim, self._gone)

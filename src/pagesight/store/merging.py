@@ -1,4 +1,4 @@
-"""Segments (BM25 and the dense part beside each) merged beside the writers and the searches, in a
+"""Segments (BM25 and the dense and visual parts beside each) merged beside the writers and the searches, in a
 process of its own (Lucene's concurrent merge scheduler), so that no commit waits for a large
 merge.
 
@@ -85,10 +85,10 @@ def _merge_next(root: Path, folder: Path) -> bool:
     """Make the first merge due and swap it in; False when none is due or the swap could not be
     made (the write lock held too long, or the parts changed meanwhile)."""
     from pagesight.store.lock import WriteLock
-    from pagesight.store.retrievers import DENSE, POINTER, fsync_tree, segments, write_pointer
+    from pagesight.store.retrievers import DENSE, POINTER, VISUAL, fsync_tree, segments, write_pointer
 
     pointer = json.loads((folder / POINTER).read_text())
-    lexical, dense = segments(folder, pointer)
+    lexical, dense, visual = segments(folder, pointer)
     plans = lexical.merges()
     if not plans:
         return False
@@ -96,8 +96,9 @@ def _merge_next(root: Path, folder: Path) -> bool:
     names = [lexical.segments[i].name for i in plan]
     merged = lexical.merged([plan]).segments[-1]  # the plan's segments, tombstoned tiles left out
     saved = merged.save(folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    if dense is not None:  # the dense parts beside them, joined the same way
-        dense.merged([plan]).part(-1).save(folder / saved.name / DENSE)
+    for name, parts in ((DENSE, dense), (VISUAL, visual)):  # the parts beside them, joined the same way
+        if parts is not None:
+            parts.merged([plan]).part(-1).save(folder / saved.name / name)
     fsync_tree(folder, {saved.name})
     parts = np.concatenate([lexical.segments[i].tile_ids for i in plan])
     dropped = set(parts.tolist()) - set(saved.tile_ids.tolist())  # the tombstones it left out
@@ -140,12 +141,12 @@ def _named(folder: Path, name: str) -> bool:
     return name in json.loads((folder / POINTER).read_text()).get("segments", [])
 
 
-def adopt(folder: Path, lexical, dense):
-    """``lexical`` and ``dense`` (a writer's, under the write lock) with every merge a merger made
-    ready swapped in, whose parts they all still hold; each manifest removed (a merge whose parts
-    changed is dropped, its segment removed with what no pointer names)."""
+def adopt(folder: Path, lexical, parts: dict):
+    """``lexical`` and the ``parts`` beside its segments, by name (a writer's, under the write
+    lock), with every merge a merger made ready swapped in, whose parts they all still hold; each
+    manifest removed (a merge whose parts changed is dropped, its segment removed with what no
+    pointer names)."""
     from pagesight.store.bm25 import Segment
-    from pagesight.store.retrievers import DENSE
 
     for manifest in sorted(folder.glob(f"{PREFIX}*{READY}")):
         try:
@@ -156,10 +157,11 @@ def adopt(folder: Path, lexical, dense):
         if set(ready["parts"]) <= set(names) and (folder / ready["merged"]).is_dir():
             positions = [names.index(name) for name in ready["parts"]]
             lexical = lexical.swapped(positions, Segment.load(folder / ready["merged"]))
-            if dense is not None:
-                dense = dense.swapped(positions, folder / ready["merged"] / DENSE)
+            parts = {
+                name: held.swapped(positions, folder / ready["merged"] / name) for name, held in parts.items()
+            }
         manifest.unlink(missing_ok=True)
-    return lexical, dense
+    return lexical, parts
 
 
 if __name__ == "__main__":

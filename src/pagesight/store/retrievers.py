@@ -3,17 +3,18 @@ generation.
 
 Layout inside the index directory::
 
-    retrievers/current.json       {"format": 2, "generation": G, "segments": ["bm25-...", ...],
-                                   "dense": DIM, "visual": "visual-G", "removed": [tile ids]}
-    retrievers/bm25-G-PID-R/      one segment: its tiles' BM25 postings (store/bm25.py) and
-                                  dense/, their text chunks' vectors (store/dense.py)
-    retrievers/visual-G           the visual encoder's vectors: a VectorIndex file, or a MUVERA folder
+    retrievers/current.json       {"format": 3, "generation": G, "segments": ["bm25-...", ...],
+                                   "dense": DIM, "visual": {how its parts are made} or null,
+                                   "removed": [tile ids]}
+    retrievers/bm25-G-PID-R/      one segment: its tiles' BM25 postings (store/bm25.py),
+                                  dense, their text chunks' vectors (store/dense.py), and
+                                  visual, their visual encoder's vectors (store/visual.py: a
+                                  VectorIndex file, or a MUVERA folder)
 
-A commit adds a segment of its new tiles: their terms, analysed alone, and their chunk vectors, so
-a commit costs what it adds; segments are merged by ``bm25.plan_merges`` as they pile up, the
-small merges by the commit and the larger ones by ``store.merging``, a merged segment written
-before the pointer names it. The visual vectors are still one file, written whole. New
-files are written under new names and ``current.json`` is replaced atomically, so a reader sees
+A commit adds a segment of its new tiles: their terms, analysed alone, their chunk vectors and
+their visual vectors, so a commit costs what it adds; segments are merged by ``bm25.plan_merges``
+as they pile up, the small merges by the commit and the larger ones by ``store.merging``, a
+merged segment written before the pointer names it. New files are written under new names and ``current.json`` is replaced atomically, so a reader sees
 either the old set or the new one, and a process killed while writing a segment or a merge leaves
 the old set. Files that ``current.json`` does not name are leftovers of a crash or of an older
 generation and are removed by the next writer.
@@ -35,15 +36,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pagesight.store.base import MutableVectorStore, Retrievers
+from pagesight.store.base import Retrievers
 
 if TYPE_CHECKING:
     from pagesight.store.catalog import Catalog
 
 FOLDER = "retrievers"
 POINTER = "current.json"
-FORMAT = 2  # segments, each with its dense part
+FORMAT = 3  # segments, each with its dense and visual parts (2: the visual vectors one file)
 DENSE = "dense"  # a segment's dense part, in its folder
+VISUAL = "visual"  # ... and its visual part
+
+
+def readable(pointer: dict) -> bool:
+    """Whether this build reads the retrievers ``pointer`` names as they are: its format, or the
+    format before without visual vectors (the same files). Others are built again."""
+    return pointer.get("format") == FORMAT or (pointer.get("format") == 2 and not pointer.get("visual"))
 
 
 def current_generation(root: Path) -> int | None:
@@ -53,23 +61,18 @@ def current_generation(root: Path) -> int | None:
         pointer = json.loads((root / FOLDER / POINTER).read_text())
     except FileNotFoundError:
         return None
-    return pointer["generation"] if pointer.get("format") == FORMAT else None
+    return pointer["generation"] if readable(pointer) else None
 
 
 def load(root: Path) -> Retrievers | None:
     """The retrievers ``current.json`` names, or None when there are none (or they vanished)."""
-    from pagesight.store.visual import VisualRetriever
-
     folder = root / FOLDER
     for _ in range(3):  # a writer or a merge may swap the files between reading the pointer and them
         try:
             pointer = json.loads((folder / POINTER).read_text())
-            if pointer.get("format") != FORMAT:  # an older build's files: built again
+            if not readable(pointer):  # an older build's files: built again
                 return None
-            lexical, dense = segments(folder, pointer)
-            visual = VisualRetriever.load(folder / pointer["visual"]) if pointer.get("visual") else None
-            if visual is not None and pointer.get("removed"):
-                visual.remove(np.array(pointer["removed"], dtype=np.int64))
+            lexical, dense, visual = segments(folder, pointer)
             return Retrievers(pointer["generation"], lexical, dense, visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
@@ -78,10 +81,11 @@ def load(root: Path) -> Retrievers | None:
 
 
 def segments(folder: Path, pointer: dict):
-    """The BM25 segments and the dense parts ``pointer`` names in ``folder``, its tombstones
-    applied: the segments mapped, each dense part read when first searched."""
+    """The BM25 segments and the dense and visual parts ``pointer`` names in ``folder``, its
+    tombstones applied: the segments mapped, each part read when first searched (``store.parts``)."""
     from pagesight.store.bm25 import LexicalRetriever, Segment
     from pagesight.store.dense import DenseSegments
+    from pagesight.store.visual import VisualSegments
 
     names, settings = pointer["segments"], pointer["lexical"]
     lexical = LexicalRetriever(
@@ -94,12 +98,18 @@ def segments(folder: Path, pointer: dict):
         if pointer.get("dense")
         else None
     )
+    visual = (
+        VisualSegments([folder / name / VISUAL for name in names], pointer["visual"])
+        if pointer.get("visual")
+        else None
+    )
     removed = np.array(pointer.get("removed", []), dtype=np.int64)
     if len(removed):
         lexical = lexical.remove(removed)
-        if dense is not None:
-            dense.remove(removed)
-    return lexical, dense
+        for parts in (dense, visual):
+            if parts is not None:
+                parts.remove(removed)
+    return lexical, dense, visual
 
 
 def removals(root: Path, catalog: Catalog) -> np.ndarray | None:
@@ -109,7 +119,7 @@ def removals(root: Path, catalog: Catalog) -> np.ndarray | None:
     folder = root / FOLDER
     try:
         pointer = json.loads((folder / POINTER).read_text())
-        if pointer.get("format") != FORMAT:
+        if not readable(pointer):
             return None
         saved = [np.load(folder / name / "tile_ids.npy") for name in pointer["segments"]]
     except FileNotFoundError:
@@ -133,37 +143,40 @@ def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
 
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now, from ``previous``: a new segment of the tiles it
-    lacks (BM25 and the dense part beside it), tombstones for the tiles gone (everything is read
-    again when there is no ``previous``); the visual index is updated in place."""
+    lacks (BM25, and the dense and visual parts beside it), tombstones for the tiles gone
+    (everything is read again when there is no ``previous``)."""
     from pagesight.encode.lexical import indexed_text
     from pagesight.store.bm25 import LexicalRetriever, segment
     from pagesight.store.dense import DenseRetriever, DenseSegments
-    from pagesight.store.visual import VisualRetriever
+    from pagesight.store.visual import VisualSegments
 
     with catalog.snapshot():
         generation = catalog.generation()
         settings = catalog.settings
+        spec = catalog.visual_spec()
         lexical = previous.lexical if previous is not None else None
         dense = previous.dense if previous is not None else None
+        visual = previous.visual if previous is not None else None
         if (
             lexical is None
             or (lexical.phrases, lexical.term_weights) != (settings.phrases, settings.term_weights)
             or (dim is not None) != (dense is not None)
+            or (spec is not None) != (visual is not None)
         ):
             lexical = LexicalRetriever([], phrases=settings.phrases, term_weights=settings.term_weights)
             dense = DenseSegments([], dim) if dim is not None else None
+            visual = VisualSegments([], visual_config(settings, spec)) if spec is not None else None
         have = lexical.tile_ids
         # ids only grow: the tiles above every one held are the new ones; and when the catalog
         # holds just those besides the live ones held, none is gone, found without reading every id
         new = catalog.tile_ids(above=int(have.max()) if len(have) else None)
-        tile_ids = None
         if catalog.tile_count() != lexical.live_tiles + len(new):
-            tile_ids = catalog.tile_ids()
             # both unique: no sorting of a million ids to find the few that differ
-            gone = np.setdiff1d(have, tile_ids, assume_unique=True)
+            gone = np.setdiff1d(have, catalog.tile_ids(), assume_unique=True)
             lexical = lexical.remove(gone)
-            if dense is not None:
-                dense.remove(gone)
+            for parts in (dense, visual):
+                if parts is not None:
+                    parts.remove(gone)
         if len(new):
             wanted = set(new.tolist())
             rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
@@ -181,30 +194,28 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
                 part = DenseRetriever.empty(dim)
                 part.add(*catalog.vectors(added.tolist()))
                 dense = dense.with_part(part)
-        visual = None
-        spec = catalog.visual_spec()
-        if spec is not None:
-            visual = (previous.visual if previous is not None else None) or VisualRetriever.empty(
-                spec["dim"],
-                spec["multi_vector"],
-                settings.visual_structure(spec["multi_vector"]),
-                settings.multi_vector_storage,
-                {
-                    "reps": settings.muvera_reps,
-                    "k_sim": settings.muvera_k_sim,
-                    "d_proj": settings.muvera_d_proj,
-                },
-            )
-            _sync(visual, catalog.tile_ids() if tile_ids is None else tile_ids, catalog.visual_vectors)
+            if visual is not None:
+                part = visual.empty()
+                part.add(*catalog.visual_vectors(added.tolist()))
+                visual = visual.with_part(part)
     return Retrievers(generation, lexical, dense, visual)
 
 
-def _sync(retriever: MutableVectorStore, tile_ids: np.ndarray, fetch) -> None:
-    """Bring ``retriever`` to hold exactly ``tile_ids``: drop the tiles gone, add the new ones from
-    ``fetch`` (the catalog's vectors for a list of tile ids)."""
-    have = np.unique(retriever.tile_ids())
-    retriever.remove(np.setdiff1d(have, tile_ids))
-    retriever.add(*fetch(np.setdiff1d(tile_ids, have).tolist()))
+def visual_config(settings, spec: dict) -> dict:
+    """How the visual parts of an index are made (``VisualRetriever.empty``'s arguments): the
+    encoder's width and kind from its ``spec``, the structure and MUVERA's encoding from the
+    index's ``settings``."""
+    return {
+        "dim": spec["dim"],
+        "multi_vector": bool(spec["multi_vector"]),
+        "kind": settings.visual_structure(spec["multi_vector"]),
+        "multi_vector_storage": settings.multi_vector_storage,
+        "muvera": {
+            "reps": settings.muvera_reps,
+            "k_sim": settings.muvera_k_sim,
+            "d_proj": settings.muvera_d_proj,
+        },
+    }
 
 
 def save(root: Path, retrievers: Retrievers) -> Retrievers:
@@ -217,47 +228,49 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
-    lexical, dense = merging.adopt(folder, retrievers.lexical, retrievers.dense)
+    lexical, parts = merging.adopt(folder, retrievers.lexical, beside(retrievers))
     plans = [plan for plan in lexical.merges() if lexical.live(plan) <= merging.INLINE_MERGE]
     if plans:
         lexical = lexical.merged(plans)
-        dense = dense.merged(plans) if dense is not None else None
         kept = [i for i, part in enumerate(lexical.segments) if len(part)]  # all deleted: gone
         lexical = lexical.taking(kept)
-        if dense is not None:
-            dense = dense.taking(kept)
+        parts = {name: held.merged(plans).taking(kept) for name, held in parts.items()}
     segments, written = [], set()
     for i, part in enumerate(lexical.segments):
         if part.name is None or not (folder / part.name).is_dir():
             part = part.save(folder / f"bm25-{tag}-{uuid.uuid4().hex[:8]}")
-            if dense is not None:
-                dense.part(i).save(folder / part.name / DENSE)
+            for name, held in parts.items():
+                held.part(i).save(folder / part.name / name)
             written.add(part.name)
         segments.append(part)
     lexical = lexical.named(segments)
     removed = lexical.tile_ids[np.concatenate(lexical.removed)] if segments else np.zeros(0, dtype=np.int64)
+    dense, visual = parts.get(DENSE), parts.get(VISUAL)
     pointer = {
         "format": FORMAT,
         "generation": retrievers.generation,
         "segments": [part.name for part in segments],
         "lexical": {"phrases": lexical.phrases, "term_weights": lexical.term_weights},
         "dense": dense.dim if dense is not None else None,
-        "visual": None,
+        "visual": visual.config if visual is not None else None,
         "removed": [int(i) for i in removed],
     }
-    if retrievers.visual is not None:
-        pointer["visual"] = f"visual-{tag}"
-        retrievers.visual.save(folder / pointer["visual"])
-    fsync_tree(folder, {*written, pointer["visual"]})
+    fsync_tree(folder, written)
     write_pointer(folder, pointer)
-    keep = {POINTER, merging.LOCK, *pointer["segments"], pointer["visual"]}
+    keep = {POINTER, merging.LOCK, *pointer["segments"]}
     busy = merging.running(folder)  # its segment being written is named by no pointer yet
     for entry in folder.iterdir():
         if entry.name not in keep and not (busy and entry.name.startswith(merging.PREFIX)):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
     if lexical.merges():  # larger merges: beside the writers and the searches
         merging.start(root)
-    return Retrievers(retrievers.generation, lexical, dense, retrievers.visual)
+    return Retrievers(retrievers.generation, lexical, dense, visual)
+
+
+def beside(retrievers: Retrievers) -> dict:
+    """The parts kept beside the BM25 segments, by their name in a segment's folder."""
+    found = {DENSE: retrievers.dense, VISUAL: retrievers.visual}
+    return {name: parts for name, parts in found.items() if parts is not None}
 
 
 def segment_names(root: Path) -> list[str] | None:

@@ -7,16 +7,24 @@ and exact MaxSim over the stored multi-vectors ranks them, so an index smaller t
 searched exactly. A filter to some documents scores the allowed tiles exactly when they are few.
 
 Ids are tile ids of the catalog, which are never reused, so a retriever file can never mix tiles up.
+
+The local store keeps one retriever beside each BM25 segment, of the same tiles (``VisualSegments``,
+parts as ``store.parts`` keeps them), so a commit adds the part of its new tiles and never rewrites
+the vectors already written; a merge joins the parts' stored vectors into one retriever (an
+``ivfpq`` part's are its codes' approximations: joined again, they are coded again).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from pagesight.store.base import Effort
+from pagesight.store.parts import Parts, Saved
 from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
@@ -106,6 +114,23 @@ class VisualRetriever:
             found = [pair for pair in found if pair[0] in keep]
         return found[:k]
 
+    def vectors(self, tile_ids: np.ndarray) -> list[np.ndarray]:
+        """The stored vectors of live ``tile_ids``, one array each, as ``add`` takes them."""
+        if self.multi_vector:
+            return list(self.engine.multivectors(tile_ids))
+        return list(self.engine.fetch(tile_ids))
+
+    @classmethod
+    def joined(cls, parts: list[VisualRetriever], config: Mapping) -> VisualRetriever:
+        """One retriever made by ``config`` (``empty``'s arguments) of the live tiles of ``parts``,
+        added at once (an ANN structure trains on them all)."""
+        joined = cls.empty(**config)
+        ids = [part.tile_ids() for part in parts]
+        vectors = [vector for part, held in zip(parts, ids) if len(held) for vector in part.vectors(held)]
+        if vectors:
+            joined.add(np.concatenate(ids), vectors)
+        return joined
+
     def save(self, path: Path) -> None:
         """A file (single vectors) or a folder (MUVERA) at ``path``."""
         self.engine.save(path)
@@ -113,3 +138,48 @@ class VisualRetriever:
     @classmethod
     def load(cls, path: Path) -> VisualRetriever:
         return cls(MuveraRetriever.load(path) if path.is_dir() else VectorIndex.load(path))
+
+
+class VisualSegments(Parts[VisualRetriever]):
+    """The visual vectors in parts, each beside the BM25 segment of the same position (the module
+    docstring), each made by ``config`` (``VisualRetriever.empty``'s arguments, kept in the
+    retrievers' pointer): searched part by part, the best tiles kept. A single-vector part is read
+    when first searched; a MUVERA part, a folder of arrays, when its segment is opened."""
+
+    def __init__(self, parts: list, config: Mapping, gone: np.ndarray | None = None):
+        self.config = dict(config)
+        super().__init__(parts, gone)
+
+    def _held(self, path: Path) -> Saved | VisualRetriever:
+        if path.is_dir():
+            return VisualRetriever.load(path)
+        return Saved(path, lambda file: VisualRetriever(VectorIndex.load(file)))
+
+    def _joined(self, parts: list[VisualRetriever]) -> VisualRetriever:
+        return VisualRetriever.joined(parts, self.config)
+
+    def _options(self) -> dict:
+        return {"config": self.config}
+
+    def empty(self) -> VisualRetriever:
+        """A new part, made as every other."""
+        return VisualRetriever.empty(**self.config)
+
+    def search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None, effort: Effort | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best tiles of all parts for one encoded query (``VisualRetriever.search``). MUVERA's
+        ``ef`` candidates are shared among the parts by their size (at least ``k`` each), so the
+        exact MaxSim a search costs does not grow with the number of parts."""
+        allowed = None if allowed is None else np.asarray(allowed)  # an Allowed lists its tiles once
+        effort = effort or Effort()
+        parts = [self.part(i) for i in range(len(self.parts))]
+        total = max(sum(map(len, parts)), 1)
+        found = []
+        for part in parts:
+            share = effort
+            if self.config["multi_vector"]:
+                share = replace(effort, ef=max(k, math.ceil((effort.ef or _EF) * len(part) / total)))
+            found += part.search(query, k, allowed, share)
+        found.sort(key=lambda hit: (-hit[1], hit[0]))
+        return found[:k]
