@@ -569,3 +569,14 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
         assert [name for name, _ in found] == [name for name, _ in expected]
         assert [score for _, score in found] == pytest.approx([score for _, score in expected], abs=2e-3)
     store.close()
+    # as the build before wrote it: the visual vectors one file, which this build reads no more
+    (root / "retrievers" / "current.json").write_text(
+        json.dumps({**pointer(root), "format": 2, "visual": "visual-1-1"})
+    )
+    store = open_store(str(root), create=False, settings=None)
+    with store.writing():
+        store.refresh()  # a writer builds them again
+    assert pointer(root)["format"] == 3 and pointer(root)["visual"]["dim"] == dim
+    query = vectors()
+    assert {pages[tile][0] for tile, _ in store.retrievers().visual.search(query, 20)} == set(names)
+    store.close()
