@@ -371,3 +371,65 @@ def test_bad_grid_options_are_refused_naming_them(sample_index):
     ):
         assert flag in shown, flag
     assert "binary|graded|simpleqa" in shown and "--base-url" in shown and "--device" in shown
+
+
+@pytest.mark.timeout(120)
+def test_a_model_readers_boxes_are_scored_against_the_samples_gold_zones(sample_index, endpoint):
+    """A model reader that cites, in its scale (norm1000 of each image as it saw it), exactly where
+    the samples' generator drew each answer scores grounding near 1: its boxes are read back to page
+    pixels and to the gold's units (PDF points, or an image's pixels) on every page kind, the scans
+    and the three-tile infographic included; one citing the line above scores 0."""
+    by_question = {text: qid for qid, text in SAMPLES.queries.items()}
+    shift = {"offset": 0.0}  # page pixels the cited boxes are moved down by
+
+    def cite(body: dict) -> str:
+        qid = by_question[asked(prompt_of(body))]
+        ((corpus_id, annotators),) = SAMPLES.boxes[qid].items()
+        doc, page = corpus_id.rsplit("_", 1)
+        per_unit = (
+            sample_index.settings.dpi / 72 if (ROOT / "samples" / "corpus" / f"{doc}.pdf").exists() else 1.0
+        )
+        parts = body["messages"][-1]["content"]
+        for n, (label, shown) in enumerate(zip(parts, parts[1:]), start=1):
+            if (
+                label.get("type") != "text"
+                or not label["text"].startswith(f"Image {n}: ")
+                or shown.get("type") != "image_url"
+            ):
+                continue
+            named, tile = label["text"].split(": ", 1)[1].rsplit(" tile ", 1)
+            if named != f"{doc} page {page}":
+                continue
+            x0, y0, x1, y1 = sample_index.catalog.tile_at(doc, int(page), int(tile)).box
+            boxes = []  # norm1000: each side of the image, whatever its pixels
+            for box in annotators[0]:
+                left, top, right, bottom = (v * per_unit for v in box)
+                top, bottom = top + shift["offset"], bottom + shift["offset"]
+                if not (y0 <= top and bottom <= y1):
+                    break
+                scale_x, scale_y = 1000 / (x1 - x0), 1000 / (y1 - y0)
+                boxes.append([round((left - x0) * scale_x, 2), round((top - y0) * scale_y, 2),
+                              round((right - x0) * scale_x, 2), round((bottom - y0) * scale_y, 2)])  # fmt: skip
+            else:
+                return f'{SAMPLES.answers[qid]["answer"]} <bboxes image="{n}">{json.dumps(boxes)}</bboxes>'
+        return "I cannot find it."
+
+    server = endpoint(cite)
+    request = AskRequest(reader="openai", model=MODEL, max_tokens=64)
+
+    def grounding() -> dict:
+        evaluation = evaluate_dataset(
+            ROOT / "samples",
+            index=sample_index.root,
+            modes=["lexical"],
+            grid=AnswerGrid(request, contexts=("oracle",), ks=(3,), inputs=("images",)),
+            reader_options={"base_url": server.base_url, "api_key": "sk-test"},
+        )
+        return evaluation.answer_grid[0].summary()
+
+    right = grounding()
+    assert right["n_grounded"] == 13 and right["grounding_page_f1"] == 1.0, right
+    assert right["grounding_f1"] > 0.9 and right["grounding_recall"] > 0.9, right
+    shift["offset"] = -40.0  # the line above: no overlap with any answer
+    wrong = grounding()
+    assert wrong["grounding_f1"] < 0.05, wrong
