@@ -18,8 +18,9 @@ from PIL import Image
 
 from pagesight import Index
 from pagesight.answer.ask import ask
-from pagesight.answer.base import CLOSED_BOOK, Reading
+from pagesight.answer.base import Reading
 from pagesight.answer.context import image_tokens
+from pagesight.answer.prompts import CLOSED_BOOK
 from pagesight.errors import InputError, PagesightError
 from pagesight.request import AskRequest, SearchRequest
 from pagesight.settings import Settings

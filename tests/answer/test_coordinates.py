@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from pagesight import Index
-from pagesight.answer.base import ContextItem, Readers, instructions, parse_bboxes, parse_lines
+from pagesight.answer.base import ContextItem, Readers
+from pagesight.answer.prompts import instructions, parse_bboxes, parse_lines
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Span
 from pagesight.request import AskRequest

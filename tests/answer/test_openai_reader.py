@@ -20,8 +20,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight.answer import ContextItem, make_reader
-from pagesight.answer.base import strip_thinking
 from pagesight.answer.openai_chat import OpenAIReader, answer_logprob
+from pagesight.answer.prompts import strip_thinking
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import openai_judge

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight.answer import ContextItem, Reader, make_reader
-from pagesight.answer.base import CLOSED_BOOK, parse_bboxes
+from pagesight.answer.prompts import CLOSED_BOOK, parse_bboxes
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import PROMPTS, Judge

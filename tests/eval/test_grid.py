@@ -15,7 +15,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.answer import make_reader
-from pagesight.answer.base import CLOSED_BOOK
+from pagesight.answer.prompts import CLOSED_BOOK
 from pagesight.errors import InputError
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.grid import DECOMPOSITION, AnswerGrid, evaluate_grid

@@ -28,11 +28,9 @@ from typing import Protocol, runtime_checkable
 from PIL import Image
 
 from pagesight.answer.abstention import refusal
-from pagesight.answer.base import (
-    Answer,
-    Citation,
-    ContextItem,
-    Reader,
+from pagesight.answer.base import Answer, Citation, ContextItem, Reader
+from pagesight.answer.context import build_context, context_tokens, image_tokens
+from pagesight.answer.prompts import (
     instructions,
     label,
     model_scale,
@@ -41,7 +39,6 @@ from pagesight.answer.base import (
     parse_lines,
     strip_thinking,
 )
-from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit
 from pagesight.request import AskRequest

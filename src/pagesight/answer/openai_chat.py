@@ -45,10 +45,9 @@ from PIL import Image
 
 from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import Message, ToolCall, Turn
-from pagesight.answer.base import (
+from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.prompts import (
     QUESTION_IMAGE,
-    ContextItem,
-    Reading,
     answer_logprob,
     check_options,
     instructions,

@@ -12,7 +12,7 @@ import string
 from collections import Counter
 from collections.abc import Sequence
 
-from pagesight.answer.base import strip_thinking
+from pagesight.answer.prompts import strip_thinking
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)

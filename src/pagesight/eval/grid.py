@@ -37,7 +37,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from pagesight.answer.ask import ask, retrieve
-from pagesight.answer.base import Reader, strip_thinking
+from pagesight.answer.base import Reader
+from pagesight.answer.prompts import strip_thinking
 from pagesight.errors import PagesightError
 from pagesight.eval.answers import choice_question, chosen_letter, scores
 from pagesight.eval.dataset import Dataset

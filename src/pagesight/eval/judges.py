@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pagesight.answer.base import strip_thinking
+from pagesight.answer.prompts import strip_thinking
 from pagesight.errors import PagesightError
 
 JUDGES = ("binary", "graded", "simpleqa")

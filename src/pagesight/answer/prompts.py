@@ -1,0 +1,260 @@
+"""What model readers are told and how their replies are read: the instructions (answer from the
+pages, cite regions the ViDoRe V3 way or passages' lines, closed-book), the passages prompt, the
+``<bboxes>`` and ``<lines>`` tags parsed back to page boxes, a reasoning model's ``<think>`` left
+out, and the log-probability of an answer (VisRAG's weighted selection). See ``answer.base`` for
+the records they fill.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pagesight.choices import COORDINATES, INPUTS
+from pagesight.errors import PagesightError
+from pagesight.records import Box
+
+if TYPE_CHECKING:
+    from pagesight.answer.base import ContextItem
+
+_INSTRUCTIONS = (
+    "You answer questions from the document pages you are given. Answer concisely, using only what "
+    "the given pages say or show. If the answer is not in them, say that it cannot be found in the "
+    "given pages."
+)
+_CITE_BOXES = (
+    'After the answer, cite the regions you used: for each image you used, write <bboxes image="N">'
+    "[[x0, y0, x1, y1], ...]</bboxes>, with the images numbered from {first} in the order given and "
+    "{scale}."
+)
+_SCALES = {
+    "norm1000": "the coordinates running from 0 to 1000 across the image's width and height, (0, 0) "
+    "being its top left corner",
+    "pixels": "the coordinates in pixels of the image, (0, 0) being its top left corner",
+    "norm1": "the coordinates running from 0 to 1 (decimal fractions) across the image's width and "
+    "height, (0, 0) being its top left corner",
+}
+_CITE_LINES = (
+    'After the answer, cite the lines you used: for each passage you used, write <lines passage="N">'
+    "[k, ...]</lines>, with the passages numbered from {first} in the order given and k the numbers of "
+    "its lines."
+)
+
+
+CLOSED_BOOK = (
+    "You answer questions concisely from what you know; no document pages are given. If you do not "
+    "know the answer, say so."
+)
+QUESTION_IMAGE = "The question's image"  # the label of a picture the question is about
+_ABOUT_IMAGE = (
+    "The question comes with an image of its own, labelled {label}: it shows what the question is about."
+)
+_NOT_A_PAGE = " It is not one of the numbered pages: cite only those."
+_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+_THINKING_END = re.compile(r"</think>", re.IGNORECASE)
+
+
+def thinking_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds a reasoning model's thinking: each ``<think>...</think>`` block (one left
+    open runs to the end), and everything up to a closing tag whose opening one the chat template
+    wrote into the prompt."""
+    spans = [match.span() for match in _THINKING.finditer(text)]
+    first = _THINKING_END.search(text)
+    if first and not any(start <= first.start() < end for start, end in spans):
+        spans.insert(0, (0, first.end()))
+    return spans
+
+
+def strip_thinking(text: str) -> str:
+    """``text`` without its thinking (``thinking_spans``): what a metric, a judge or a score reads."""
+    for start, end in reversed(thinking_spans(text)):
+        text = text[:start] + " " + text[end:]
+    return text.strip()
+
+
+def instructions(
+    inputs: str,
+    coordinates: str,
+    sizes_labelled: bool = False,
+    pages: bool = True,
+    number_from: int = 1,
+    question_image: bool = False,
+) -> str:
+    """The system prompt of the model readers: answer from the pages, then cite the regions
+    (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used,
+    the images or passages numbered from ``number_from``.
+
+    ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
+    ``pages`` False: no pages are given (the no-retrieval baseline), ``CLOSED_BOOK``.
+    ``question_image``: the question comes with a picture, labelled ``QUESTION_IMAGE``.
+    """
+    about = _ABOUT_IMAGE.format(label=QUESTION_IMAGE.lower()) if question_image else ""
+    if not pages:
+        return f"{CLOSED_BOOK}\n{about}" if about else CLOSED_BOOK
+    if inputs == "text":
+        return f"{_INSTRUCTIONS}\n{_CITE_LINES.format(first=number_from)}"
+    scale = _SCALES[coordinates]
+    if coordinates == "pixels" and sizes_labelled:
+        scale += " (each image's size is given in its label)"
+    cite = _CITE_BOXES.format(first=number_from, scale=scale)
+    return f"{_INSTRUCTIONS}\n{cite}" + (f"\n{about}{_NOT_A_PAGE}" if about else "")
+
+
+def model_scale(coordinates: str, seen: tuple[int, int]) -> tuple[float, float]:
+    """Pixels of an image as the model saw it (``seen``: its width and height) per unit of
+    ``coordinates`` across its width and its height."""
+    width, height = seen
+    if coordinates == "norm1000":
+        return width / 1000, height / 1000
+    if coordinates == "norm1":
+        return float(width), float(height)
+    return 1.0, 1.0
+
+
+_TAGS = re.compile(r"<(bboxes|lines)\b[^>]*>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_BBOXES = re.compile(r"<bboxes\s+image\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</bboxes>", re.DOTALL | re.IGNORECASE)
+_LINES = re.compile(r"<lines\s+passage\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)</lines>", re.DOTALL | re.IGNORECASE)
+
+
+def parse_bboxes(
+    text: str,
+    context: Sequence[ContextItem],
+    coordinates: str = "norm1000",
+    seen_sizes: Sequence[tuple[int, int]] | None = None,
+    number_from: int = 1,
+) -> tuple[str, dict[int, list[Box]], list[str]]:
+    """Strip ``<bboxes image="N">`` tags from ``text`` and map their boxes to page pixels.
+
+    Returns the answer without the tags, the boxes per context index (0-based; image
+    ``number_from`` is the first), and one problem line per tag or box that was dropped (unknown
+    image, malformed list, empty or inverted box). Boxes are clipped to their image.
+    ``seen_sizes``: the (width, height) each image had when the model saw it, when its processor
+    resized it (boxes refer to those; None: the images' own sizes).
+    """
+    if coordinates not in COORDINATES:
+        raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+    cited: dict[int, list[Box]] = {}
+    problems: list[str] = []
+    for i, number, boxes in _tagged(_BBOXES, text, len(context), "image", problems, number_from):
+        if boxes and isinstance(boxes[0], (int, float)):
+            boxes = [boxes]  # a single box written without the outer list
+        item = context[i]
+        width, height = seen_sizes[i] if seen_sizes else item.image_size()
+        sx, sy = model_scale(coordinates, (width, height))
+        for box in boxes:
+            if not (
+                isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
+            ):
+                problems.append(f"image {number}: not a box [x0, y0, x1, y1]: {box!r}")
+                continue
+            x0, y0, x1, y1 = (float(v) for v in box)
+            x0, y0, x1, y1 = x0 * sx, y0 * sy, x1 * sx, y1 * sy
+            x0, x1 = max(0.0, min(x0, width)), max(0.0, min(x1, width))
+            y0, y1 = max(0.0, min(y0, height)), max(0.0, min(y1, height))
+            if x1 <= x0 or y1 <= y0:
+                problems.append(f"image {number}: empty or inverted box {box!r}")
+                continue
+            if seen_sizes:  # back from the resized image to the image itself
+                image_width, image_height = item.image_size()
+                rx, ry = image_width / width, image_height / height
+                x0, y0, x1, y1 = x0 * rx, y0 * ry, x1 * rx, y1 * ry
+            cited.setdefault(i, []).append(item.to_page((x0, y0, x1, y1)))
+    answer = " ".join(_BBOXES.sub(" ", text).split())
+    return answer, cited, problems
+
+
+def _tagged(pattern: re.Pattern, text: str, count: int, what: str, problems: list[str], first: int):
+    """``(index, number, value)`` for each tag of ``pattern`` in ``text`` whose number is one of
+    the ``count`` from ``first`` (index: its place from 0) and whose body is JSON; one line in
+    ``problems`` for each other tag."""
+    for match in pattern.finditer(text):
+        number, body = int(match.group(1)), match.group(2)
+        if not first <= number < first + count:
+            given = f"{what}s {first} to {first + count - 1}" if count else f"no {what}s"
+            problems.append(f"a tag for {what} {number}, but {given} were given")
+            continue
+        try:
+            yield number - first, number, json.loads(body)
+        except json.JSONDecodeError:
+            problems.append(f"{what} {number}: not a JSON list: {body.strip()[:80]!r}")
+
+
+def check_options(inputs: str, coordinates: str | None, max_images: int | None, number_from: int = 1) -> None:
+    """The options every model reader takes, checked alike (``coordinates`` None: the model
+    family's, told once the model is known)."""
+    if inputs not in INPUTS:
+        raise PagesightError(f"inputs must be one of {', '.join(INPUTS)}, got '{inputs}'")
+    if coordinates is not None and coordinates not in COORDINATES:
+        raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
+    if max_images is not None and max_images < 1:
+        raise PagesightError(f"max_images must be 1 or more (or None for any number), got {max_images}")
+    if number_from not in (0, 1):
+        raise PagesightError(f"number_from must be 0 or 1, got {number_from!r}")
+
+
+def label(item: ContextItem) -> str:
+    """How a prompt names a tile: ``doc page P tile T``."""
+    hit = item.hit
+    return f"{hit.doc_id} page {hit.page} tile {hit.tile}"
+
+
+def passages_prompt(question: str, context: Sequence[ContextItem], number_from: int = 1) -> str:
+    """A text-only prompt: each tile's numbered lines as a labelled passage (the first numbered
+    ``number_from``), then the question."""
+    passages = [
+        f"Passage {n}: {label(item)}\n{numbered_lines(item)}" for n, item in enumerate(context, number_from)
+    ]
+    return "\n\n".join([*passages, f"Question: {question}"])
+
+
+def numbered_lines(item: ContextItem) -> str:
+    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use."""
+    if not item.spans:
+        return "(no text)"
+    return "\n".join(f"[{k}] {span.text}" for k, span in enumerate(item.spans, 1))
+
+
+def parse_lines(
+    text: str, context: Sequence[ContextItem], number_from: int = 1
+) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
+    """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
+
+    Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
+    passage ``number_from`` is the first; span boxes are already page pixels), their text per
+    context index, and one problem line per tag or line number that was dropped.
+    """
+    cited: dict[int, list[Box]] = {}
+    quoted: dict[int, list[str]] = {}
+    problems: list[str] = []
+    for i, number, lines in _tagged(_LINES, text, len(context), "passage", problems, number_from):
+        spans = context[i].spans
+        for k in lines if isinstance(lines, list) else [lines]:
+            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
+                problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
+                continue
+            span = spans[k - 1]
+            cited.setdefault(i, []).append(tuple(span.box))
+            quoted.setdefault(i, []).append(span.text)
+    answer = " ".join(_LINES.sub(" ", text).split())
+    return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
+
+
+def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> tuple[float, int]:
+    """Sum of the log-probabilities of ``tokens`` (text, logprob) that are not inside citation tags
+    or thinking (a token counts where its first non-space character is), and how many they are.
+
+    When the tokens do not spell ``text`` (byte-level tokens some servers report), every token counts.
+    """
+    if "".join(token for token, _ in tokens) != text:
+        return sum(logprob for _, logprob in tokens), len(tokens)
+    skipped = [match.span() for match in _TAGS.finditer(text)] + thinking_spans(text)
+    total, counted, offset = 0.0, 0, 0
+    for token, logprob in tokens:
+        begins = offset + len(token) - len(token.lstrip())  # " <bboxes" belongs to the tag
+        if not any(start <= begins < end for start, end in skipped):
+            total += logprob
+            counted += 1
+        offset += len(token)
+    return total, counted
