@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from pagesight import __version__
-from pagesight.cli import evaluating, ingesting, managing, searching, serving, training
+from pagesight.cli import evaluating, ingesting, managing, measuring, searching, serving, training
 from pagesight.cli.common import _close_opened
 
 app = typer.Typer(
@@ -42,5 +42,5 @@ def _main(
     ctx.call_on_close(_close_opened)
 
 
-for commands in (ingesting, searching, managing, serving, evaluating, training):
+for commands in (ingesting, searching, managing, serving, evaluating, measuring, training):
     app.add_typer(commands.app)
