@@ -88,6 +88,114 @@ Region = Annotated[
 ]
 
 
+class _Tools:
+    """What the tools do on one index (``build_server``): one tool at a time, its index errors
+    tool errors that name no folder of the server."""
+
+    def __init__(self, index: Index, readers: Readers, offer: Offer | None):
+        self.index, self.readers, self.offer = index, readers, offer
+        self.lock = threading.Lock()
+        self.scrub = Scrub({index.root: "<index>"})
+
+    @contextmanager
+    def using_index(self) -> Iterator[None]:
+        with self.lock:
+            try:
+                yield
+            except PagesightError as exc:
+                raise ToolError(self.scrub(str(exc))) from None
+
+    def search(self, arguments: dict) -> CallToolResult:
+        """The best tiles for a text query, a picture (image, base64), or both: page id
+        (<doc id>_<page>), tile, score, snippet, the boxes of the matching lines and the tile's box on
+        its page; with images, each tile's image too."""
+        tenant = caller(arguments.pop("ctx"))
+        images, compression = arguments.pop("images"), arguments.pop("compression")
+        picture, region = arguments.pop("image"), arguments.pop("region")
+        with self.using_index():
+            request = tool_request(SearchRequest, arguments)
+            if self.offer is not None:
+                request = self.offer.check(request)
+            image, box = _query_image(picture, region)
+            if image is not None:  # the picture alone, or with the query (a question about it)
+                request = ImageSearchRequest.of(request, image, box)
+            hits = self.index.search(request.replace(where=tenant.within(request.where)))
+            found = hits_payload(hits, compression)
+            content: list[TextContent | ImageContent] = [_text(found)]
+            if images:
+                for n, hit in enumerate(hits, 1):
+                    content.append(TextContent(type="text", text=f"Hit {n}: {hit.page_id} tile {hit.tile}"))
+                    content.append(_png(self.index.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
+        return CallToolResult(content=content, structured_content=found)
+
+    def ask(self, arguments: dict) -> CallToolResult:
+        """Answer a question (about a picture, when given) from the best tiles, with citations: page
+        id, tile and the cited boxes."""
+        tenant = caller(arguments.pop("ctx"))
+        picture, region = arguments.pop("image"), arguments.pop("region")
+        with self.using_index():
+            request = tool_request(AskRequest, arguments)
+            if self.offer is not None:
+                request = self.offer.check(request)
+            image, box = _query_image(picture, region)
+            answer = self.index.ask(
+                request.replace(where=tenant.within(request.where)),
+                self.readers.get(request),
+                image=image,
+                region=box,
+            )
+        data = answer.to_dict()
+        result = {key: data[key] for key in ("text", "answered", "reason", "citations", "reader", "usage")}
+        return CallToolResult(content=[_text(result)], structured_content=result)
+
+    def get_page(
+        self, doc_id: str, page: int, tile: int | None, compression: float, explain: str | None, ctx
+    ) -> list[TextContent | ImageContent]:
+        with self.using_index():
+            found = self.index.catalog.document(doc_id)
+            if found is None or not caller(ctx).sees(found):
+                raise PagesightError(f"no document '{doc_id}'")  # another tenant's: as if absent
+            if explain is not None:
+                if tile is None:
+                    raise PagesightError("explain needs a tile")
+                picture = downscale(self.index.explain(explain, doc_id, page, tile).draw(), compression)
+                what = f"{doc_id} page {page} tile {tile}, its similarity map to {explain!r}"
+            elif tile is None:
+                picture = downscale(
+                    self.index.page_image(doc_id, page, max_pixels=MAX_SERVED_PIXELS), compression
+                )
+                what = f"{doc_id} page {page}"
+            else:
+                picture = self.index.tile_image(doc_id, page, tile, compression)
+                what = f"{doc_id} page {page} tile {tile}"
+        note = f"{what}: {picture.width}x{picture.height} pixels (compression {compression:g})"
+        return [TextContent(type="text", text=note), _png(picture)]
+
+    def list_documents(self, where: str | None, ctx) -> CallToolResult:
+        with self.using_index():
+            tenant = caller(ctx)
+            documents = shown(self.index.document_list(tenant.within(where)), tenant)
+        return CallToolResult(
+            content=[_text({"documents": documents})], structured_content={"documents": documents}
+        )
+
+
+def _request_tool(name: str, run, parameters: list[inspect.Parameter]):
+    """A tool ``name`` taking ``parameters`` (a request's fields and the tool's own), run by ``run``
+    with them as a dict, the caller's context among them; its description is ``run``'s."""
+
+    def tool(**arguments) -> CallToolResult:
+        return run(arguments)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = run.__doc__
+    tool.__signature__ = inspect.Signature(
+        [*parameters, _parameter("ctx", Context, inspect.Parameter.empty)], return_annotation=CallToolResult
+    )
+    tool.__annotations__ = {"ctx": Context, "return": CallToolResult}  # the SDK finds the context by type
+    return tool
+
+
 def build_server(
     index: Index, reader: str | Reader | Readers = "extractive", offer: Offer | None = None
 ) -> MCPServer:
@@ -99,89 +207,22 @@ def build_server(
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-    lock = threading.Lock()
-    readers = reader if isinstance(reader, Readers) else Readers(reader)
-    scrub = Scrub({index.root: "<index>"})
-
-    @contextmanager
-    def using_index() -> Iterator[None]:
-        """One tool at a time on the index; its errors become tool errors for the agent."""
-        with lock:
-            try:
-                yield
-            except PagesightError as exc:
-                raise ToolError(scrub(str(exc))) from None
-
-    def search(**arguments) -> CallToolResult:
-        """The best tiles for a text query, a picture (image, base64), or both: page id
-        (<doc id>_<page>), tile, score, snippet, the boxes of the matching lines and the tile's box on
-        its page; with images, each tile's image too."""
-        tenant = caller(arguments.pop("ctx"))
-        images, compression = arguments.pop("images"), arguments.pop("compression")
-        picture, region = arguments.pop("image"), arguments.pop("region")
-        with using_index():
-            request = tool_request(SearchRequest, arguments)
-            if offer is not None:
-                request = offer.check(request)
-            image, box = _query_image(picture, region)
-            if image is not None:  # the picture alone, or with the query (a question about it)
-                request = ImageSearchRequest.of(request, image, box)
-            hits = index.search(request.replace(where=tenant.within(request.where)))
-            found = hits_payload(hits, compression)
-            content: list[TextContent | ImageContent] = [_text(found)]
-            if images:
-                for n, hit in enumerate(hits, 1):
-                    content.append(TextContent(type="text", text=f"Hit {n}: {hit.page_id} tile {hit.tile}"))
-                    content.append(_png(index.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
-        return CallToolResult(content=content, structured_content=found)
-
-    search.__signature__ = inspect.Signature(
-        [  # the query may be left out for an image alone
-            *(p.replace(default="") if p.name == "query" else p for p in tool_parameters(SearchRequest)),
-            _parameter(
-                "images", Annotated[bool, Field(description="Also return each tile as an image.")], False
-            ),
-            _parameter("compression", Compression, 4.0),
-            _parameter("image", SearchImage, None),
-            _parameter("region", Region, None),
-            _parameter("ctx", Context, inspect.Parameter.empty),
-        ],
-        return_annotation=CallToolResult,
-    )
-    search.__annotations__ = {"ctx": Context, "return": CallToolResult}  # the SDK finds the context by type
-    server.tool(annotations=_READ_ONLY)(search)
-
-    def ask(**arguments) -> CallToolResult:
-        """Answer a question (about a picture, when given) from the best tiles, with citations: page
-        id, tile and the cited boxes."""
-        tenant = caller(arguments.pop("ctx"))
-        picture, region = arguments.pop("image"), arguments.pop("region")
-        with using_index():
-            request = tool_request(AskRequest, arguments)
-            if offer is not None:
-                request = offer.check(request)
-            image, box = _query_image(picture, region)
-            answer = index.ask(
-                request.replace(where=tenant.within(request.where)),
-                readers.get(request),
-                image=image,
-                region=box,
-            )
-        data = answer.to_dict()
-        result = {key: data[key] for key in ("text", "answered", "reason", "citations", "reader", "usage")}
-        return CallToolResult(content=[_text(result)], structured_content=result)
-
-    ask.__signature__ = inspect.Signature(
-        [
-            *tool_parameters(AskRequest, exclude=SERVER_CHOOSES),
-            _parameter("image", QueryImage, None),
-            _parameter("region", Region, None),
-            _parameter("ctx", Context, inspect.Parameter.empty),
-        ],
-        return_annotation=CallToolResult,
-    )
-    ask.__annotations__ = {"ctx": Context, "return": CallToolResult}
-    server.tool(annotations=_READ_ONLY)(ask)
+    tools = _Tools(index, reader if isinstance(reader, Readers) else Readers(reader), offer)
+    shown_too = Annotated[bool, Field(description="Also return each tile as an image.")]
+    search = [  # the query may be left out for an image alone
+        *(p.replace(default="") if p.name == "query" else p for p in tool_parameters(SearchRequest)),
+        _parameter("images", shown_too, False),
+        _parameter("compression", Compression, 4.0),
+        _parameter("image", SearchImage, None),
+        _parameter("region", Region, None),
+    ]
+    server.tool(annotations=_READ_ONLY)(_request_tool("search", tools.search, search))
+    ask = [
+        *tool_parameters(AskRequest, exclude=SERVER_CHOOSES),
+        _parameter("image", QueryImage, None),
+        _parameter("region", Region, None),
+    ]
+    server.tool(annotations=_READ_ONLY)(_request_tool("ask", tools.ask, ask))
 
     @server.tool(annotations=_READ_ONLY)
     def get_page(
@@ -202,23 +243,7 @@ def build_server(
         ctx: Context = None,
     ) -> list[TextContent | ImageContent]:
         """The image of a page, or of one tile of it, rendered again from its source."""
-        with using_index():
-            found = index.catalog.document(doc_id)
-            if found is None or not caller(ctx).sees(found):
-                raise PagesightError(f"no document '{doc_id}'")  # another tenant's: as if absent
-            if explain is not None:
-                if tile is None:
-                    raise PagesightError("explain needs a tile")
-                picture = downscale(index.explain(explain, doc_id, page, tile).draw(), compression)
-                what = f"{doc_id} page {page} tile {tile}, its similarity map to {explain!r}"
-            elif tile is None:
-                picture = downscale(index.page_image(doc_id, page, max_pixels=MAX_SERVED_PIXELS), compression)
-                what = f"{doc_id} page {page}"
-            else:
-                picture = index.tile_image(doc_id, page, tile, compression)
-                what = f"{doc_id} page {page} tile {tile}"
-        note = f"{what}: {picture.width}x{picture.height} pixels (compression {compression:g})"
-        return [TextContent(type="text", text=note), _png(picture)]
+        return tools.get_page(doc_id, page, tile, compression, explain, ctx)
 
     @server.tool(annotations=_READ_ONLY)
     def list_documents(
@@ -233,12 +258,7 @@ def build_server(
     ) -> CallToolResult:
         """The documents: id, type, pages, source, size in bytes, notes made when they were read, and
         the fields a search's ``where`` reads."""
-        with using_index():
-            tenant = caller(ctx)
-            documents = shown(index.document_list(tenant.within(where)), tenant)
-        return CallToolResult(
-            content=[_text({"documents": documents})], structured_content={"documents": documents}
-        )
+        return tools.list_documents(where, ctx)
 
     return server
 
