@@ -57,20 +57,7 @@ def ask(
         raise PagesightError("the question is empty")
     if region is not None and image is None:
         raise PagesightError("a region is a part of the question image: give the image too")
-    notes = []
-    shown_image = None
-    if image is not None:
-        if takes_question_image(reader):
-            if reader.max_images is not None and reader.max_images < 2:
-                raise PagesightError(
-                    f"reader '{reader.name}' takes one image a call: none is left for a tile beside the "
-                    "question image"
-                )
-            shown_image = image
-        elif reader.inputs != "text":
-            raise PagesightError(f"reader '{reader.name}' takes no question image (its read has no image)")
-        else:
-            notes.append(f"reader '{reader.name}' reads text: it did not look at the question image")
+    shown_image, notes = _question_image(reader, image)
     if image is not None and not closed_book and not reads_images(index.store, request.mode):
         notes.append("the tiles were searched by the question alone: the search has no visual run")
     if closed_book:
@@ -123,6 +110,23 @@ def ask(
         answered=reading.answered if reading else False,
         reason=reading.reason if reading else "no pages were found to answer from",
     )
+
+
+def _question_image(reader: Reader, image: Image.Image | None) -> tuple[Image.Image | None, list[str]]:
+    """The question's image as ``reader`` is shown it (None: not shown), and what the answer notes
+    of it; a reader that reads images but cannot take it beside a tile is refused."""
+    if image is None:
+        return None, []
+    if takes_question_image(reader):
+        if reader.max_images is not None and reader.max_images < 2:
+            raise PagesightError(
+                f"reader '{reader.name}' takes one image a call: none is left for a tile beside the "
+                "question image"
+            )
+        return image, []
+    if reader.inputs != "text":
+        raise PagesightError(f"reader '{reader.name}' takes no question image (its read has no image)")
+    return None, [f"reader '{reader.name}' reads text: it did not look at the question image"]
 
 
 def retrieve(
