@@ -193,17 +193,10 @@ def picture_index(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from pagesight import Index
-    from pagesight.settings import Settings
-    from tests.conftest import make_pdf
-    from tests.encode.visual.conftest import build_clip
+    from tests.encode.visual.conftest import clip_report_and_memo
 
     root = tmp_path_factory.mktemp("front-ends-clip")
-    build_clip(root / "clip")
-    make_pdf(root / "report.pdf", [["Quarterly revenue"], ["Warehouse Delta"]],
-             blocks=[(72, 300, 460, 300, (0.1, 0.2, 0.8)), (300, 60, 250, 500, (0.9, 0.1, 0.1))])  # fmt: skip
-    make_pdf(root / "memo.pdf", [["Supplier change"]], blocks=[(60, 60, 200, 200, (0.1, 0.7, 0.2))])
-    settings = Settings(dense_model=None, visual_encoder="clip", visual_model=str(root / "clip"))
-    index = Index.open(root / "index", settings=settings)
+    index = Index.open(root / "index", settings=clip_report_and_memo(root))
     index.device = "cpu"
     assert index.add([root / "report.pdf"], ocr="never", jobs=1, meta={"kind": "report"}).ok
     assert index.add([root / "memo.pdf"], ocr="never", jobs=1, meta={"kind": "memo"}).ok

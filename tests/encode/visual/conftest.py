@@ -459,3 +459,16 @@ def assert_matches_colpali_engine(encoder, model, pages: list, queries: list[str
     assert np.allclose(ours, scores, atol=1e-4)
     with perturbed(getattr(encoder.model, projection).weight):
         assert_differ(encoder.encode_queries(queries), query_vectors)
+
+
+def clip_report_and_memo(root: Path):
+    """A random-weight CLIP in ``root/clip`` and two PDFs beside it, a report of two coloured pages
+    and a one-page memo: the settings of an index made with that CLIP."""
+    from pagesight.settings import Settings
+    from tests.conftest import make_pdf
+
+    build_clip(root / "clip")
+    make_pdf(root / "report.pdf", [["Quarterly revenue"], ["Warehouse Delta"]],
+             blocks=[(72, 300, 460, 300, (0.1, 0.2, 0.8)), (300, 60, 250, 500, (0.9, 0.1, 0.1))])  # fmt: skip
+    make_pdf(root / "memo.pdf", [["Supplier change"]], blocks=[(60, 60, 200, 200, (0.1, 0.7, 0.2))])
+    return Settings(dense_model=None, visual_encoder="clip", visual_model=str(root / "clip"))
