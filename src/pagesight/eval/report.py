@@ -292,6 +292,15 @@ def _pair_line(pair: dict) -> tuple[str, ...]:
 PAIR_HEADER = ("A", "B", "only A", "only B", "both", "neither")
 
 
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: the header, its rule, a line a row."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
 def _markdown(
     context: dict,
     summaries: list[dict],
@@ -301,21 +310,17 @@ def _markdown(
     tables: list[tuple[str, list[list[str]]]],
 ) -> str:
     lines = [f"# Evaluation: {context['dataset']}", "", _headline(context), ""]
-    header = ["config", *COLUMNS, "p50 ms"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join([s["config"], *_cells(s, summaries)]) + " |" for s in summaries]
+    lines += _markdown_table(
+        ["config", *COLUMNS, "p50 ms"], [[s["config"], *_cells(s, summaries)] for s in summaries]
+    )
     lines += ["", "The best value of each column is in bold."]
     if pairs:
         lines += ["", f"## Queries only one configuration gets right ({pairs[0]['metric']})", ""]
-        lines += ["| " + " | ".join(PAIR_HEADER) + " |", "|" + "---|" * len(PAIR_HEADER)]
-        lines += ["| " + " | ".join(_pair_line(pair)) + " |" for pair in pairs]
+        lines += _markdown_table(list(PAIR_HEADER), [_pair_line(pair) for pair in pairs])
     if answers:
-        lines += ["", "## Answers", "", "| " + " | ".join(answers[0]) + " |", "|" + "---|" * len(answers[0])]
-        lines += ["| " + " | ".join(row) + " |" for row in answers[1:]]
-        lines += ["", ANSWER_NOTE]
+        lines += ["", "## Answers", "", *_markdown_table(answers[0], answers[1:]), "", ANSWER_NOTE]
     for title, (header, *rows) in tables:
-        lines += ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines += ["", f"## {title}", "", *_markdown_table(header, rows)]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{name}]({path.name})" for name, path in plots.items()]
     return "\n".join(lines) + "\n"
