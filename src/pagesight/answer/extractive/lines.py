@@ -73,9 +73,16 @@ class _Candidate:
             if not self.prose:  # a table's cells: a span's text says nothing of its gaps
                 found.append((x0, y0, x1, y1))
                 continue
-            width = (x1 - x0) / (hi - lo)
-            found.append((x0 + width * (max(lo, start) - lo), y0, x0 + width * (min(hi, end) - lo), y1))
+            found.append(_characters((x0, y0, x1, y1), lo, hi, max(lo, start), min(hi, end)))
         return found or self.boxes
+
+
+def _characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
+    """The part of ``box``, which holds characters ``first`` to ``last``, that characters ``lo`` to
+    ``hi`` take, its width shared evenly among its characters."""
+    x0, y0, x1, y1 = box
+    width = (x1 - x0) / (last - first)
+    return (x0 + width * (lo - first), y0, x0 + width * (hi - first), y1)
 
 
 def _candidates(context: Sequence[ContextItem]) -> list[_Candidate]:
@@ -297,13 +304,7 @@ def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
                 lo, hi = max(begin, start + part_start), min(end, start + part_end)
                 if hi <= lo:
                     continue
-                length = part_end - part_start
-                x0, y0, x1, y1 = box
-                width = x1 - x0
-                offset = start + part_start
-                boxes.append(
-                    (x0 + width * (lo - offset) / length, y0, x0 + width * (hi - offset) / length, y1)
-                )
+                boxes.append(_characters(box, start + part_start, start + part_end, lo, hi))
                 places.append((max(lo - first, 0), hi - first, boxes[-1]))
         sentence = match.group().strip()
         found.append(_Candidate(item, sentence, sentence, boxes, places=places, prose=True))
