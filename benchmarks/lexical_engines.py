@@ -41,8 +41,8 @@ import numpy as np
 from pagesight import Index
 from pagesight.encode.lexical import indexed_text, query_weights, tokenize
 from pagesight.eval.metrics import mean, per_query
-from pagesight.read.language import query_language
 from pagesight.store.bm25 import LexicalRetriever, Segment, segment
+from pagesight.text.language import query_language
 
 JOIN = "\x1f"  # a phrase term's space, for tantivy's whitespace tokenizer
 BATCH = 20_000  # tiles analysed at a time

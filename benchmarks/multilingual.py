@@ -40,8 +40,8 @@ import pypdfium2
 from pagesight import Index
 from pagesight.eval import harness
 from pagesight.eval.dataset import Dataset
-from pagesight.read.language import classify
 from pagesight.settings import Settings
+from pagesight.text.language import classify
 
 LANGUAGES = ("en", "fr", "de", "es", "it", "pt")
 SOURCE = Path("/usr/share/debian-reference")

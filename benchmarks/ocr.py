@@ -34,11 +34,11 @@ import pypdfium2 as pdfium
 from rapidfuzz.distance import Levenshtein
 
 from pagesight import Index, PagesightError
-from pagesight.read.language import check_language
-from pagesight.read.ocr import ENGINES, LanguageReader
-from pagesight.read.textlayer import to_pixels
 from pagesight.render import open_source
 from pagesight.settings import Settings
+from pagesight.text.language import check_language
+from pagesight.text.ocr import ENGINES, LanguageReader
+from pagesight.text.textlayer import to_pixels
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,11 +25,11 @@ from pagesight.encode.dense import chunk_words, dense_model
 from pagesight.errors import InputError
 from pagesight.index import Index
 from pagesight.ingest.pipeline import IngestReport, expand
-from pagesight.read.ocr import ocr_spans
 from pagesight.render import open_source
 from pagesight.settings import Settings
 from pagesight.store.bm25 import LexicalRetriever
 from pagesight.store.dense import DenseRetriever
+from pagesight.text.ocr import ocr_spans
 
 
 def machine() -> dict:

@@ -339,7 +339,7 @@ class Index:
     def info(self) -> dict:
         spec = self.catalog.visual_spec()
         languages: dict[str, int] = {}
-        for document in self.catalog.documents():  # pages by language (read.language)
+        for document in self.catalog.documents():  # pages by language (text.language)
             for code, pages in (document.meta.get("languages") or {"en": document.n_pages}).items():
                 languages[code] = languages.get(code, 0) + pages
         return {
@@ -432,6 +432,6 @@ def _check_models(settings: Settings) -> None:
 
 def _check_layout() -> None:
     """Refuse layout regions when they cannot be made, before an index is made with them."""
-    from pagesight.read.layout import model_path
+    from pagesight.text.layout import model_path
 
     model_path()  # the extra is installed and its model is there

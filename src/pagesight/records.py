@@ -32,7 +32,7 @@ class Link:
 
 @dataclass
 class Region:
-    """A block of a page found by layout detection (``read/layout.py``): its kind (table, figure,
+    """A block of a page found by layout detection (``text/layout.py``): its kind (table, figure,
     table_caption, figure_caption, title, text, header, footer, reference, equation), its pixel box
     and the detector's score. Web pages take theirs from the DOM (table, figure, infobox, list,
     code: the outermost such elements, score 1)."""
@@ -67,10 +67,10 @@ class Page:
     number: int  # from 1
     width: int  # pixels at the index DPI
     height: int
-    text_source: str  # "pdf", "ocr", "dom", "transcript" (read.transcripts) or "none"
+    text_source: str  # "pdf", "ocr", "dom", "transcript" (text.transcripts) or "none"
     tiles: list[Tile] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)  # layout detection's blocks (index setting)
-    language: str = "en"  # its text's (read.language), which BM25 analyses it in
+    language: str = "en"  # its text's (text.language), which BM25 analyses it in
 
 
 @dataclass

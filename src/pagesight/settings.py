@@ -14,7 +14,7 @@ from pagesight.spec import check_fields, option
 
 OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
-OCR_ENGINES = ("rapidocr", "tesseract")  # read.ocr
+OCR_ENGINES = ("rapidocr", "tesseract")  # text.ocr
 MULTI_VECTOR_STORAGES = ("float16", "int8", "binary")  # vectors.quantize.STORAGES, without numpy
 MAX_MUVERA_DIM = 1 << 16  # a page's MUVERA encoding: 256 KB in float32 (the default's is 5,120)
 
@@ -45,7 +45,7 @@ class Settings:
     )
     ocr_engine: str = option(
         "tesseract",
-        "OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1; read.ocr).",
+        "OCR engine: tesseract, or rapidocr (3-4x slower, a little better at rank 1; text.ocr).",
         choices=OCR_ENGINES,
     )
     dense_model: str | None = option(
@@ -66,7 +66,7 @@ class Settings:
     )
     heading_weight: int = option(
         4,
-        "BM25: how many times each page's heading (read.titles.page_headings) counts beside its text.",
+        "BM25: how many times each page's heading (text.titles.page_headings) counts beside its text.",
         ge=0,
     )
     period_years: bool = option(True, "BM25: read FY2018, 2023Q2 and the like as their years too.")
@@ -108,7 +108,7 @@ class Settings:
     )
     layout: bool = option(
         False,
-        "Index tables and figures, with their captions, as units (read/layout.py).",
+        "Index tables and figures, with their captions, as units (text/layout.py).",
         flags=("--layout",),
     )
     multi_vector_storage: str = option(

@@ -140,7 +140,7 @@ def document_fields(row) -> dict[str, Any]:
         "size": row.size,
         "modified": modified,
         "year": int(modified[:4]),
-        # the language of most of its pages (read.language); English for documents read before
+        # the language of most of its pages (text.language); English for documents read before
         "language": max((meta.get("languages") or {"en": 1}).items(), key=lambda item: item[1])[0],
     }
     pdf = meta.get("pdf") or {}

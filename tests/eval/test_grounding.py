@@ -130,7 +130,7 @@ def test_the_samples_gold_boxes_hold_their_answers():
     from PIL import Image
 
     from pagesight.eval.dataset import Dataset
-    from pagesight.read.ocr import ocr_spans
+    from pagesight.text.ocr import ocr_spans
     from tests.conftest import SAMPLES
 
     data = Dataset.load(SAMPLES.parent)

@@ -32,7 +32,7 @@ def read_or_die(path: str, doc_id: str, known_sha256, settings, reading, on_page
 
 
 def ocr_threads(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> int:
-    from pagesight.read.ocr import threads
+    from pagesight.text.ocr import threads
 
     return threads()
 

@@ -149,8 +149,8 @@ def burst_weights(tiles: Iterable[list[str]]) -> dict[str, float]:
 
 
 def indexed_text(text: str, context: str, heading: str, settings: Settings) -> str:
-    """A tile's text as BM25 indexes it: with its document's context (``read.titles.context``)
-    ``settings.context_weight`` times and its page's heading (``read.titles.page_headings``)
+    """A tile's text as BM25 indexes it: with its document's context (``text.titles.context``)
+    ``settings.context_weight`` times and its page's heading (``text.titles.page_headings``)
     ``settings.heading_weight`` times more, BM25F's field weights by repeated terms, so pages of a
     document its question names rank above pages that share only the question's other words, and
     the statement or section a question names above the notes that mention it; with the years of

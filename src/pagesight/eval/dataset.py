@@ -30,7 +30,7 @@
                         them (``eval.grounding``)
       texts.jsonl       optional: {"corpus_id": "<corpus id>", "text": "..."} per line: the pages'
                         own transcriptions, which ``eval --text-from dataset`` indexes instead of
-                        their text layer and OCR (``read.transcripts``)
+                        their text layer and OCR (``text.transcripts``)
 
 A corpus id names a page (``<document id>_<page>``, pages from 1) or a whole document (its id,
 the file stem); the harness tells which from the index.
@@ -49,8 +49,8 @@ from PIL import Image
 from pagesight.errors import InputError
 from pagesight.eval.answers import LETTERS, normalize
 from pagesight.jsonl import numbered
-from pagesight.read.transcripts import read_transcripts
 from pagesight.service import open_image
+from pagesight.text.transcripts import read_transcripts
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
 TEXTS, BOXES, UNANSWERABLE = "texts.jsonl", "boxes.jsonl", "unanswerable.jsonl"

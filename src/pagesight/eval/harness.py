@@ -17,10 +17,10 @@ from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import TEXTS, Dataset
 from pagesight.index import Index
-from pagesight.read.transcripts import TRANSCRIPT
 from pagesight.request import SearchRequest, value_type
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
+from pagesight.text.transcripts import TRANSCRIPT
 
 WITHIN = "/within"
 UNRANKED = "/unranked"

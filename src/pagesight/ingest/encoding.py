@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from pagesight.encode.dense import chunk_words
-from pagesight.read.titles import context
 from pagesight.records import Document
 from pagesight.settings import Settings
+from pagesight.text.titles import context
 
 
 def encode_text(document: Document, encoder, settings: Settings) -> dict[tuple[int, int], np.ndarray]:
     """Each tile's chunk vectors. With ``settings.dense_context`` every chunk is read after the
-    line that names its document (``read.titles.context``: title, file name words), so a question
+    line that names its document (``text.titles.context``: title, file name words), so a question
     naming a document finds its pages by meaning too, as BM25 does with its context field."""
     if encoder is None:
         return {}

@@ -16,15 +16,15 @@ from pathlib import Path
 
 from pagesight.errors import InputError
 from pagesight.ingest.options import PageReading
-from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
-from pagesight.read.ocr import LanguageReader, ink_box
-from pagesight.read.textlayer import usable_text
-from pagesight.read.titles import heading
-from pagesight.read.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
 from pagesight.render.sources import PdfSource, file_sha256
 from pagesight.settings import Settings
+from pagesight.text.layout import LAYOUT_DPI, detect_regions, region_units
+from pagesight.text.ocr import LanguageReader, ink_box
+from pagesight.text.textlayer import usable_text
+from pagesight.text.titles import heading
+from pagesight.text.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
 
 UNCHANGED = "unchanged"
 BLANK_CHECK_DPI = 36.0  # enough to see whether anything is drawn on a page
@@ -40,7 +40,7 @@ def extract(
 ) -> Document | str:
     """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``;
     ``on_page(n)`` is told each time another page has been read. With ``reading.transcripts``, the
-    pages' text is their transcription (``read.transcripts``), and the document says so in its
+    pages' text is their transcription (``text.transcripts``), and the document says so in its
     meta (``text_from``)."""
     file = Path(path)
     try:

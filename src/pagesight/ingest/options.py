@@ -69,8 +69,8 @@ def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
 class PageReading:
     """How the reader processes read a run's pages: ``ocr`` (auto, always, never), the pages'
     ``language`` when the run gives one, whose OCR model then reads them (None: each page's told
-    from a reading, ``read.ocr.LanguageReader``), and ``transcripts``, a file of the pages' text
-    (``read.transcripts``) read instead of their text layer and OCR (None: they are read)."""
+    from a reading, ``text.ocr.LanguageReader``), and ``transcripts``, a file of the pages' text
+    (``text.transcripts``) read instead of their text layer and OCR (None: they are read)."""
 
     ocr: str = "auto"
     language: str | None = None
@@ -89,7 +89,7 @@ class IngestOptions:
     ``pagesight.meta.csv`` and ``<file>.meta.json`` beside it, take precedence). ``stands_for``:
     files read where they are but recorded as another path, whose stem is the document's id and
     which is its source (a server's staged upload, standing for the file it replaces once read).
-    ``transcripts``: a JSON-lines file of the pages' text (``read.transcripts``: a dataset's own
+    ``transcripts``: a JSON-lines file of the pages' text (``text.transcripts``: a dataset's own
     transcriptions), indexed instead of their text layer and OCR; checked when the options are
     made. Files only: web pages keep their own text."""
 
@@ -143,18 +143,18 @@ class IngestOptions:
         cli=False,
     )
     transcripts: str | None = option(
-        None, "A texts.jsonl read instead of the pages' text layer and OCR (read.transcripts).", cli=False
+        None, "A texts.jsonl read instead of the pages' text layer and OCR (text.transcripts).", cli=False
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
         if self.transcripts is not None:
-            from pagesight.read.transcripts import read_transcripts
+            from pagesight.text.transcripts import read_transcripts
 
             object.__setattr__(self, "transcripts", str(self.transcripts))
             read_transcripts(self.transcripts)  # a malformed line is refused before any file is read
         if self.language is not None:
-            from pagesight.read.language import check_language
+            from pagesight.text.language import check_language
 
             check_language(self.language)
         if not self.timeout > 0 or not self.page_timeout >= 0:

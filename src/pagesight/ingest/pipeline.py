@@ -25,10 +25,10 @@ from pagesight.ingest.options import IngestOptions, PageReading, RayOptions
 from pagesight.ingest.outcome import Read, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
-from pagesight.read.language import label_pages
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.store.base import Catalog
+from pagesight.text.language import label_pages
 
 
 @dataclass

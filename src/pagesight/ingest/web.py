@@ -10,7 +10,7 @@ killed at any moment leaves whole pages and the next run renders the rest.
 A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
 links and content kinds come from the DOM. In an index made with layout regions the DOM's tables,
 figures and infoboxes are the page's regions and searchable units of their own, as detected ones
-are on PDF pages (``read/layout.py``): no detector is run, the page says where they are. A page's
+are on PDF pages (``text/layout.py``): no detector is run, the page says where they are. A page's
 content hash covers its bytes and the render options that decide its pixels, so changing either
 re-renders it and nothing else does.
 """
@@ -30,8 +30,6 @@ from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
 from pagesight.ingest.outcome import Read, Unchanged
-from pagesight.read.layout import region_units
-from pagesight.read.ocr import LanguageReader
 from pagesight.records import Box, Document, Link, Page, Region, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
 from pagesight.render.web.browser import WebRenderer
@@ -45,6 +43,8 @@ from pagesight.render.web.sites import (
     web_type,
 )
 from pagesight.store.base import Catalog
+from pagesight.text.layout import region_units
+from pagesight.text.ocr import LanguageReader
 
 REGION_KINDS = ("table", "figure", "infobox", "list", "code")  # a web page's regions, from its DOM
 UNIT_KINDS = ("table", "figure", "infobox")  # those searched as their own units
@@ -164,7 +164,7 @@ def render(
     """Render ``pages`` in one browser, each as a one-page document as it finishes (or its failure).
 
     ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots (in the
-    pages' ``language`` when given, else each tile's own, ``read.ocr.LanguageReader``). The
+    pages' ``language`` when given, else each tile's own, ``text.ocr.LanguageReader``). The
     screenshots stay on the documents for the visual encoder; ``keep_images`` says whether the
     index keeps them after.
     """

@@ -43,8 +43,8 @@ from pagesight.errors import PagesightError
 from pagesight.ingest.extract import extract, limit_memory
 from pagesight.ingest.options import PageReading
 from pagesight.priority import lower_this_process
-from pagesight.read.ocr import set_threads
 from pagesight.settings import Settings
+from pagesight.text.ocr import set_threads
 
 _MAIN_LOCK = threading.Lock()
 POLL = 0.25  # seconds between looks at the files in flight, for their time limits

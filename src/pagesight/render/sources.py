@@ -25,9 +25,9 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from pagesight.errors import InputError
-from pagesight.read.textlayer import text_layer_spans
 from pagesight.records import Box, Span
 from pagesight.render.office import OFFICE_SUFFIXES
+from pagesight.text.textlayer import text_layer_spans
 
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"}

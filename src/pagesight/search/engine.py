@@ -26,7 +26,6 @@ from PIL import Image
 from pagesight.choices import DEFAULT_DOCUMENT_WEIGHT
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
-from pagesight.read.language import query_language
 from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
@@ -35,6 +34,7 @@ from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
+from pagesight.text.language import query_language
 from pagesight.where import parse
 
 

@@ -11,7 +11,7 @@ The fused ranking's first ``Ranker.depth`` tiles are therefore scored again from
   relative to the best candidate's) and the fused rank;
 - how the tile holds the question's words, each weighing its burstiness in the collection
   (``encode.lexical.burst_weights``, the weights BM25 gives them): their share on the tile, in
-  its page's heading (``read.titles.page_headings``) and on its best line, and the lines holding
+  its page's heading (``text.titles.page_headings``) and on its best line, and the lines holding
   most of them;
 - what kind of page it is: its length, its share of numbers (with a variant for questions naming a
   year: they ask for figures), whether it has a heading, and the share of the question's years it

@@ -175,7 +175,7 @@ class VectorStore(Protocol):
     search reads them. How they are written is the store's: the local store derives them from the
     catalog into files (``MutableVectorStore``), Qdrant writes them with their documents. ``allowed``
     is an array of tile ids or an ``Allowed``. A lexical store's ``search`` also takes the query's
-    ``language`` (``read.language``; None: told from the query among its ``languages``, those of
+    ``language`` (``text.language``; None: told from the query among its ``languages``, those of
     its pages); a dense or visual one's takes ``effort`` (an ``Effort``; None: the index's own),
     and refuses a setting that no index of its kind has (Qdrant's, nprobe) with a
     ``PagesightError`` naming it."""

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.encode.lexical import BURST_FLOOR, BURST_SCALE, query_weights, tokenize
-from pagesight.read.language import query_language
 from pagesight.store.maxscore import MaxScore
+from pagesight.text.language import query_language
 
 MERGE_FACTOR = 10  # segments of one tier merged into one of the next
 SMALLEST_TIER = 1000  # tiles: segments up to this size are all of the first tier
@@ -179,7 +179,7 @@ class LexicalRetriever:
         self.live_length = float(
             sum(float(s.lengths[mask].sum(dtype=np.float64)) for s, mask in zip(segments, live))
         )
-        # the languages of its tiles' pages (read.language): a query is read in one of them
+        # the languages of its tiles' pages (text.language): a query is read in one of them
         self.languages = tuple(sorted({code for s in segments for code in s.languages} | {"en"}))
         self.bursts = Bursts(self) if term_weights else None
         self.dirty = [bool(gone.any()) for gone in self.removed]  # which segments hold tombstones

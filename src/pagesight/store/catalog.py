@@ -221,9 +221,9 @@ class Catalog:
 
     def tile_contexts(self, since: int = 0) -> Iterator[tuple[int, str, str, str]]:
         """(tile id, text, the context naming its document, the heading of its page), by tile id:
-        ``read.titles.tile_fields``; the tiles from id ``since`` on (a document's tiles are
+        ``text.titles.tile_fields``; the tiles from id ``since`` on (a document's tiles are
         committed together, so they are all of them or none)."""
-        from pagesight.read.titles import context, tile_fields
+        from pagesight.text.titles import context, tile_fields
 
         tiles = self.db.execute(
             "SELECT id, doc_id, page, idx, region, text FROM tiles WHERE id >= ? ORDER BY doc_id, page, idx",
@@ -246,13 +246,13 @@ class Catalog:
         yield from sorted(rows)
 
     def headings(self, tile_ids: list[int]) -> dict[int, str]:
-        """Each tile's page heading as BM25 indexes it (``read.titles.tile_fields``): its page's
+        """Each tile's page heading as BM25 indexes it (``text.titles.tile_fields``): its page's
         for the page's first band and its table and figure units, empty for the other bands. Read a
         document at a time and kept."""
         return self._headings.get(tile_ids, self._read_headings)
 
     def _read_headings(self, tile_ids: list[int]) -> dict[int, str]:
-        from pagesight.read.titles import tile_fields
+        from pagesight.text.titles import tile_fields
 
         read = {}
         for start in range(0, len(tile_ids), 900):
@@ -287,7 +287,7 @@ class Catalog:
         return read
 
     def tile_languages(self, since: int = 0) -> dict[int, str]:
-        """Each tile's language (from tile id ``since`` on): its page's (``read.language``)."""
+        """Each tile's language (from tile id ``since`` on): its page's (``text.language``)."""
         rows = self.db.execute(
             "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
             "WHERE t.id >= ?",

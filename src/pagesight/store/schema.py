@@ -15,11 +15,11 @@ from pagesight.errors import IndexFormatError
 from pagesight.settings import Settings
 
 # Version 2 adds each tile's content kind and hyperlinks, kept tile images (web pages) and the
-# vectors of a visual encoder. Version 3 adds layout regions (``read/layout.py``, indexes made with
+# vectors of a visual encoder. Version 3 adds layout regions (``text/layout.py``, indexes made with
 # ``Settings.layout``): every region a page's detection found, and tables and figures stored as
 # tiles of their own whose ``region`` names them. Older catalogs are upgraded in place when opened:
 # the additions are columns with defaults and new tables, so every older row stays valid. Version 4
-# adds each page's language (``read/language.py``); older pages are English. Version 5 stores a
+# adds each page's language (``text/language.py``); older pages are English. Version 5 stores a
 # tile's text and spans zlib-compressed (a BLOB; older rows keep their TEXT and are read as they are)
 # and chunk vectors as float16 (``vector_matrix`` reads both; older rows are float32): 9.4 of the 17.7 KB a tile
 # took at 100,000 tiles (BENCHMARKS.md, "Scale").
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS pages (
     width INTEGER NOT NULL,
     height INTEGER NOT NULL,
     text_source TEXT NOT NULL,
-    language TEXT NOT NULL DEFAULT 'en',  -- read.language: its text's, for BM25's analysis
+    language TEXT NOT NULL DEFAULT 'en',  -- text.language: its text's, for BM25's analysis
     PRIMARY KEY (doc_id, number)
 );
 CREATE TABLE IF NOT EXISTS tiles (
@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS visual_vectors (  -- page-image vectors of the index'
     rows INTEGER NOT NULL,       -- 1 for a single-vector encoder, tokens for late interaction
     vector BLOB NOT NULL         -- float16, rows x dim, L2-normalised rows
 );
-CREATE TABLE IF NOT EXISTS regions (  -- layout detection's blocks of each page (read/layout.py)
+CREATE TABLE IF NOT EXISTS regions (  -- layout detection's blocks of each page (text/layout.py)
     doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     page INTEGER NOT NULL,
     kind TEXT NOT NULL,          -- table, figure, table_caption, figure_caption, title, text, ...

@@ -153,7 +153,7 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
         from pagesight.encode.lexical import indexed_text, tokenize
-        from pagesight.read.titles import context, tile_fields
+        from pagesight.text.titles import context, tile_fields
 
         models = qdrant_models()
         self.load()
@@ -209,7 +209,7 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
         self._finish(document.id, version)
         self.load()
         self._index["bm25"] = stats
-        # the languages of its pages, ever: a query is read in one of them (read.language)
+        # the languages of its pages, ever: a query is read in one of them (text.language)
         held = set(self._index.get("languages", ["en"])) | {page.language for page in document.pages}
         self._index["languages"] = sorted(held)
         self._index["generation"] += 1

@@ -67,13 +67,13 @@ class Bm25Vectors(_Vectors):
     ):
         super().__init__(catalog)
         self.bursts = bursts  # the collection's bursty words (Bm25Weights.bursts); None: all weigh 1
-        self.languages = languages  # of its pages (read.language): a query is read in one of them
+        self.languages = languages  # of its pages (text.language): a query is read in one of them
 
     def search(
         self, query: str, n: int, allowed: np.ndarray | None = None, language: str | None = None
     ) -> list[tuple[int, float]]:
         from pagesight.encode.lexical import query_weights
-        from pagesight.read.language import query_language
+        from pagesight.text.language import query_language
 
         models = qdrant_models()
         weights: Counter[int] = Counter()

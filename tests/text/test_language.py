@@ -1,4 +1,4 @@
-"""Each page's language (``read/language.py``), and BM25 in it: French pages stemmed as French, a
+"""Each page's language (``text/language.py``), and BM25 in it: French pages stemmed as French, a
 French question read as French in an index that holds French pages, English ones as before."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from pagesight import Index
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions
-from pagesight.read.language import document_languages, page_language, query_language
+from pagesight.text.language import document_languages, page_language, query_language
 from tests.conftest import cli, make_pdf
 
 FRENCH = [

@@ -5,9 +5,9 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from pagesight import Index, PagesightError
-from pagesight.read import ocr
-from pagesight.read.ocr import ink_box, ocr_spans
 from pagesight.settings import Settings
+from pagesight.text import ocr
+from pagesight.text.ocr import ink_box, ocr_spans
 from tests.conftest import SAMPLES, cli, make_pdf
 
 
@@ -122,7 +122,7 @@ def test_the_engine_is_chosen_on_the_command_line_and_shown_by_info(tmp_path: Pa
     assert refused.returncode == 2 and "easyocr" in refused.stderr
 
 
-LINES = {  # enough letters for a page's language to be told (read.language.MIN_LETTERS)
+LINES = {  # enough letters for a page's language to be told (text.language.MIN_LETTERS)
     "fr": [
         "Le café de la rue est très célèbre pour ses crêpes.",
         "Les élèves ont déjà étudié la règle générale.",

@@ -1,4 +1,4 @@
-"""Pages' text given rather than read (``read.transcripts``, ``IngestOptions.transcripts``): each
+"""Pages' text given rather than read (``text.transcripts``, ``IngestOptions.transcripts``): each
 page's lines laid over it in reading order, indexed through the normal ingestion instead of the
 text layer and OCR; bad files refused by line before anything is read."""
 
@@ -13,8 +13,8 @@ from PIL import Image
 from pagesight.errors import InputError, PagesightError
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
-from pagesight.read.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
 from pagesight.settings import Settings
+from pagesight.text.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
 from tests.conftest import make_pdf
 
 

@@ -9,7 +9,7 @@ is then 612 x 792 px) and the boxes are scaled back to page pixels at the index 
 Tables and figures become searchable units of their own (``region_units``): the text lines inside
 the region together with its caption's lines, so a query on a table's cells or a figure's caption
 finds that region and its hit points at it. Only the model shipped in the wheel is used: nothing
-is downloaded at run time. The engine is built once per process, with ``read.ocr.threads()``
+is downloaded at run time. The engine is built once per process, with ``text.ocr.threads()``
 onnxruntime threads (ingestion workers get their share of the cores, as for OCR).
 """
 
@@ -89,7 +89,7 @@ def detect_regions(
 ) -> list[Region]:
     """The layout regions of a rendered page, top to bottom; boxes are multiplied by ``scale`` to
     reach page pixels and clipped to ``page_size`` (default: the image's size times ``scale``)."""
-    from pagesight.read.ocr import threads
+    from pagesight.text.ocr import threads
 
     if image.width < 8 or image.height < 8:
         return []

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from pagesight.read.textlayer import usable_text
 from pagesight.records import Span
 from pagesight.render.sources import open_source
+from pagesight.text.textlayer import usable_text
 from tests.conftest import make_pdf
 
 

@@ -10,9 +10,9 @@ from reportlab.lib.pagesizes import LETTER
 from reportlab.pdfgen import canvas
 
 from pagesight import Index
-from pagesight.read.titles import context, heading, name_words, page_headings
 from pagesight.records import Span
 from pagesight.settings import Settings
+from pagesight.text.titles import context, heading, name_words, page_headings
 from tests.conftest import make_pdf
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,1 +1,0 @@
-"""Read stage: text with pixel boxes from the PDF text layer or from OCR."""
