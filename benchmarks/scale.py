@@ -51,7 +51,7 @@ from pagesight import Index
 from pagesight.encode.dense import dense_model
 from pagesight.ingest.extract import extract
 from pagesight.ingest.options import PageReading
-from pagesight.ingest.outcome import Read
+from pagesight.ingest.outcome import Extracted
 from pagesight.ingest.pipeline import IngestReport, _Storing
 from pagesight.request import SearchRequest
 
@@ -110,7 +110,7 @@ def build(location: str, n_tiles: int, batch: int, cache: Path) -> dict:
             while in_batch < batch and stored < n_tiles:
                 made = copy_of(documents[number % len(documents)], number, rng)
                 number += 1
-                storing(Read(made.source, made.id, made))
+                storing(Extracted(made.source, made.id, made))
                 in_batch += tiles_of(made)
                 stored += tiles_of(made)
             index.store.refresh()

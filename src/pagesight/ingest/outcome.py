@@ -1,8 +1,9 @@
-"""What reading one input gives the ingestion loop, the same for files, web pages and Ray.
+"""What extracting one input gives the ingestion loop, the same for files, web pages and Ray.
 
-Planning and reading produce ``Read`` records; ``pipeline`` stores each one the same way: a
-document is encoded (unless it comes encoded) and committed in its own transaction, an unchanged
-input is noted, a failure is reported with its reason.
+Planning and extraction (a file's worker, the browser, Ray's tasks) produce ``Extracted`` records;
+``pipeline`` stores each one the same way: a document is encoded (unless it comes encoded) and
+committed in its own transaction, an unchanged input is noted, a failure is reported with its
+reason.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ class Unchanged:
 
 
 @dataclass
-class Read:
+class Extracted:
+    """One input's outcome: its document (with its vectors, when encoded where it was extracted),
+    ``Unchanged``, or the exception it failed with."""
+
     label: str  # the path or URL the report names
     doc_id: str
     outcome: Document | Unchanged | Exception
     replacing: bool = False  # the document replaces one of the same id
-    keep_images: bool = True  # keep the tile images the reader attached (web screenshots)
-    # Vectors computed where the document was read (Ray's encoder actors): None means encode here.
+    keep_images: bool = True  # keep the tile images extraction attached (web screenshots)
+    # Vectors computed where the document was extracted (Ray's encoder actors): None means encode here.
     vectors: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
     images: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
     spec: dict | None = None  # the visual encoder's spec, when ``images`` came from elsewhere

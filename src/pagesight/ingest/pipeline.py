@@ -22,7 +22,7 @@ from pagesight.ingest import web as web_pages
 from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.options import IngestOptions, PageReading, RayOptions
-from pagesight.ingest.outcome import Read, Unchanged
+from pagesight.ingest.outcome import Extracted, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
 from pagesight.records import Document
@@ -80,12 +80,12 @@ def expand(paths: Iterable[str | os.PathLike], report: IngestReport) -> list[Pat
 
 def plan(
     catalog: Catalog, files: list[Path], stands_for: Mapping[str, str] | None = None
-) -> tuple[list[Job], list[Read]]:
+) -> tuple[list[Job], list[Extracted]]:
     """Jobs for the files that may have changed, and what the plan settles already: unchanged
     files (same path, size, mtime) and files that cannot be taken. A file of ``stands_for`` is
     read where it is and planned as the path it stands for: its id, its owner, its source."""
     jobs: list[Job] = []
-    settled: list[Read] = []
+    settled: list[Extracted] = []
     claimed: dict[str, Path] = {}
     for path in files:
         recorded = Path(stands_for[str(path)]) if stands_for and str(path) in stands_for else None
@@ -96,29 +96,33 @@ def plan(
 
 def _plan_file(
     catalog: Catalog, path: Path, claimed: dict[str, Path], recorded: Path | None = None
-) -> Job | Read:
+) -> Job | Extracted:
     """``path``'s job, or what settles it; with ``recorded``, the file is that one's new content."""
     named = recorded or path  # its id, its source
     label, doc_id = str(path), named.stem
     if path.suffix.lower() not in SUFFIXES:
-        return Read(label, doc_id, InputError(f"unsupported file type '{path.suffix or path.name}'"))
+        return Extracted(label, doc_id, InputError(f"unsupported file type '{path.suffix or path.name}'"))
     if doc_id in claimed:
-        return Read(label, doc_id, InputError(f"document id '{doc_id}' is also the id of {claimed[doc_id]}"))
+        return Extracted(
+            label, doc_id, InputError(f"document id '{doc_id}' is also the id of {claimed[doc_id]}")
+        )
     claimed[doc_id] = named
     known = catalog.document(doc_id)
     if known is not None and known.source.resolve() != named.resolve() and known.source.exists():
-        return Read(label, doc_id, InputError(f"document id '{doc_id}' is already taken by {known.source}"))
+        return Extracted(
+            label, doc_id, InputError(f"document id '{doc_id}' is already taken by {known.source}")
+        )
     try:
         stat = path.stat()
     except OSError as exc:
-        return Read(label, doc_id, InputError(f"cannot read file ({exc.strerror or exc})"))
+        return Extracted(label, doc_id, InputError(f"cannot read file ({exc.strerror or exc})"))
     if (
         recorded is None
         and known is not None
         and known.source.resolve() == path.resolve()
         and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     ):
-        return Read(label, doc_id, Unchanged(str(path)))
+        return Extracted(label, doc_id, Unchanged(str(path)))
     return Job(path, doc_id, known.sha256 if known else None, recorded)
 
 
@@ -165,8 +169,8 @@ def run(
         catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
     )
     store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
-    for read in settled + web_settled:
-        store(read)
+    for extracted in settled + web_settled:
+        store(extracted)
     reading = PageReading(ocr, options.language, options.transcripts)
     if on_planned:
         on_planned(len(todo) + len(web_todo))
@@ -176,25 +180,25 @@ def run(
         from pagesight.ingest import distributed
 
         with distributed.cluster(ray.address):
-            for read in _read_on_ray(todo, settings, reading, limit, max_memory, ray):
-                store(read)
+            for extracted in _read_on_ray(todo, settings, reading, limit, max_memory, ray):
+                store(extracted)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
-    reads = itertools.chain(
+    outcomes = itertools.chain(
         _read_files(todo, settings, reading, options.jobs, limit, max_memory, options.nice),
         web_pages.render(
             catalog, web_todo, web_options, text=text, keep_images=keep_images, language=options.language
         ),
     )
-    for read in reads:
-        store(read)
+    for extracted in outcomes:
+        store(extracted)
     return report
 
 
 def _read_files(
     todo: list[Job], settings, reading: PageReading, jobs, limit: TimeLimit, max_memory, nice: int = 0
-) -> Iterator[Read]:
+) -> Iterator[Extracted]:
     """PDFs, images and office files, read by worker processes (at niceness ``nice``)."""
     if not todo:
         return
@@ -203,12 +207,12 @@ def _read_files(
         todo, settings, reading, workers=workers, limit=limit, max_memory=max_memory, nice=nice
     )
     for job, outcome in outcomes:
-        yield _job_read(job, outcome)
+        yield _job_extracted(job, outcome)
 
 
 def _read_on_ray(
     todo: list[Job], settings, reading: PageReading, limit: TimeLimit, max_memory, options: RayOptions
-) -> Iterator[Read]:
+) -> Iterator[Extracted]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
@@ -216,18 +220,18 @@ def _read_on_ray(
         todo, settings, reading, limit=limit, max_memory=max_memory, options=options
     )
     for job, outcome, vectors, images, spec in found:
-        yield _job_read(job, outcome, vectors=vectors, images=images, spec=spec)
+        yield _job_extracted(job, outcome, vectors=vectors, images=images, spec=spec)
 
 
-def _job_read(job: Job, outcome, **encoded) -> Read:
-    """A file's reading as the loop takes it; the same content under a new mtime is unchanged, the
+def _job_extracted(job: Job, outcome, **encoded) -> Extracted:
+    """What a file's worker gave, as the loop takes it; the same content under a new mtime is unchanged, the
     mtime noted so the next run skips it."""
     if outcome == UNCHANGED:
         recorded = job.recorded or job.path
         outcome = Unchanged(str(recorded), recorded.stat().st_mtime_ns)
     elif job.recorded is not None and isinstance(outcome, Document):
         outcome.source = str(job.recorded)
-    return Read(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None, **encoded)
+    return Extracted(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None, **encoded)
 
 
 class _Storing:
@@ -244,45 +248,49 @@ class _Storing:
         self.text = None  # the dense text model, when the index has one
         self.visual: VisualEncoder | None = None
 
-    def __call__(self, read: Read) -> None:
-        outcome = read.outcome
+    def __call__(self, extracted: Extracted) -> None:
+        outcome = extracted.outcome
         if isinstance(outcome, Unchanged):
             if outcome.mtime_ns is not None:
-                self.catalog.touch_document(read.doc_id, outcome.source, outcome.mtime_ns)
-            self._note(read.label, "unchanged", self.report.unchanged, read.doc_id, 0)
+                self.catalog.touch_document(extracted.doc_id, outcome.source, outcome.mtime_ns)
+            self._note(extracted.label, "unchanged", self.report.unchanged, extracted.doc_id, 0)
         elif not isinstance(outcome, Document):
-            _fail(self.report, self.progress, read.label, _reason(outcome, self.max_memory))
+            _fail(self.report, self.progress, extracted.label, _reason(outcome, self.max_memory))
         else:
             try:
-                self._commit(read, outcome)
+                self._commit(extracted, outcome)
             except InputError as exc:  # the file changed since it was read: it fails alone
-                _fail(self.report, self.progress, read.label, str(exc))
+                _fail(self.report, self.progress, extracted.label, str(exc))
 
-    def _commit(self, read: Read, document: Document) -> None:
+    def _commit(self, extracted: Extracted, document: Document) -> None:
         settings = self.catalog.settings
         if self.fields:  # a file's own fields (its .meta.json) over the run's
             document.meta["fields"] = {**self.fields, **document.meta.get("fields", {})}
         label_pages(document.pages, self.language)
         document.meta["languages"] = dict(Counter(page.language for page in document.pages))
-        if read.spec is not None:
-            _record_spec(self.catalog, read.spec)
-        images = read.images if read.images is not None else encode_tiles(document, self.visual, settings)
-        if not read.keep_images:
+        if extracted.spec is not None:
+            _record_spec(self.catalog, extracted.spec)
+        images = (
+            extracted.images
+            if extracted.images is not None
+            else encode_tiles(document, self.visual, settings)
+        )
+        if not extracted.keep_images:
             for page in document.pages:
                 for tile in page.tiles:
                     tile.image = None
-        vectors = read.vectors
+        vectors = extracted.vectors
         if vectors is None:
             vectors = encode_text(document, self.text, settings)
         self.catalog.put_document(document, vectors, images)
-        self.report.notes.extend((read.label, note) for note in document.meta.get("notes", []))
+        self.report.notes.extend((extracted.label, note) for note in document.meta.get("notes", []))
         self.report.pages += len(document.pages)
-        kind = "replaced" if read.replacing else "added"
+        kind = "replaced" if extracted.replacing else "added"
         self._note(
-            read.label,
+            extracted.label,
             kind,
-            self.report.replaced if read.replacing else self.report.added,
-            read.doc_id,
+            self.report.replaced if extracted.replacing else self.report.added,
+            extracted.doc_id,
             len(document.pages),
         )
 

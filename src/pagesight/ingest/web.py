@@ -3,9 +3,9 @@
 PDFs and images are read by a pool of worker processes, one file each; web pages instead go to a
 single browser that renders several at once in its own tabs (a browser per worker would cost a
 second or more to start and hundreds of megabytes each). ``plan`` says which pages changed,
-``render`` feeds the browser and gives each rendered page as a ``Read``, which the ingestion loop
-(``pipeline``) encodes and stores in its own transaction, as it does a file's document: a run
-killed at any moment leaves whole pages and the next run renders the rest.
+``render`` feeds the browser and gives each rendered page as an ``Extracted``, which the
+ingestion loop (``pipeline``) encodes and stores in its own transaction, as it does a file's
+document: a run killed at any moment leaves whole pages and the next run renders the rest.
 
 A web page is a document with one page (the full-length capture) cut into tiles; its text lines,
 links and content kinds come from the DOM. In an index made with layout regions the DOM's tables,
@@ -29,7 +29,7 @@ from pathlib import Path
 from PIL import Image
 
 from pagesight.errors import InputError, PagesightError
-from pagesight.ingest.outcome import Read, Unchanged
+from pagesight.ingest.outcome import Extracted, Unchanged
 from pagesight.records import Box, Document, Link, Page, Region, Span, Tile
 from pagesight.render.sources import PDF_SUFFIXES
 from pagesight.render.web.browser import WebRenderer
@@ -100,11 +100,11 @@ def plan(
     options: RenderOptions,
     claimed: dict[str, str],
     text: str = "dom",
-) -> tuple[list[WebPage], list[Read]]:
+) -> tuple[list[WebPage], list[Extracted]]:
     """The pages to render (new or changed ones), and what the plan settles already: unchanged
     pages and inputs that fail. Articles that a changed ZIM archive no longer holds are deleted."""
     todo: list[WebPage] = []
-    settled: list[Read] = []
+    settled: list[Extracted] = []
     for web_input in inputs:
         label = str(web_input.value)
         try:
@@ -113,10 +113,10 @@ def plan(
             else:
                 pages = list(WEB_SOURCES[web_input.type].pages(Path(web_input.value), web_input.root))
         except InputError as exc:
-            settled.append(Read(label, "", exc))
+            settled.append(Extracted(label, "", exc))
             continue
         except Exception as exc:  # a source that breaks while listing fails alone
-            settled.append(Read(label, "", InputError(f"{type(exc).__name__}: {exc}")))
+            settled.append(Extracted(label, "", InputError(f"{type(exc).__name__}: {exc}")))
             continue
         if web_input.type == "zim":
             present = {page.doc_id for page in pages}
@@ -126,18 +126,18 @@ def plan(
         for page in pages:
             if page.doc_id in claimed:
                 reason = f"document id '{page.doc_id}' is also the id of {claimed[page.doc_id]}"
-                settled.append(Read(page.label, page.doc_id, InputError(reason)))
+                settled.append(Extracted(page.label, page.doc_id, InputError(reason)))
                 continue
             claimed[page.doc_id] = page.label
             known = catalog.document(page.doc_id)
             same_source = known is not None and known.source.resolve() == Path(page.source).resolve()
             if known is not None and not same_source and known.source.exists():
                 reason = f"document id '{page.doc_id}' is already taken by {known.source}"
-                settled.append(Read(page.label, page.doc_id, InputError(reason)))
+                settled.append(Extracted(page.label, page.doc_id, InputError(reason)))
                 continue
             if known is not None and same_source and page.type == "url":
                 # rendered from its cache: nothing can have changed
-                settled.append(Read(page.label, page.doc_id, Unchanged(page.source)))
+                settled.append(Extracted(page.label, page.doc_id, Unchanged(page.source)))
                 continue
             if (
                 known is not None
@@ -146,7 +146,9 @@ def plan(
             ):
                 moved = (known.size, known.mtime_ns) != (page.size, page.mtime_ns) or not same_source
                 settled.append(
-                    Read(page.label, page.doc_id, Unchanged(page.source, page.mtime_ns if moved else None))
+                    Extracted(
+                        page.label, page.doc_id, Unchanged(page.source, page.mtime_ns if moved else None)
+                    )
                 )
                 continue
             todo.append(page)
@@ -160,7 +162,7 @@ def render(
     text: str = "dom",
     keep_images: bool = True,
     language: str | None = None,
-) -> Iterator[Read]:
+) -> Iterator[Extracted]:
     """Render ``pages`` in one browser, each as a one-page document as it finishes (or its failure).
 
     ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots (in the
@@ -172,14 +174,14 @@ def render(
         return
     replacing = {page.doc_id for page in pages if catalog.document(page.doc_id) is not None}
 
-    def read(page: WebPage, outcome: Document | Exception) -> Read:
-        return Read(page.label, page.doc_id, outcome, page.doc_id in replacing, keep_images)
+    def extracted(page: WebPage, outcome: Document | Exception) -> Extracted:
+        return Extracted(page.label, page.doc_id, outcome, page.doc_id in replacing, keep_images)
 
     try:
         renderer = WebRenderer(options)
     except PagesightError as exc:  # no browser: every page fails with the one reason
         for page in pages:
-            yield read(page, InputError(str(exc)))
+            yield extracted(page, InputError(str(exc)))
         return
     sites: dict[tuple[str, str], object] = {}
     jobs = []
@@ -187,7 +189,7 @@ def render(
         try:
             url, site = _site(page, sites)
         except InputError as exc:
-            yield read(page, exc)
+            yield extracted(page, exc)
             continue
         jobs.append(RenderJob(page, url, site))
 
@@ -203,14 +205,14 @@ def render(
                     if fetch_errors
                     else str(result) or type(result).__name__
                 )
-                yield read(page, InputError(reason))
+                yield extracted(page, InputError(reason))
                 continue
             body_sha = page.content_sha256
             if isinstance(job.site, UrlSite):
                 job.site.save()
                 body = job.site.body(page.url)
                 if body is None:
-                    yield read(
+                    yield extracted(
                         page, InputError("; ".join(job.site.errors[:1]) or "page could not be fetched")
                     )
                     continue
@@ -221,7 +223,7 @@ def render(
                 read_tiles_by_ocr(document, catalog.settings.ocr_engine, language)
             if catalog.settings.layout:
                 add_regions(document, result.blocks)
-            yield read(page, document)
+            yield extracted(page, document)
 
 
 def _site(page: WebPage, sites: dict) -> tuple[str, object]:
