@@ -13,15 +13,15 @@ from pagesight.errors import PagesightError
 from pagesight.eval.harness import Config
 from pagesight.request import SearchRequest
 from pagesight.search import ranking
-from pagesight.search.ranking import FEATURES, Candidate
+from pagesight.search.ranking import FEATURES, FirstStageHit
 from tests.conftest import make_pdf
 
 QUESTION = (
     "What is the FY2018 capital expenditure amount (in USD millions) for ACME? Give a response to "
     "the question by relying on the details shown in the cash flow statement."
 )
-STATEMENT = Candidate(
-    ranking.reading(
+STATEMENT = FirstStageHit(
+    ranking.tile_profile(
         "Consolidated Statements of Cash Flows\n(Millions) 2018 2017\nCapital expenditures (1,577) (1,373)\n"
         "Net cash used in investing activities (222) (3,086)",
         "Consolidated Statements of Cash Flows",
@@ -30,8 +30,8 @@ STATEMENT = Candidate(
     bm25=9.0,
     dense=0.5,
 )
-NOTE = Candidate(
-    ranking.reading(
+NOTE = FirstStageHit(
+    ranking.tile_profile(
         "Supplemental cash flow information. The cash flow statement shows capital expenditure and the\n"
         "amount of cash paid for interest, as the statement of cash flows describes each year.",
         "",

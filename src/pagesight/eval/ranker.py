@@ -62,10 +62,10 @@ def collect(
             request = SearchRequest(text, k=depth, mode="hybrid", ranker=False, doc_ids=doc_ids)
             hits = index.search(request, evidence=False)
             ids = [catalog.tile_at(hit.doc_id, hit.page, hit.tile).id for hit in hits]
-            readings = ranking.readings(catalog, ids)
+            profiles = ranking.tile_profiles(catalog, ids)
             candidates = [
-                ranking.Candidate(
-                    readings[tile_id], hit.score, hit.scores.get("bm25", 0.0), hit.scores.get("dense", 0.0)
+                ranking.FirstStageHit(
+                    profiles[tile_id], hit.score, hit.scores.get("bm25", 0.0), hit.scores.get("dense", 0.0)
                 )
                 for hit, tile_id in zip(hits, ids)
             ]

@@ -74,8 +74,8 @@ FEATURES = OWN + tuple(f"{name}-centred" for name in CENTRED)
 
 
 @dataclass(frozen=True)
-class Reading:
-    """What the ranker reads of a candidate tile whatever the question: its text's words
+class TileProfile:
+    """What the ranker knows of a candidate tile whatever the question: its text's words
     (``search.words``, kept by tile id) and its page's heading's."""
 
     text: TileText
@@ -83,16 +83,16 @@ class Reading:
     has_heading: bool
 
 
-def reading(text: str, heading: str) -> Reading:
-    """A tile's ``Reading`` from its text and its page's heading (``Catalog.headings``)."""
-    return Reading(tile_text(text), heading_words(heading), bool(heading.strip()))
+def tile_profile(text: str, heading: str) -> TileProfile:
+    """A tile's ``TileProfile`` from its text and its page's heading (``Catalog.headings``)."""
+    return TileProfile(tile_text(text), heading_words(heading), bool(heading.strip()))
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A first-stage hit as the ranker reads it."""
+class FirstStageHit:
+    """A first-stage hit as the ranker scores it: its tile's profile and the first stage's scores."""
 
-    reading: Reading
+    profile: TileProfile
     fused: float
     bm25: float = 0.0  # 0: not found by that retriever
     dense: float = 0.0
@@ -190,7 +190,7 @@ def question_weights(
 
 
 def features(
-    weights: Mapping[str, float], query: str, candidates: Sequence[Candidate], language: str = "en"
+    weights: Mapping[str, float], query: str, candidates: Sequence[FirstStageHit], language: str = "en"
 ) -> np.ndarray:
     """The ``FEATURES`` of each candidate (a row each), ``candidates`` in their fused order."""
     if not candidates:
@@ -210,9 +210,9 @@ def features(
 
     rows = []
     for rank, c in enumerate(candidates, 1):
-        tile = c.reading.text
+        tile = c.profile.text
         found = stems_by_line(stems, tile.lines)
-        heading = stems_by_line(stems, c.reading.heading)
+        heading = stems_by_line(stems, c.profile.heading)
         shares = [held(words) for words in found.values()]
         rows.append(
             [
@@ -228,7 +228,7 @@ def features(
                 tile.figures if years else 0.0,
                 len(years & tile.years) / len(years) if years else 0.0,
                 math.log1p(tile.words),
-                0.0 if c.reading.has_heading else 1.0,
+                0.0 if c.profile.has_heading else 1.0,
             ]
         )
     own = np.array(rows)
@@ -240,7 +240,7 @@ def rank(
     ranker: Ranker,
     weights: Mapping[str, float],
     query: str,
-    candidates: Sequence[Candidate],
+    candidates: Sequence[FirstStageHit],
     language: str = "en",
 ) -> np.ndarray:
     """``ranker``'s score of each candidate."""
@@ -256,24 +256,24 @@ def learned_ranking(
     from pagesight.search.rerank import reorder
 
     head = ranked[: chosen.depth]
-    found = readings(catalog, [tile_id for tile_id, _ in head])
+    found = tile_profiles(catalog, [tile_id for tile_id, _ in head])
     bm25, dense = dict(runs.get("bm25", ())), dict(runs.get("dense", ()))
     kept = [(tile_id, score) for tile_id, score in head if tile_id in found]
     candidates = [
-        Candidate(found[tile_id], score, bm25.get(tile_id, 0.0), dense.get(tile_id, 0.0))
+        FirstStageHit(found[tile_id], score, bm25.get(tile_id, 0.0), dense.get(tile_id, 0.0))
         for tile_id, score in kept
     ]
     scores = rank(chosen, question_weights(query, bursts, language), query, candidates, language)
     return reorder(kept + ranked[chosen.depth :], scores)
 
 
-def readings(catalog, tile_ids: list[int]) -> dict[int, Reading]:
-    """The readings of the tiles of ``tile_ids`` that the catalog holds: their text's words kept by
+def tile_profiles(catalog, tile_ids: list[int]) -> dict[int, TileProfile]:
+    """The profiles of the tiles of ``tile_ids`` that the catalog holds: their text's words kept by
     tile id (``words.tile_texts``), their headings kept by the catalog (``Catalog.headings``)."""
     texts = tile_texts(catalog, tile_ids)
     headings = catalog.headings(list(texts))
     return {
-        tile_id: Reading(text, heading_words(heading := headings.get(tile_id, "")), bool(heading.strip()))
+        tile_id: TileProfile(text, heading_words(heading := headings.get(tile_id, "")), bool(heading.strip()))
         for tile_id, text in texts.items()
     }
 
