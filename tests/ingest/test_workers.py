@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from pagesight import Index
 from pagesight.ingest.options import PageReading
-from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
+from pagesight.ingest.workers import Crashed, FileTask, TimedOut, TimeLimit, read_files
 from pagesight.settings import Settings
 from tests.conftest import make_pdf
 
@@ -41,8 +41,8 @@ def niceness(path: str, doc_id: str, known_sha256, settings, reading, on_page) -
     return os.nice(0)
 
 
-def jobs(*names: str) -> list[Job]:
-    return [Job(Path(f"/nowhere/{name}.pdf"), name, None) for name in names]
+def tasks(*names: str) -> list[FileTask]:
+    return [FileTask(Path(f"/nowhere/{name}.pdf"), name, None) for name in names]
 
 
 @pytest.mark.timeout(120)
@@ -50,9 +50,9 @@ def jobs(*names: str) -> list[Job]:
 def test_a_file_that_kills_its_worker_fails_alone(workers: int):
     names = ["a", "crash1", "b", "c", "crash2", "d", "e", "f", "g", "crash3"]
     outcomes = dict(
-        (job.doc_id, outcome)
-        for job, outcome in read_files(
-            jobs(*names),
+        (task.doc_id, outcome)
+        for task, outcome in read_files(
+            tasks(*names),
             Settings(),
             PageReading(),
             workers=workers,
@@ -74,7 +74,7 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_workers_share_the_cores_for_ocr(workers: int):
     results = read_files(
-        jobs("a", "b"),
+        tasks("a", "b"),
         Settings(),
         PageReading(),
         workers=workers,
@@ -92,7 +92,7 @@ def test_a_background_ingestion_reads_at_a_lower_priority():
     mine = os.nice(0)
     for nice in (0, 10):
         results = read_files(
-            jobs("a"), Settings(), PageReading(), workers=1, limit=TimeLimit(30), max_memory=None,
+            tasks("a"), Settings(), PageReading(), workers=1, limit=TimeLimit(30), max_memory=None,
             reader=niceness, nice=nice,
         )  # fmt: skip
         assert [outcome for _, outcome in results] == [min(19, mine + nice)]
@@ -102,7 +102,7 @@ def test_a_background_ingestion_reads_at_a_lower_priority():
 def test_a_file_that_hangs_times_out_alone():
     names = ["a", "hang", "b", "c"]
     results = read_files(
-        jobs(*names),
+        tasks(*names),
         Settings(),
         PageReading(),
         workers=2,
@@ -110,7 +110,7 @@ def test_a_file_that_hangs_times_out_alone():
         max_memory=None,
         reader=read_or_die,
     )
-    outcomes = {job.doc_id: outcome for job, outcome in results}
+    outcomes = {task.doc_id: outcome for task, outcome in results}
     hang = outcomes.pop("hang")
     assert isinstance(hang, TimedOut) and str(hang) == "timed out after 2 s"
     assert all(outcome.startswith("read ") for outcome in outcomes.values())
@@ -123,9 +123,9 @@ def test_the_time_limit_grows_with_the_pages_read():
     names = ["pages12", "hang", "stall3", "a"]
     limit = TimeLimit(1.5, per_page=1.0)
     results = read_files(
-        jobs(*names), Settings(), PageReading(), workers=2, limit=limit, max_memory=None, reader=read_or_die
+        tasks(*names), Settings(), PageReading(), workers=2, limit=limit, max_memory=None, reader=read_or_die
     )
-    outcomes = {job.doc_id: outcome for job, outcome in results}
+    outcomes = {task.doc_id: outcome for task, outcome in results}
     assert list(outcomes) == names
     assert outcomes["pages12"].startswith("read pages12") and outcomes["a"].startswith("read a")
     assert str(outcomes["hang"]) == "timed out after 1.5 s"
@@ -134,7 +134,7 @@ def test_the_time_limit_grows_with_the_pages_read():
     (outcome,) = (
         o
         for _, o in read_files(
-            jobs("pages12"),
+            tasks("pages12"),
             Settings(),
             PageReading(),
             workers=1,

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.options import PageReading, RayOptions
-from pagesight.ingest.workers import Job, TimeLimit
+from pagesight.ingest.workers import FileTask, TimeLimit
 from pagesight.settings import Settings
 
 FILES_PER_TASK = 4  # files one read task takes; small, so a slow file holds few others back
@@ -61,23 +61,25 @@ def cluster(address: str | None) -> Iterator[None]:
 
 
 def read_and_encode(
-    todo: list[Job],
+    todo: list[FileTask],
     settings: Settings,
     reading: PageReading,
     *,
     limit: TimeLimit,
     max_memory: int | None,
     options: RayOptions,
-) -> Iterator[tuple[Job, object, dict, dict, dict | None]]:
-    """(job, Document | UNCHANGED | exception, dense vectors, visual vectors, visual spec) for
-    every job, in the order the cluster finishes them. Runs inside ``cluster``."""
+) -> Iterator[tuple[FileTask, object, dict, dict, dict | None]]:
+    """(task, Document | UNCHANGED | exception, dense vectors, visual vectors, visual spec) for
+    every task, in the order the cluster finishes them. Runs inside ``cluster``."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller's progress callback reports per file
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     actors = ray.data.ActorPoolStrategy(size=options.encoders)
-    rows = [{"path": str(job.path), "doc_id": job.doc_id, "known": job.known_sha256 or ""} for job in todo]
+    rows = [
+        {"path": str(task.path), "doc_id": task.doc_id, "known": task.known_sha256 or ""} for task in todo
+    ]
     dataset = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // FILES_PER_TASK)))
     dataset = dataset.map_batches(
         _read,
@@ -106,7 +108,7 @@ def read_and_encode(
             compute=actors,
             num_gpus=options.gpus_per_encoder,
         )
-    by_path = {str(job.path): job for job in todo}
+    by_path = {str(task.path): task for task in todo}
     for row in dataset.iter_rows():
         outcome = pickle.loads(row["outcome"])
         dense = pickle.loads(row["dense"]) if row.get("dense") else {}
@@ -123,12 +125,12 @@ def _read(
 
     from pagesight.ingest.workers import read_files
 
-    jobs = [
-        Job(Path(path), doc_id, known or None)
+    tasks = [
+        FileTask(Path(path), doc_id, known or None)
         for path, doc_id, known in zip(batch["path"], batch["doc_id"], batch["known"])
     ]
-    done = list(read_files(jobs, settings, reading, workers=1, limit=limit, max_memory=max_memory))
-    return {"path": [str(job.path) for job, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
+    done = list(read_files(tasks, settings, reading, workers=1, limit=limit, max_memory=max_memory))
+    return {"path": [str(task.path) for task, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
 
 
 def _documents(batch: dict) -> Iterator[tuple[int, object]]:

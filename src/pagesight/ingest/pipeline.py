@@ -24,7 +24,7 @@ from pagesight.ingest.extract import UNCHANGED
 from pagesight.ingest.options import IngestOptions, PageReading, RayOptions
 from pagesight.ingest.outcome import Extracted, Unchanged
 from pagesight.ingest.visual import encode_tiles
-from pagesight.ingest.workers import Crashed, Job, TimedOut, TimeLimit, read_files
+from pagesight.ingest.workers import Crashed, FileTask, TimedOut, TimeLimit, read_files
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
 from pagesight.store.base import Catalog
@@ -80,24 +80,24 @@ def expand(paths: Iterable[str | os.PathLike], report: IngestReport) -> list[Pat
 
 def plan(
     catalog: Catalog, files: list[Path], stands_for: Mapping[str, str] | None = None
-) -> tuple[list[Job], list[Extracted]]:
-    """Jobs for the files that may have changed, and what the plan settles already: unchanged
+) -> tuple[list[FileTask], list[Extracted]]:
+    """Tasks for the files that may have changed, and what the plan settles already: unchanged
     files (same path, size, mtime) and files that cannot be taken. A file of ``stands_for`` is
     read where it is and planned as the path it stands for: its id, its owner, its source."""
-    jobs: list[Job] = []
+    tasks: list[FileTask] = []
     settled: list[Extracted] = []
     claimed: dict[str, Path] = {}
     for path in files:
         recorded = Path(stands_for[str(path)]) if stands_for and str(path) in stands_for else None
         planned = _plan_file(catalog, path, claimed, recorded)
-        (jobs if isinstance(planned, Job) else settled).append(planned)
-    return jobs, settled
+        (tasks if isinstance(planned, FileTask) else settled).append(planned)
+    return tasks, settled
 
 
 def _plan_file(
     catalog: Catalog, path: Path, claimed: dict[str, Path], recorded: Path | None = None
-) -> Job | Extracted:
-    """``path``'s job, or what settles it; with ``recorded``, the file is that one's new content."""
+) -> FileTask | Extracted:
+    """``path``'s task, or what settles it; with ``recorded``, the file is that one's new content."""
     named = recorded or path  # its id, its source
     label, doc_id = str(path), named.stem
     if path.suffix.lower() not in SUFFIXES:
@@ -123,7 +123,7 @@ def _plan_file(
         and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     ):
         return Extracted(label, doc_id, Unchanged(str(path)))
-    return Job(path, doc_id, known.sha256 if known else None, recorded)
+    return FileTask(path, doc_id, known.sha256 if known else None, recorded)
 
 
 def run(
@@ -166,7 +166,7 @@ def run(
     if visual or text == "ocr":  # both read the screenshots; unkept ones are dropped after
         web_options = dataclasses.replace(web_options, keep_images=True)
     web_todo, web_settled = web_pages.plan(
-        catalog, web_inputs, web_options, claimed={job.doc_id: str(job.path) for job in todo}, text=text
+        catalog, web_inputs, web_options, claimed={task.doc_id: str(task.path) for task in todo}, text=text
     )
     store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for extracted in settled + web_settled:
@@ -197,7 +197,7 @@ def run(
 
 
 def _read_files(
-    todo: list[Job], settings, reading: PageReading, jobs, limit: TimeLimit, max_memory, nice: int = 0
+    todo: list[FileTask], settings, reading: PageReading, jobs, limit: TimeLimit, max_memory, nice: int = 0
 ) -> Iterator[Extracted]:
     """PDFs, images and office files, read by worker processes (at niceness ``nice``)."""
     if not todo:
@@ -206,12 +206,12 @@ def _read_files(
     outcomes = read_files(
         todo, settings, reading, workers=workers, limit=limit, max_memory=max_memory, nice=nice
     )
-    for job, outcome in outcomes:
-        yield _job_extracted(job, outcome)
+    for task, outcome in outcomes:
+        yield _task_extracted(task, outcome)
 
 
 def _read_on_ray(
-    todo: list[Job], settings, reading: PageReading, limit: TimeLimit, max_memory, options: RayOptions
+    todo: list[FileTask], settings, reading: PageReading, limit: TimeLimit, max_memory, options: RayOptions
 ) -> Iterator[Extracted]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
@@ -219,19 +219,19 @@ def _read_on_ray(
     found = distributed.read_and_encode(
         todo, settings, reading, limit=limit, max_memory=max_memory, options=options
     )
-    for job, outcome, vectors, images, spec in found:
-        yield _job_extracted(job, outcome, vectors=vectors, images=images, spec=spec)
+    for task, outcome, vectors, images, spec in found:
+        yield _task_extracted(task, outcome, vectors=vectors, images=images, spec=spec)
 
 
-def _job_extracted(job: Job, outcome, **encoded) -> Extracted:
+def _task_extracted(task: FileTask, outcome, **encoded) -> Extracted:
     """What a file's worker gave, as the loop takes it; the same content under a new mtime is unchanged, the
     mtime noted so the next run skips it."""
     if outcome == UNCHANGED:
-        recorded = job.recorded or job.path
+        recorded = task.recorded or task.path
         outcome = Unchanged(str(recorded), recorded.stat().st_mtime_ns)
-    elif job.recorded is not None and isinstance(outcome, Document):
-        outcome.source = str(job.recorded)
-    return Extracted(str(job.path), job.doc_id, outcome, replacing=job.known_sha256 is not None, **encoded)
+    elif task.recorded is not None and isinstance(outcome, Document):
+        outcome.source = str(task.recorded)
+    return Extracted(str(task.path), task.doc_id, outcome, replacing=task.known_sha256 is not None, **encoded)
 
 
 class _Storing:

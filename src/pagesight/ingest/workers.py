@@ -51,7 +51,10 @@ POLL = 0.25  # seconds between looks at the files in flight, for their time limi
 
 
 @dataclass
-class Job:
+class FileTask:
+    """One file for a worker to extract: its path, its document's id and the content hash the index
+    holds for it (None: a new document)."""
+
     path: Path
     doc_id: str
     known_sha256: str | None
@@ -206,16 +209,16 @@ def _start_failure(exc: BaseException, max_memory: int | None, start_timeout: fl
 
 @dataclass
 class _Flight:
-    """A job in the pool: its future, its progress slot, and why it was stopped, if it was."""
+    """A task in the pool: its future, its progress slot, and why it was stopped, if it was."""
 
-    job: Job
+    task: FileTask
     future: object
     slot: int
     stopped: TimedOut | None = None
 
 
 def read_files(
-    todo: Sequence[Job],
+    todo: Sequence[FileTask],
     settings: Settings,
     reading: PageReading,
     *,
@@ -224,8 +227,8 @@ def read_files(
     max_memory: int | None,
     reader: Callable = extract,
     nice: int = 0,
-) -> Iterator[tuple[Job, object]]:
-    """(job, Document | UNCHANGED | exception) for every job, in order, a few in flight at a time.
+) -> Iterator[tuple[FileTask, object]]:
+    """(task, Document | UNCHANGED | exception) for every task, in order, a few in flight at a time.
 
     ``reader(path, doc_id, known_sha256, settings, reading, on_page=...)`` runs in the workers
     (``extract``) and calls ``on_page(n)`` as it reads its pages. A file's own failure comes back as
@@ -233,7 +236,7 @@ def read_files(
     that cannot start raises.
     """
     queue = deque(todo)
-    alone = 0  # how many jobs at the head of the queue run one at a time (suspects of a crash)
+    alone = 0  # how many tasks at the head of the queue run one at a time (suspects of a crash)
     window = workers * 4
     board = _Context().RawArray("d", 2 * window)
     while queue:
@@ -243,27 +246,27 @@ def read_files(
             try:
                 while queue or in_flight:
                     while queue and len(in_flight) < (1 if alone else window):
-                        job, slot = queue[0], free.pop()
+                        task, slot = queue[0], free.pop()
                         board[2 * slot] = 0.0  # not started
-                        args = (str(job.path), job.doc_id, job.known_sha256, settings, reading)
-                        in_flight.append(_Flight(job, pool.schedule(_tracked, (reader, slot, args)), slot))
+                        args = (str(task.path), task.doc_id, task.known_sha256, settings, reading)
+                        in_flight.append(_Flight(task, pool.schedule(_tracked, (reader, slot, args)), slot))
                         queue.popleft()
                     outcome = _wait(in_flight, board, limit)
                     head = in_flight.popleft()
                     free.append(head.slot)
                     alone = max(0, alone - 1)
-                    yield head.job, outcome
+                    yield head.task, outcome
             except BrokenProcessPool:
                 if alone and in_flight:  # it ran alone, so it broke the pool
                     head = in_flight.popleft()
                     alone -= 1
-                    yield head.job, Crashed()
-                queue.extendleft(flight.job for flight in reversed(in_flight))
+                    yield head.task, Crashed()
+                queue.extendleft(flight.task for flight in reversed(in_flight))
                 alone += len(in_flight)
 
 
 def _wait(in_flight: deque[_Flight], board, limit: TimeLimit):
-    """The outcome of the first job in flight; meanwhile every job past its limit is stopped."""
+    """The outcome of the first task in flight; meanwhile every task past its limit is stopped."""
     head = in_flight[0]
     while head.stopped is None:
         if wait([head.future], timeout=POLL).done:
