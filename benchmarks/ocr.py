@@ -5,9 +5,9 @@
                              [--pages-each 2] [--language en|fr|...|detect]
 
 A fixed set of pages (the first and a middle page of every n-th paper, in name order; with
-``--pages-each K`` K evenly spaced pages of each) is rendered to images at ``--dpi``. Each image goes through a ``LanguageReader`` as ingestion's (Tesseract's model of ``--language``,
-or with ``detect`` the language each page's reading tells, as ingestion without ``--language``
-does; one reader a document), timed in wall
+``--pages-each K`` K evenly spaced pages of each) is rendered to images at ``--dpi``. Each image goes through a ``LanguageOcr`` as ingestion's (Tesseract's model of ``--language``,
+or with ``detect`` the language each page's first OCR tells, as ingestion without ``--language``
+does; one per document), timed in wall
 and CPU seconds, and its lines are compared with the page's text layer at the same resolution: every
 OCR line is compared with the text-layer characters whose boxes' centres fall inside it (spaces left
 out, both sides NFKC-normalised), and characters no OCR line covers count as deletions; the character
@@ -37,7 +37,7 @@ from pagesight import Index, PagesightError
 from pagesight.render import open_source
 from pagesight.settings import Settings
 from pagesight.text.language import check_language
-from pagesight.text.ocr import ENGINES, LanguageReader
+from pagesight.text.ocr import ENGINES, LanguageOcr
 from pagesight.text.textlayer import to_pixels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def main() -> None:
 
     pages = pick_pages(args.data, args.pages, args.pages_each)
     language = None if args.language == "detect" else check_language(args.language)
-    images, per_page, readers = [], [], {}
+    images, per_page, scanners = [], [], {}
     errors = chars = 0
     wall = cpu = 0.0
     for paper, number in pages:
@@ -132,9 +132,9 @@ def main() -> None:
         reference = reference_chars(paper, number, image.size)
         images.append(image)
         start, start_cpu = time.perf_counter(), time.process_time()
-        if paper not in readers:
-            readers[paper] = LanguageReader(args.engine, language)
-        found = readers[paper].read(image)
+        if paper not in scanners:
+            scanners[paper] = LanguageOcr(args.engine, language)
+        found = scanners[paper].spans(image)
         page_wall, page_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         page_errors, page_chars = line_errors(reference, found)
         wall, cpu, errors, chars = wall + page_wall, cpu + page_cpu, errors + page_errors, chars + page_chars

@@ -50,7 +50,7 @@ import httpx
 from pagesight import Index
 from pagesight.encode.dense import dense_model
 from pagesight.ingest.extract import extract
-from pagesight.ingest.options import PageReading
+from pagesight.ingest.options import TextOptions
 from pagesight.ingest.outcome import Extracted
 from pagesight.ingest.pipeline import IngestReport, _Storing
 from pagesight.request import SearchRequest
@@ -68,7 +68,7 @@ def sources(cache: Path, settings) -> list:
     for name in SETS:
         for path in sorted((DATA / name).rglob("*.pdf")):
             try:
-                read = extract(str(path), path.stem, None, settings, PageReading(ocr="never"))
+                read = extract(str(path), path.stem, None, settings, TextOptions(ocr="never"))
             except Exception as exc:  # a damaged file of the sets: left out
                 print(f"{path.name}: {exc}", file=sys.stderr)
                 continue

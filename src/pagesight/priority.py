@@ -1,5 +1,5 @@
 """Work that can wait, at a lower CPU priority than searches: a server's ingestion jobs and their
-reader processes, and the retrievers a server rebuilds beside its searches.
+worker processes, and the retrievers a server rebuilds beside its searches.
 
 On Linux a thread has a niceness of its own (``setpriority`` on its native id), so the thread that
 ingests an upload or rebuilds BM25 yields the cores to the request threads of the same process;
@@ -25,7 +25,7 @@ def lower_this_thread(nice: int = BACKGROUND) -> None:
 
 
 def lower_this_process(nice: int) -> None:
-    """Add ``nice`` to the calling process's niceness (a reader process of a background ingestion)."""
+    """Add ``nice`` to the calling process's niceness (a worker process of a background ingestion)."""
     if nice > 0 and hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(nice)

@@ -1,4 +1,4 @@
-"""The reader pool on real processes: a file that kills its worker or hangs fails alone."""
+"""The worker pool on real processes: a file that kills its worker or hangs fails alone."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 from PIL import Image, ImageDraw
 
 from pagesight import Index
-from pagesight.ingest.options import PageReading
+from pagesight.ingest.options import TextOptions
 from pagesight.ingest.workers import Crashed, FileTask, TimedOut, TimeLimit, read_files
 from pagesight.settings import Settings
 from tests.conftest import make_pdf
 
 
-def read_or_die(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> str:
+def read_or_die(path: str, doc_id: str, known_sha256, settings, text_options, on_page) -> str:
     """Runs in the workers: SIGKILLs itself on 'crash*' files, sleeps on 'hang*', reads 'pagesN'
     in N pages of 0.4 s each and 'stallN' in N pages before hanging, else reads at once."""
     if doc_id.startswith("crash"):
@@ -31,13 +31,13 @@ def read_or_die(path: str, doc_id: str, known_sha256, settings, reading, on_page
     return f"read {doc_id} in {os.getpid()}"
 
 
-def ocr_threads(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> int:
+def ocr_threads(path: str, doc_id: str, known_sha256, settings, text_options, on_page) -> int:
     from pagesight.text.ocr import threads
 
     return threads()
 
 
-def niceness(path: str, doc_id: str, known_sha256, settings, reading, on_page) -> int:
+def niceness(path: str, doc_id: str, known_sha256, settings, text_options, on_page) -> int:
     return os.nice(0)
 
 
@@ -54,11 +54,11 @@ def test_a_file_that_kills_its_worker_fails_alone(workers: int):
         for task, outcome in read_files(
             tasks(*names),
             Settings(),
-            PageReading(),
+            TextOptions(),
             workers=workers,
             limit=TimeLimit(30),
             max_memory=None,
-            reader=read_or_die,
+            extractor=read_or_die,
         )
     )
     assert list(outcomes) == names  # every file answered once, in order
@@ -76,24 +76,24 @@ def test_workers_share_the_cores_for_ocr(workers: int):
     results = read_files(
         tasks("a", "b"),
         Settings(),
-        PageReading(),
+        TextOptions(),
         workers=workers,
         limit=TimeLimit(30),
         max_memory=None,
-        reader=ocr_threads,
+        extractor=ocr_threads,
     )
     assert {outcome for _, outcome in results} == {max(1, (os.cpu_count() or 1) // workers)}
 
 
 @pytest.mark.timeout(120)
 def test_a_background_ingestion_reads_at_a_lower_priority():
-    """A server's ingestion (``IngestOptions.nice``) runs its reader processes niced, so searches
+    """A server's ingestion (``IngestOptions.nice``) runs its worker processes niced, so searches
     keep the cores; a plain one at the caller's priority."""
     mine = os.nice(0)
     for nice in (0, 10):
         results = read_files(
-            tasks("a"), Settings(), PageReading(), workers=1, limit=TimeLimit(30), max_memory=None,
-            reader=niceness, nice=nice,
+            tasks("a"), Settings(), TextOptions(), workers=1, limit=TimeLimit(30), max_memory=None,
+            extractor=niceness, nice=nice,
         )  # fmt: skip
         assert [outcome for _, outcome in results] == [min(19, mine + nice)]
 
@@ -104,11 +104,11 @@ def test_a_file_that_hangs_times_out_alone():
     results = read_files(
         tasks(*names),
         Settings(),
-        PageReading(),
+        TextOptions(),
         workers=2,
         limit=TimeLimit(2),
         max_memory=None,
-        reader=read_or_die,
+        extractor=read_or_die,
     )
     outcomes = {task.doc_id: outcome for task, outcome in results}
     hang = outcomes.pop("hang")
@@ -123,7 +123,13 @@ def test_the_time_limit_grows_with_the_pages_read():
     names = ["pages12", "hang", "stall3", "a"]
     limit = TimeLimit(1.5, per_page=1.0)
     results = read_files(
-        tasks(*names), Settings(), PageReading(), workers=2, limit=limit, max_memory=None, reader=read_or_die
+        tasks(*names),
+        Settings(),
+        TextOptions(),
+        workers=2,
+        limit=limit,
+        max_memory=None,
+        extractor=read_or_die,
     )
     outcomes = {task.doc_id: outcome for task, outcome in results}
     assert list(outcomes) == names
@@ -136,11 +142,11 @@ def test_the_time_limit_grows_with_the_pages_read():
         for _, o in read_files(
             tasks("pages12"),
             Settings(),
-            PageReading(),
+            TextOptions(),
             workers=1,
             limit=TimeLimit(1.5, 0),
             max_memory=None,
-            reader=read_or_die,
+            extractor=read_or_die,
         )
     )
     assert isinstance(outcome, TimedOut) and outcome.pages < 12

@@ -8,7 +8,7 @@ import pytest
 
 from pagesight import Index, PagesightError
 from pagesight.ingest.extract import extract
-from pagesight.ingest.options import PageReading
+from pagesight.ingest.options import TextOptions
 from pagesight.render.pages import PageRenderer, document_tiles
 from tests.conftest import SAMPLES
 
@@ -18,7 +18,7 @@ def test_a_renderer_alone_cuts_the_tiles_ingestion_cut(sample_index: Index):
     try:
         for name in ("long-infographic.png", "quarterly-report.pdf"):
             doc_id = name.rsplit(".", 1)[0]
-            fresh = extract(str(SAMPLES / name), doc_id, None, sample_index.settings, PageReading("never"))
+            fresh = extract(str(SAMPLES / name), doc_id, None, sample_index.settings, TextOptions("never"))
             tiles = document_tiles(fresh, sample_index.settings.dpi)
             assert len(tiles) == sum(len(page.tiles) for page in fresh.pages) > 0
             for (page, tile), image in tiles.items():

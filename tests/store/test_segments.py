@@ -465,7 +465,7 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
     import time
 
     from pagesight.ingest.extract import extract
-    from pagesight.ingest.options import PageReading
+    from pagesight.ingest.options import TextOptions
     from pagesight.store import merging
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
@@ -484,7 +484,7 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             ready = json.loads(manifest.read_text())  # the mostly deleted segment, merged alone
             assert pointer(writer.root)["segments"] == parts  # not swapped in: the lock is held
             for path in files[3:]:  # a commit of the writer's own, under its lock
-                made = extract(str(path), path.stem, None, writer.settings, PageReading(ocr="never"))
+                made = extract(str(path), path.stem, None, writer.settings, TextOptions(ocr="never"))
                 writer.catalog.put_document(made, {})
                 writer.store.refresh()
             adopted = pointer(writer.root)["segments"]

@@ -171,7 +171,7 @@ def test_a_page_is_read_by_the_model_of_the_language_its_reading_tells(tmp_path,
     image = _scan(tmp_path, language)
     english = " ".join(span.text for span in ocr_spans(image, engine="tesseract"))
     assert WORDS[language] not in english  # the English model has no such letters, or misreads them
-    read = " ".join(span.text for span in ocr.LanguageReader("tesseract").read(image))
+    read = " ".join(span.text for span in ocr.LanguageOcr("tesseract").spans(image))
     assert WORDS[language] in read and read == " ".join(
         span.text for span in ocr_spans(image, engine="tesseract", language=language)
     )
@@ -184,7 +184,7 @@ def test_a_french_page_keeps_the_paths_and_code_it_holds(tmp_path):
     confidence ("/War/lib/...", 0.25 here) and drops the line."""
     lines = [*LINES["fr"], "— «/var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_Packages»"]
     image = _rendered(make_pdf(tmp_path / "apt.pdf", [lines]))
-    read = [span.text for span in ocr.LanguageReader("tesseract").read(image)]
+    read = [span.text for span in ocr.LanguageOcr("tesseract").spans(image)]
     assert "célèbre" in read[0] and "/var/lib/apt/lists/deb.debian.org" in read[-1]
 
 
@@ -194,12 +194,12 @@ def test_a_french_page_keeps_the_paths_and_code_it_holds(tmp_path):
 def test_a_document_s_pages_are_read_in_the_language_of_each(tmp_path):
     """The reader starts each page with the model of the previous one; a page in another language
     is read again with its own."""
-    reader = ocr.LanguageReader("tesseract")
+    scans = ocr.LanguageOcr("tesseract")
     for language in ("fr", "fr", "de", "fr"):
         image = _scan(tmp_path, language)
-        assert reader.read(image) == ocr_spans(image, engine="tesseract", language=language)
+        assert scans.spans(image) == ocr_spans(image, engine="tesseract", language=language)
     english = Image.open(SAMPLES / "field-notes-scan.png")
-    assert reader.read(english) == ocr_spans(english, engine="tesseract")
+    assert scans.spans(english) == ocr_spans(english, engine="tesseract")
 
 
 @tesseract
@@ -225,7 +225,7 @@ def test_without_a_language_model_the_english_reading_stays(tmp_path, monkeypatc
     try:
         assert ocr.tesseract_languages() == {"en"}
         image = _scan(tmp_path, "fr")
-        assert ocr.LanguageReader("tesseract").read(image) == ocr_spans(image, engine="tesseract")
+        assert ocr.LanguageOcr("tesseract").spans(image) == ocr_spans(image, engine="tesseract")
         with pytest.raises(PagesightError, match="no fr model: sudo apt-get install tesseract-ocr-fra"):
             ocr.tessdata("fr")
     finally:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pagesight.errors import PagesightError
-from pagesight.ingest.options import PageReading, RayOptions
+from pagesight.ingest.options import RayOptions, TextOptions
 from pagesight.ingest.workers import FileTask, TimeLimit
 from pagesight.settings import Settings
 
@@ -63,7 +63,7 @@ def cluster(address: str | None) -> Iterator[None]:
 def read_and_encode(
     todo: list[FileTask],
     settings: Settings,
-    reading: PageReading,
+    text_options: TextOptions,
     *,
     limit: TimeLimit,
     max_memory: int | None,
@@ -84,7 +84,12 @@ def read_and_encode(
     dataset = dataset.map_batches(
         _read,
         batch_size=FILES_PER_TASK,
-        fn_kwargs={"settings": settings, "reading": reading, "limit": limit, "max_memory": max_memory},
+        fn_kwargs={
+            "settings": settings,
+            "text_options": text_options,
+            "limit": limit,
+            "max_memory": max_memory,
+        },
         compute=ray.data.TaskPoolStrategy(size=options.readers),
         num_cpus=1,
     )
@@ -118,7 +123,7 @@ def read_and_encode(
 
 
 def _read(
-    batch: dict, settings: Settings, reading: PageReading, limit: TimeLimit, max_memory: int | None
+    batch: dict, settings: Settings, text_options: TextOptions, limit: TimeLimit, max_memory: int | None
 ) -> dict:
     """Read a few files, each in a worker process of its own (the local limits and isolation)."""
     from pathlib import Path
@@ -129,7 +134,7 @@ def _read(
         FileTask(Path(path), doc_id, known or None)
         for path, doc_id, known in zip(batch["path"], batch["doc_id"], batch["known"])
     ]
-    done = list(read_files(tasks, settings, reading, workers=1, limit=limit, max_memory=max_memory))
+    done = list(read_files(tasks, settings, text_options, workers=1, limit=limit, max_memory=max_memory))
     return {"path": [str(task.path) for task, _ in done], "outcome": [pickle.dumps(out) for _, out in done]}
 
 

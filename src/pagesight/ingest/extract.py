@@ -15,13 +15,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from pagesight.errors import InputError
-from pagesight.ingest.options import PageReading
+from pagesight.ingest.options import TextOptions
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.render import cut_tiles, open_source
 from pagesight.render.sources import PdfSource, file_sha256
 from pagesight.settings import Settings
 from pagesight.text.layout import LAYOUT_DPI, detect_regions, region_units
-from pagesight.text.ocr import LanguageReader, ink_box
+from pagesight.text.ocr import LanguageOcr, ink_box
 from pagesight.text.textlayer import usable_text
 from pagesight.text.titles import heading
 from pagesight.text.transcripts import TRANSCRIPT, page_transcript, read_transcripts, transcript_spans
@@ -35,11 +35,11 @@ def extract(
     doc_id: str,
     known_sha256: str | None,
     settings: Settings,
-    reading: PageReading,
+    text_options: TextOptions,
     on_page: Callable[[int], None] | None = None,
 ) -> Document | str:
     """Read ``path`` into a Document, or return UNCHANGED when its hash equals ``known_sha256``;
-    ``on_page(n)`` is told each time another page has been read. With ``reading.transcripts``, the
+    ``on_page(n)`` is told each time another page has been read. With ``text_options.transcripts``, the
     pages' text is their transcription (``text.transcripts``), and the document says so in its
     meta (``text_from``)."""
     file = Path(path)
@@ -65,11 +65,11 @@ def extract(
             mtime_ns=stat.st_mtime_ns,
         )
         blank = []
-        scans = LanguageReader(settings.ocr_engine, reading.language)
-        texts = read_transcripts(reading.transcripts) if reading.transcripts else None
+        scans = LanguageOcr(settings.ocr_engine, text_options.language)
+        texts = read_transcripts(text_options.transcripts) if text_options.transcripts else None
         for number in range(1, source.n_pages + 1):
             given = None if texts is None else page_transcript(texts, doc_id, number, source.n_pages)
-            page, is_blank = _read_page(source, number, settings, reading.ocr, scans, given)
+            page, is_blank = _read_page(source, number, settings, text_options.ocr, scans, given)
             document.pages.append(page)
             if is_blank:
                 blank.append(number)
@@ -167,10 +167,10 @@ def _cell(value: str) -> str | float:
 
 
 def _read_page(
-    source, number: int, settings: Settings, ocr: str, scans: LanguageReader, transcript: str | None
+    source, number: int, settings: Settings, ocr: str, scans: LanguageOcr, transcript: str | None
 ) -> tuple[Page, bool]:
     """The page with its tiles and text, and whether it is blank (no text, nothing drawn); OCR
-    (mode ``ocr``) by ``scans``, the document's reader; the lines of ``transcript`` instead of the
+    (mode ``ocr``) by ``scans``, the document's OCR; the lines of ``transcript`` instead of the
     text layer and OCR when it is given."""
     width, height = source.page_size(number, settings.dpi)
     image = None
@@ -184,7 +184,7 @@ def _read_page(
             # Images are OCRed at their own resolution; PDF pages are rendered at the OCR DPI.
             ocr_dpi = settings.ocr_dpi if isinstance(source, PdfSource) else settings.dpi
             image = source.render(number, ocr_dpi)
-            found = scans.read(image, scale=width / image.width)
+            found = scans.spans(image, scale=width / image.width)
             if found or ocr == "always":
                 spans, text_source = found, "ocr" if found else "none"
     page = Page(number=number, width=width, height=height, text_source=text_source)

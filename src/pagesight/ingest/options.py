@@ -66,11 +66,11 @@ def meta_fields(given: list[str], what: str = "--meta") -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class PageReading:
-    """How the reader processes read a run's pages: ``ocr`` (auto, always, never), the pages'
-    ``language`` when the run gives one, whose OCR model then reads them (None: each page's told
-    from a reading, ``text.ocr.LanguageReader``), and ``transcripts``, a file of the pages' text
-    (``text.transcripts``) read instead of their text layer and OCR (None: they are read)."""
+class TextOptions:
+    """How the worker processes give a run's pages their text: ``ocr`` (auto, always, never), the
+    pages' ``language`` when the run gives one, whose OCR model then reads them (None: each page's
+    told from a first OCR, ``text.ocr.LanguageOcr``), and ``transcripts``, a file of the pages'
+    text (``text.transcripts``) taken instead of their text layer and OCR (None: they are read)."""
 
     ocr: str = "auto"
     language: str | None = None
@@ -79,7 +79,7 @@ class PageReading:
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """``ocr``: auto (pages without a text layer), always or never. ``jobs``: reader processes
+    """``ocr``: auto (pages without a text layer), always or never. ``jobs``: worker processes
     (None: one per core). A file may take ``timeout`` seconds plus ``page_timeout`` for each page
     read, and ``max_memory`` bytes (None: no limit). ``web``: how web pages render (width, tile
     height and the per-page timeout come from the index's settings and ``timeout``; a mapping of
@@ -129,8 +129,8 @@ class IngestOptions:
         read=lambda given, name: meta_fields(given, name),
         form=True,
     )
-    # the reader processes' niceness: a server ingests uploads at priority.BACKGROUND
-    nice: int = option(0, "The reader processes' niceness.", ge=0, le=19, cli=False)
+    # the worker processes' niceness: a server ingests uploads at priority.BACKGROUND
+    nice: int = option(0, "The worker processes' niceness.", ge=0, le=19, cli=False)
     language: str | None = option(
         None,
         "Every page's language, for BM25's stemming and stop words: en, fr, de, es, it or pt "

@@ -21,7 +21,7 @@ from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
 from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
-from pagesight.ingest.options import IngestOptions, PageReading, RayOptions
+from pagesight.ingest.options import IngestOptions, RayOptions, TextOptions
 from pagesight.ingest.outcome import Extracted, Unchanged
 from pagesight.ingest.visual import encode_tiles
 from pagesight.ingest.workers import Crashed, FileTask, TimedOut, TimeLimit, read_files
@@ -171,7 +171,7 @@ def run(
     store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for extracted in settled + web_settled:
         store(extracted)
-    reading = PageReading(ocr, options.language, options.transcripts)
+    text_options = TextOptions(ocr, options.language, options.transcripts)
     if on_planned:
         on_planned(len(todo) + len(web_todo))
     if not todo and not web_todo:
@@ -180,13 +180,13 @@ def run(
         from pagesight.ingest import distributed
 
         with distributed.cluster(ray.address):
-            for extracted in _read_on_ray(todo, settings, reading, limit, max_memory, ray):
+            for extracted in _read_on_ray(todo, settings, text_options, limit, max_memory, ray):
                 store(extracted)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     store.visual = visual() if visual else None
     outcomes = itertools.chain(
-        _read_files(todo, settings, reading, options.jobs, limit, max_memory, options.nice),
+        _read_files(todo, settings, text_options, options.jobs, limit, max_memory, options.nice),
         web_pages.render(
             catalog, web_todo, web_options, text=text, keep_images=keep_images, language=options.language
         ),
@@ -197,27 +197,38 @@ def run(
 
 
 def _read_files(
-    todo: list[FileTask], settings, reading: PageReading, jobs, limit: TimeLimit, max_memory, nice: int = 0
+    todo: list[FileTask],
+    settings,
+    text_options: TextOptions,
+    jobs,
+    limit: TimeLimit,
+    max_memory,
+    nice: int = 0,
 ) -> Iterator[Extracted]:
     """PDFs, images and office files, read by worker processes (at niceness ``nice``)."""
     if not todo:
         return
     workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
     outcomes = read_files(
-        todo, settings, reading, workers=workers, limit=limit, max_memory=max_memory, nice=nice
+        todo, settings, text_options, workers=workers, limit=limit, max_memory=max_memory, nice=nice
     )
     for task, outcome in outcomes:
         yield _task_extracted(task, outcome)
 
 
 def _read_on_ray(
-    todo: list[FileTask], settings, reading: PageReading, limit: TimeLimit, max_memory, options: RayOptions
+    todo: list[FileTask],
+    settings,
+    text_options: TextOptions,
+    limit: TimeLimit,
+    max_memory,
+    options: RayOptions,
 ) -> Iterator[Extracted]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
     found = distributed.read_and_encode(
-        todo, settings, reading, limit=limit, max_memory=max_memory, options=options
+        todo, settings, text_options, limit=limit, max_memory=max_memory, options=options
     )
     for task, outcome, vectors, images, spec in found:
         yield _task_extracted(task, outcome, vectors=vectors, images=images, spec=spec)

@@ -44,7 +44,7 @@ from pagesight.render.web.sites import (
 )
 from pagesight.store.base import Catalog
 from pagesight.text.layout import region_units
-from pagesight.text.ocr import LanguageReader
+from pagesight.text.ocr import LanguageOcr
 
 REGION_KINDS = ("table", "figure", "infobox", "list", "code")  # a web page's regions, from its DOM
 UNIT_KINDS = ("table", "figure", "infobox")  # those searched as their own units
@@ -166,7 +166,7 @@ def render(
     """Render ``pages`` in one browser, each as a one-page document as it finishes (or its failure).
 
     ``text`` is where the tiles' text comes from: the DOM, or ``ocr`` of the screenshots (in the
-    pages' ``language`` when given, else each tile's own, ``text.ocr.LanguageReader``). The
+    pages' ``language`` when given, else each tile's own, ``text.ocr.LanguageOcr``). The
     screenshots stay on the documents for the visual encoder; ``keep_images`` says whether the
     index keeps them after.
     """
@@ -310,7 +310,7 @@ def read_tiles_by_ocr(document: Document, engine: str, language: str | None = No
     For pages whose text is not in the DOM (text drawn in images or on a canvas), and to compare
     DOM text with text read from the screenshots, as PixelRAG does. Links and kinds stay the DOM's.
     """
-    scans = LanguageReader(engine, language)
+    scans = LanguageOcr(engine, language)
     for page in document.pages:
         for tile in page.tiles:
             image = Image.open(io.BytesIO(tile.image))
@@ -319,7 +319,7 @@ def read_tiles_by_ocr(document: Document, engine: str, language: str | None = No
                 dataclasses.replace(
                     span, box=(span.box[0] + x0, span.box[1] + y0, span.box[2] + x0, span.box[3] + y0)
                 )
-                for span in scans.read(image)
+                for span in scans.spans(image)
             ]
         page.text_source = "ocr" if any(tile.spans for tile in page.tiles) else "none"
 

