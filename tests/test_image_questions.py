@@ -34,7 +34,7 @@ pytest.importorskip("transformers")
 from fastapi.testclient import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from pagesight import service  # noqa: E402
+from pagesight import frontends  # noqa: E402
 from pagesight.encode.visual import make_encoder  # noqa: E402
 from pagesight.eval.dataset import Dataset  # noqa: E402
 from pagesight.eval.runner import evaluate_dataset  # noqa: E402
@@ -260,7 +260,7 @@ def test_api_ask_takes_a_picture_as_base64(clip_index, photo, monkeypatch):
         assert "image: a GIF image; send PNG or JPEG" in refused({"image": png(photo, "GIF")}, 415)
         assert "region must be x0,y0,x1,y1" in refused({"image": png(photo), "region": "1,2,3"}, 422)
         assert "send the image too" in refused({"region": "0,0,5,5"}, 422)
-        monkeypatch.setattr(service, "MAX_QUERY_BYTES", 1000)
+        monkeypatch.setattr(frontends, "MAX_QUERY_BYTES", 1000)
         assert "more than a query image's 1,000 bytes" in refused({"image": png(photo)}, 415)
     with TestClient(
         create_app(Index.open(clip_index.root, create=False), readers=1, max_upload_mb=0.01)

@@ -15,9 +15,9 @@ import pytest
 
 from pagesight import Index
 from pagesight.errors import PagesightError
+from pagesight.frontends import open_image
 from pagesight.ingest.options import IngestOptions, meta_fields
 from pagesight.serve.tenants import load_keys
-from pagesight.service import open_image
 from tests.answer.test_openai_reader import ChatServer, Reply, completion
 from tests.conftest import cli, make_pdf
 

@@ -2,7 +2,7 @@
 compare, train, import-dataset, bench.
 
 Each module here is a Typer app of a few commands, merged into ``app``; they parse options, call
-the library (``Index``, ``service``, ``eval``, ``train``) and print. Search and ask take their
+the library (``Index``, ``frontends``, ``eval``, ``train``) and print. Search and ask take their
 options from the request fields (``request.py``), as the HTTP API and the MCP tools do.
 """
 

@@ -28,9 +28,9 @@ from pagesight.cli.common import (
     request_options,
 )
 from pagesight.errors import PagesightError
+from pagesight.frontends import open_image, parse_region
 from pagesight.index import Index
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
-from pagesight.service import open_image, parse_region
 
 app = typer.Typer()
 

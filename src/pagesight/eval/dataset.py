@@ -48,8 +48,8 @@ from PIL import Image
 
 from pagesight.errors import InputError
 from pagesight.eval.answers import LETTERS, normalize
+from pagesight.frontends import open_image
 from pagesight.jsonl import numbered
-from pagesight.service import open_image
 from pagesight.text.transcripts import read_transcripts
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")

@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException
 
 from pagesight import __version__
 from pagesight.errors import IndexLockedError, PagesightError
+from pagesight.frontends import Scrub
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
@@ -50,7 +51,6 @@ from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
 from pagesight.serve.tenants import OPERATOR, PUBLIC, Tenant, identify
-from pagesight.service import Scrub
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

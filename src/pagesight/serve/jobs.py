@@ -162,7 +162,7 @@ class Jobs:
     A job waits for another process's ingestion to end (the store's single writer), up to
     ``JOB_WAIT`` seconds. ``chunk``: files of one job ingested in one turn (default: the ingestion's
     worker processes, one per core). ``scrub``: what a job's reasons and notes are passed through
-    before a client reads them (``service.Scrub``: no server folder named)."""
+    before a client reads them (``frontends.Scrub``: no server folder named)."""
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ from starlette.applications import Starlette
 from pagesight import __version__
 from pagesight.answer.base import Reader, Readers
 from pagesight.errors import PagesightError
+from pagesight.frontends import MAX_QUERY_BYTES, Scrub, decode_image, hits_payload, parse_region
 from pagesight.index import Index
 from pagesight.render.pages import MAX_SERVED_PIXELS
 from pagesight.render.png import png_base64
@@ -51,7 +52,6 @@ from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, ImageSearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
-from pagesight.service import MAX_QUERY_BYTES, Scrub, decode_image, hits_payload, parse_region
 from pagesight.where import MAX_WHERE
 
 INSTRUCTIONS = (

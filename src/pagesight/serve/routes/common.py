@@ -13,13 +13,13 @@ from fastapi import Depends, Request
 from starlette.exceptions import HTTPException
 
 from pagesight.errors import PagesightError
+from pagesight.frontends import MAX_BOXES, parse_boxes
 from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.serve.jobs import Jobs
 from pagesight.serve.offer import Offer, Readers
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.tenants import PUBLIC, Tenant
-from pagesight.service import MAX_BOXES, parse_boxes
 
 API_KEY_ENV = "PAGESIGHT_API_KEY"
 NO_WRITES = (
@@ -36,7 +36,7 @@ class ApiError(HTTPException):
 class Served:
     """What the routes serve from: the index pool, the ingestion jobs, the readers built so far,
     the uploads folder, what requests may choose (``serve.offer``) and the scrub of the server's
-    folders from messages (``service.Scrub``)."""
+    folders from messages (``frontends.Scrub``)."""
 
     pool: IndexPool
     jobs: Jobs
@@ -80,7 +80,7 @@ def check_documents(index: Index, doc_ids, tenant: Tenant) -> None:
 
 
 def given_boxes(text: str, name: str, limit: int = MAX_BOXES) -> list[Box]:
-    """``service.parse_boxes``, its refusal a 422."""
+    """``frontends.parse_boxes``, its refusal a 422."""
     try:
         return parse_boxes(text, name, limit)
     except PagesightError as exc:

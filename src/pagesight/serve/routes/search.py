@@ -14,10 +14,10 @@ from pydantic import Field
 
 from pagesight.answer.ask import retrieve
 from pagesight.errors import PagesightError
+from pagesight.frontends import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
-from pagesight.service import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["search"])
