@@ -1,7 +1,7 @@
 """The extractive reader's layout: a tile's spans read back as lines (spans on one row joined),
 runs of lines that line up as a table kept apart with their header, the rest grouped into blocks
 and sentences, and labelled values and large figures paired with their labels: the candidates
-(``_Candidate``) the reader scores."""
+(``AnswerCandidate``) the reader scores."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from pagesight.records import Box, Span
 _NUMBER = re.compile(r"\d")
 
 
-_YEAR = re.compile(r"\b(1[5-9]|20)\d\d\b")
+YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
 
 
 _NUMERIC = re.compile(r"[-+(]?[$€£¥]?\d[\d,.]*%?\)?")
 _SENTENCE = re.compile(r"\S.*?(?:[.!?](?=\s+[\"'(\[“‘]?[A-Z0-9])|$)", re.DOTALL)
 
 
-_DATE = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{2,4}\b")
+DATE = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{2,4}\b")
 
 
 _QUOTE = re.compile(r"[“”„]|(^|\s)\"\S|\S\"(\s|$)|\b(said|says)\s+[A-Z]")
@@ -42,7 +42,10 @@ class _Line:
 
 
 @dataclass
-class _Candidate:
+class AnswerCandidate:
+    """A passage of a tile the extractive reader may answer with: a sentence, a labelled value, a
+    table row read with its header, or a large figure with its label; with its boxes."""
+
     item: int  # index of the context item
     text: str  # what is scored against the question
     answer: str  # what is returned
@@ -85,7 +88,7 @@ def _characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
     return (x0 + width * (lo - first), y0, x0 + width * (hi - first), y1)
 
 
-def _candidates(context: Sequence[ContextItem]) -> list[_Candidate]:
+def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
     """The sentences of each tile's text blocks, its labelled values, and its table rows read with
     their header."""
     found = []
@@ -219,8 +222,8 @@ def _in_run(above: _Line, below: _Line, first: _Line) -> bool:
 
 def _is_header(text: str) -> bool:
     """A table's header line: words ("Q1", "FY22" too), or years over their columns; no other numbers."""
-    numbers = [t for t in text.split() if _is_number(t)]
-    return all(_YEAR.fullmatch(t.strip("()")) for t in numbers)
+    numbers = [t for t in text.split() if is_number(t)]
+    return all(YEAR.fullmatch(t.strip("()")) for t in numbers)
 
 
 def _label_value(text: str) -> tuple[str | None, str | None]:
@@ -232,7 +235,7 @@ def _label_value(text: str) -> tuple[str | None, str | None]:
     if len(tokens) > 8 or text.rstrip().endswith((".", "!", "?")):  # a sentence, not a label
         return None, None
     n = 0
-    while n < len(tokens) and _is_number(tokens[len(tokens) - 1 - n]):
+    while n < len(tokens) and is_number(tokens[len(tokens) - 1 - n]):
         n += 1
     if 0 < n <= 2 and n < len(tokens) and not _NUMBER.search(tokens[0]):  # more values: a table row
         return " ".join(tokens[: len(tokens) - n]), " ".join(tokens[len(tokens) - n :])
@@ -244,7 +247,7 @@ def _stands_alone(text: str) -> bool:
     return not text[:1].islower() and len(text.split()) <= 8 and _label_value(text)[0] is not None
 
 
-def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate]:
+def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[AnswerCandidate]:
     """A short label line over a figure ("Q4 Net Sales" above "$3.2 Billion"), read as one."""
     found = []
     for j in range(1, len(lines)):
@@ -262,7 +265,7 @@ def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate
         if not (0 <= value.box[1] - label.box[3] <= 2.5 * height and overlap > 0):
             continue
         found.append(
-            _Candidate(
+            AnswerCandidate(
                 item,
                 f"{label.text} {value.text}",
                 value.text,
@@ -280,13 +283,13 @@ def _is_figure(text: str) -> bool:
     tokens = text.split()
     return (
         0 < len(tokens) <= 3
-        and _is_number(tokens[0])
+        and is_number(tokens[0])
         and not (tokens[0].endswith(".") and len(tokens) > 1)  # "1. Finance" is a heading
-        and not _DATE.search(text)
+        and not DATE.search(text)
     )
 
 
-def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
+def _sentences(item: int, lines: list[_Line]) -> list[AnswerCandidate]:
     """The sentences of a block of lines, each with the parts of the lines it covers."""
     if not lines:
         return []
@@ -307,11 +310,11 @@ def _sentences(item: int, lines: list[_Line]) -> list[_Candidate]:
                 boxes.append(_characters(box, start + part_start, start + part_end, lo, hi))
                 places.append((max(lo - first, 0), hi - first, boxes[-1]))
         sentence = match.group().strip()
-        found.append(_Candidate(item, sentence, sentence, boxes, places=places, prose=True))
+        found.append(AnswerCandidate(item, sentence, sentence, boxes, places=places, prose=True))
     return found
 
 
-def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candidate]:
+def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[AnswerCandidate]:
     """Each table row, scored with its header; its answer is the cell of the column asked about."""
     found = []
     for j, line in enumerate(lines):
@@ -330,7 +333,7 @@ def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candid
         caption = above.text if above and _is_header(above.text) and not _stands_alone(above.text) else ""
         text = " ".join(t for t in (caption, header.text if header else "", line.text) if t)
         found.append(
-            _Candidate(
+            AnswerCandidate(
                 item,
                 text,
                 line.text.strip(),
@@ -343,14 +346,15 @@ def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[_Candid
     return found
 
 
-def _is_number(token: str) -> bool:
+def is_number(token: str) -> bool:
+    """``token`` is a figure: an amount, a percentage, a signed or bracketed number."""
     return bool(_NUMERIC.fullmatch(token))
 
 
 def _is_row(text: str) -> bool:
     """A line of a table: two or more numbers making up much of it, and not a sentence or a label."""
     tokens = text.split()
-    numbers = sum(_is_number(t) for t in tokens)
+    numbers = sum(is_number(t) for t in tokens)
     return (
         numbers >= 2
         and numbers >= 0.4 * len(tokens)
@@ -360,8 +364,8 @@ def _is_row(text: str) -> bool:
 
 
 def _is_year_header(text: str) -> bool:
-    numbers = [t for t in text.split() if _is_number(t)]
-    return bool(numbers) and all(_YEAR.fullmatch(t) for t in numbers)
+    numbers = [t for t in text.split() if is_number(t)]
+    return bool(numbers) and all(YEAR.fullmatch(t) for t in numbers)
 
 
 def _ends_block(line: _Line, widest: float) -> bool:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 
 from pagesight.answer.extractive.lines import (
-    _DATE,
-    _YEAR,
-    _Candidate,
-    _is_number,
+    DATE,
+    YEAR,
+    AnswerCandidate,
+    is_number,
 )
 from pagesight.encode.lexical import terms
 
-_WORD = re.compile(r"(?u)\w+")
+WORD = re.compile(r"(?u)\w+")
 
 
 _NUMBER_WORDS = frozenset(
@@ -87,7 +87,7 @@ _MEASURE = re.compile(
 
 
 # a quantity question that wants a proportion ("what VAT rate"), not an amount ("how much VAT")
-_RATE = re.compile(
+RATE = re.compile(
     r"\b(rate|percentage|percent|proportion|ratio|share|interest|margin|yield)\b", re.IGNORECASE
 )
 
@@ -126,7 +126,7 @@ _HEAD_END = re.compile(r"\s+(?:of|in|on|for|from|with|at|to|when|if|that|which)\
 
 
 # words of a question that only say it is a question
-_ASKING = frozenset(
+ASKING = frozenset(
     terms("how much many what which who whom whose when where why were was did does do is are has have had")
 )
 
@@ -165,16 +165,13 @@ _QUARTER = re.compile(r"\b(first|second|third|fourth) quarter\b|\bq([1-4])\b", r
 _ENUMERATION = re.compile(r"^(\d+(\.\d+)*\.?|[ivxlc]+\.|\(?[a-z0-9]\))$", re.IGNORECASE)
 
 
-_YEAR_TOKEN = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
-
-
-def _other_years(text: str, years: set[str]) -> bool:
+def other_years(text: str, years: set[str]) -> bool:
     """The text names years, none of them one the question asks about."""
-    found = set(_YEAR_TOKEN.findall(text))
+    found = set(YEAR.findall(text))
     return bool(found) and not found & years
 
 
-def _expansions(question: str, asked: str | None) -> set[str]:
+def label_terms(question: str, asked: str | None) -> set[str]:
     """Terms a label would use for what the question asks: "how heavy" -> weight, Q4 <-> fourth
     quarter, "when" -> date."""
     found = set()
@@ -191,8 +188,8 @@ def _expansions(question: str, asked: str | None) -> set[str]:
     return found
 
 
-def _label_match(
-    c: _Candidate, wanted: set[str], idf: dict[str, float], total: float, asked: str | None
+def label_match(
+    c: AnswerCandidate, wanted: set[str], idf: dict[str, float], total: float, asked: str | None
 ) -> float:
     """How much of the question a candidate's label names (1 when it names a kind asked for)."""
     if not c.label:
@@ -209,7 +206,7 @@ def _names_kind(label: set[str], asked: str | None) -> bool:
     return asked in _KIND_LABELS and any(t.startswith(_KIND_LABELS[asked]) for t in label)
 
 
-def _subject_terms(question: str) -> list[str]:
+def subject_terms(question: str) -> list[str]:
     """The head of X in "what does X do", "what is X": the terms the answer should open with."""
     match = _SUBJECT.match(question)
     if not match:
@@ -218,7 +215,7 @@ def _subject_terms(question: str) -> list[str]:
     return terms(head)
 
 
-def _opens_with(text: str, subject: list[str]) -> bool:
+def opens_with(text: str, subject: list[str]) -> bool:
     """``text`` opens with the subject (after an article or a section number at most)."""
     if not subject:
         return False
@@ -229,28 +226,28 @@ def _opens_with(text: str, subject: list[str]) -> bool:
     return set(subject) <= set(start)
 
 
-def _answer(c: _Candidate, question: str) -> str:
+def answer_text(c: AnswerCandidate, question: str) -> str:
     """What to return: a table's cell, a label's value (the number of the kind asked for), or the
     candidate's text."""
-    question_words = {w.lower() for w in _WORD.findall(question)}
+    question_words = {w.lower() for w in WORD.findall(question)}
     cell = _cell(c, set(terms(question)), question_words)
     if cell:
         return cell
     if not c.value or not c.label:
         return c.answer
-    asked = _kind(question)
+    asked = asked_kind(question)
     label = set(terms(c.label))
-    if not label & (set(terms(question)) | _expansions(question, asked)) and not _names_kind(label, asked):
+    if not label & (set(terms(question)) | label_terms(question, asked)) and not _names_kind(label, asked):
         return c.answer  # the label names something else: the whole line is the answer
     value = c.value.strip().rstrip(".;,")
     if asked == "quantity":
-        rate = bool(_RATE.search(question)) and not question.lower().startswith("how much")
+        rate = bool(RATE.search(question)) and not question.lower().startswith("how much")
         amounts = [m.group().strip() for m in _AMOUNT.finditer(value)]
         fitting = [a for a in amounts if _is_rate(a) == rate]
         if not fitting and amounts:
             return c.answer
         if len(amounts) > 1:
-            if all(_is_number(t) for t in value.split()):
+            if all(is_number(t) for t in value.split()):
                 return fitting[-1]  # figures on a row: the amount is the last ("VAT 7%  1.68")
             return c.answer  # several amounts among words: which one is meant needs the words
     return value if len(value.split()) <= 8 else c.answer
@@ -260,14 +257,14 @@ def _is_rate(amount: str) -> bool:
     return amount.endswith("%") or amount.lower().endswith("cent")
 
 
-def _cell(candidate: _Candidate, question_terms: set[str], question_words: set[str]) -> str | None:
+def _cell(candidate: AnswerCandidate, question_terms: set[str], question_words: set[str]) -> str | None:
     """The row's cell under the one header column the question names, if it names exactly one."""
     header = candidate.header
     if not header:
         return None
     cells = candidate.answer.split()
     numeric = 0
-    while numeric < len(cells) and _is_number(cells[len(cells) - 1 - numeric]):
+    while numeric < len(cells) and is_number(cells[len(cells) - 1 - numeric]):
         numeric += 1
     columns = header.split()[-numeric:] if numeric else []
     if len(columns) < numeric:
@@ -282,7 +279,9 @@ def _cell(candidate: _Candidate, question_terms: set[str], question_words: set[s
     return cells[len(cells) - numeric + named[0]]
 
 
-def _kind(question: str) -> str | None:
+def asked_kind(question: str) -> str | None:
+    """The kind of answer ``question`` asks for: time, quantity, place, person, name (None: none
+    of them)."""
     if _TIME.search(question):
         return "time"
     if _QUANTITY.search(question) or _MEASURE.search(question):
@@ -296,7 +295,7 @@ def _kind(question: str) -> str | None:
     return None
 
 
-def _has_kind(text: str, kind: str | None, question_words: set[str], rate: bool = False) -> float:
+def has_kind(text: str, kind: str | None, question_words: set[str], rate: bool = False) -> float:
     """1 when ``text`` holds, beyond the question's own words, the kind of answer asked for."""
     if kind is None:
         return 0.0
@@ -307,7 +306,7 @@ def _has_kind(text: str, kind: str | None, question_words: set[str], rate: bool 
             if m.group().split()[0].strip("$€£¥").lower() not in question_words
         ]
         words = [
-            w for w in _WORD.findall(text) if w.lower() in _NUMBER_WORDS and w.lower() not in question_words
+            w for w in WORD.findall(text) if w.lower() in _NUMBER_WORDS and w.lower() not in question_words
         ]
         if not amounts and not words:
             return 0.0
@@ -316,11 +315,11 @@ def _has_kind(text: str, kind: str | None, question_words: set[str], rate: bool 
         plain = [a for a in amounts if not _is_rate(a)]
         if not plain:
             return 0.3 if amounts else 1.0  # only percentages, or a number in words
-        return 0.5 if all(_YEAR.fullmatch(a) for a in plain) else 1.0  # a bare year is seldom the amount
-    words = [w for w in _WORD.findall(text) if w.lower() not in question_words]
+        return 0.5 if all(YEAR.fullmatch(a) for a in plain) else 1.0  # a bare year is seldom the amount
+    words = [w for w in WORD.findall(text) if w.lower() not in question_words]
     if kind == "time":
         rest = " ".join(words)
-        return float(bool(_YEAR.search(rest) or _MONTHS.search(rest) or _DATE.search(text)))
+        return float(bool(YEAR.search(rest) or _MONTHS.search(rest) or DATE.search(text)))
     if kind == "place":
         return float(any(m.lower() not in question_words for m in _LOCATIVE.findall(text)))
     if kind == "person":
@@ -328,13 +327,13 @@ def _has_kind(text: str, kind: str | None, question_words: set[str], rate: bool 
     return float(any(w[:1].isupper() for w in words))
 
 
-def _novel_words(text: str, question_words: set[str]) -> int:
+def novel_words(text: str, question_words: set[str]) -> int:
     """Words of ``text`` the question does not have (a leading section number aside)."""
     words = text.split()
     if words and _ENUMERATION.match(words[0]):
         words = words[1:]
     return sum(
         1
-        for w in _WORD.findall(" ".join(words).lower())
+        for w in WORD.findall(" ".join(words).lower())
         if w not in question_words and (len(w) > 1 or w.isdigit())
     )

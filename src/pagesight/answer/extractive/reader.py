@@ -11,23 +11,23 @@ import numpy as np
 
 from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.lines import (
-    _Candidate,
-    _candidates,
+    YEAR,
+    AnswerCandidate,
+    answer_candidates,
 )
 from pagesight.answer.extractive.questions import (
-    _ASKING,
-    _RATE,
-    _WORD,
-    _YEAR_TOKEN,
-    _answer,
-    _expansions,
-    _has_kind,
-    _kind,
-    _label_match,
-    _novel_words,
-    _opens_with,
-    _other_years,
-    _subject_terms,
+    ASKING,
+    RATE,
+    WORD,
+    answer_text,
+    asked_kind,
+    has_kind,
+    label_match,
+    label_terms,
+    novel_words,
+    opens_with,
+    other_years,
+    subject_terms,
 )
 from pagesight.answer.extractive.support import MIN_SCORE, unsupported
 from pagesight.encode.lexical import terms
@@ -75,7 +75,7 @@ class ExtractiveReader:
                     raise
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        candidates = _candidates(context)
+        candidates = answer_candidates(context)
         if not candidates or not question.strip():
             if self.abstain and question.strip():
                 return Reading(
@@ -88,9 +88,9 @@ class ExtractiveReader:
         best = candidates[chosen]
         reason = self.declines(question, context, best, features, chosen) if self.abstain else None
         if reason is not None:
-            usage = {"candidates": len(candidates), "declined_answer": _answer(best, question)}
+            usage = {"candidates": len(candidates), "declined_answer": answer_text(best, question)}
             return Reading(text="", usage=usage, answered=False, reason=reason)
-        answer = _answer(best, question)
+        answer = answer_text(best, question)
         return Reading(
             text=answer,
             cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
@@ -98,7 +98,7 @@ class ExtractiveReader:
             usage={"candidates": len(candidates)},
         )
 
-    def score(self, question: str, candidates: list[_Candidate], n_items: int) -> np.ndarray:
+    def score(self, question: str, candidates: list[AnswerCandidate], n_items: int) -> np.ndarray:
         """One score per candidate; the highest is the answer."""
         return total(self.features(question, candidates, n_items))
 
@@ -106,7 +106,7 @@ class ExtractiveReader:
         self,
         question: str,
         context: Sequence[ContextItem],
-        best: _Candidate,
+        best: AnswerCandidate,
         features: dict[str, np.ndarray],
         chosen: int,
     ) -> str | None:
@@ -120,11 +120,13 @@ class ExtractiveReader:
             return f"no line of the pages found matches enough of the question (score {without_dense:.2f})"
         return None
 
-    def features(self, question: str, candidates: list[_Candidate], n_items: int) -> dict[str, np.ndarray]:
+    def features(
+        self, question: str, candidates: list[AnswerCandidate], n_items: int
+    ) -> dict[str, np.ndarray]:
         """Each signal per candidate (``WEIGHTS`` names them), and the factor setting some back."""
-        asked = _kind(question)
-        question_terms = set(terms(question)) - _ASKING or set(terms(question))
-        expansions = _expansions(question, asked) - question_terms
+        asked = asked_kind(question)
+        question_terms = set(terms(question)) - ASKING or set(terms(question))
+        expansions = label_terms(question, asked) - question_terms
         own_terms = [set(terms(c.own or c.text)) for c in candidates]
         header_terms = [
             set(terms(c.text)) - own if c.header else set() for c, own in zip(candidates, own_terms)
@@ -145,30 +147,30 @@ class ExtractiveReader:
                 [covered(o, h, c.extra) for c, o, h in zip(candidates, own_terms, header_terms)]
             )
         }
-        question_words = {w.lower() for w in _WORD.findall(question)}
+        question_words = {w.lower() for w in WORD.findall(question)}
         rate = (
             asked == "quantity"
-            and bool(_RATE.search(question))
+            and bool(RATE.search(question))
             and not question.lower().startswith("how much")
         )
         f["kind"] = np.array(
-            [_has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
+            [has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
         )
         label = np.array(
-            [_label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
+            [label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
         )
         f["label"] = label * np.maximum(f["kind"], asked is None)
-        subject = _subject_terms(question) if asked != "quantity" else []
-        f["subject"] = np.array([_opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
+        subject = subject_terms(question) if asked != "quantity" else []
+        f["subject"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
         f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
         penalty = np.ones(len(candidates))
-        novel = np.array([_novel_words(c.own or c.answer, question_words) for c in candidates])
+        novel = np.array([novel_words(c.own or c.answer, question_words) for c in candidates])
         penalty[novel == 0] *= REPEATS_QUESTION
         if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
             penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
-        years = set(_YEAR_TOKEN.findall(question))
+        years = set(YEAR.findall(question))
         if years:  # about another year than the one asked for
-            penalty[np.array([_other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
+            penalty[np.array([other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
 
         f["dense"] = np.zeros(len(candidates))
         if self._model is not None:
@@ -206,7 +208,7 @@ def _listed(missing: list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def _dense_text(c: _Candidate) -> str:
+def _dense_text(c: AnswerCandidate) -> str:
     """What MiniLM reads of a candidate: a short one (a label and its value) with its page's title."""
     words = c.text.split()
     if len(words) <= 8 and c.title and c.title != c.text:
