@@ -9,7 +9,7 @@ The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlo
 once (text layer, no OCR; kept in a pickle beside the index) and committed again and again under
 other ids, each copy's lines shuffled within its tiles, so the term statistics stay those of real
 documents. Each batch of documents is committed as ``pagesight ingest`` commits them (the
-pipeline's ``_Storing``: analysis, dense vectors, the catalog) and made searchable by the store's
+pipeline's ``Storing``: analysis, dense vectors, the catalog) and made searchable by the store's
 refresh, as a commit of that size is. Every copy carries a field ``shard`` (0-99), so
 ``shard = 7`` passes 1 % of the documents.
 
@@ -52,7 +52,7 @@ from pagesight.encode.dense import dense_model
 from pagesight.ingest.extract import extract
 from pagesight.ingest.options import TextOptions
 from pagesight.ingest.outcome import Extracted
-from pagesight.ingest.pipeline import IngestReport, _Storing
+from pagesight.ingest.pipeline import IngestReport, Storing
 from pagesight.request import SearchRequest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def build(location: str, n_tiles: int, batch: int, cache: Path) -> dict:
     text = dense_model(index.settings.dense_model) if index.settings.dense_model else None
     while stored < n_tiles:
         with index.store.writing():
-            storing = _Storing(index.catalog, IngestReport(), None, None)
+            storing = Storing(index.catalog, IngestReport(), None, None)
             storing.text = text
             in_batch = 0
             while in_batch < batch and stored < n_tiles:

@@ -141,7 +141,7 @@ def test_every_front_end_offers_the_ingestion_fields(sample_index, monkeypatch):
 
     seen = {}
     read = SimpleNamespace(notes=[], failed=[], ok=True, added=[], replaced=[], unchanged=[], pages=0)
-    monkeypatch.setattr(ingesting, "_open", lambda index, **opened: seen.update(opened) or sample_index)
+    monkeypatch.setattr(ingesting, "open_index", lambda index, **opened: seen.update(opened) or sample_index)
     monkeypatch.setattr(
         ingesting, "_add_with_progress", lambda *args, **kw: seen.update(options=args[2]) or read
     )

@@ -14,7 +14,7 @@ import typer
 
 from pagesight import __version__
 from pagesight.cli import evaluating, ingesting, managing, measuring, searching, serving, training
-from pagesight.cli.common import _close_opened
+from pagesight.cli.common import close_opened
 
 app = typer.Typer(
     help="Retrieval-augmented generation in pixel space: index page images, search them.",
@@ -39,7 +39,7 @@ def _main(
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    ctx.call_on_close(_close_opened)
+    ctx.call_on_close(close_opened)
 
 
 for commands in (ingesting, searching, managing, serving, evaluating, measuring, training):

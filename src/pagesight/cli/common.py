@@ -54,13 +54,14 @@ TrustOption = Annotated[
 ]
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> None:
+    """Print ``message`` as the command's error on stderr and end it with exit code ``code``."""
     # the message is text, not markup: "pip install 'pagesight[qdrant]'" keeps its brackets
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
-def _open(
+def open_index(
     path: str | Path,
     create: bool = False,
     settings: dict | None = None,
@@ -79,7 +80,7 @@ def _open(
     except SettingsConflict:
         raise
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _OPENED.append(index)
     return index
 
@@ -87,25 +88,25 @@ def _open(
 _OPENED: list[Index] = []  # closed when the command ends (``_main``)
 
 
-def _close_opened() -> None:
+def close_opened() -> None:
     """Close the indexes the command opened: a store's client (Qdrant's) lets go of its files and
     connections before the interpreter ends, and in-process callers can open the store again."""
     while _OPENED:
         _OPENED.pop().close()
 
 
-def _given(ctx: typer.Context, option: str) -> bool:
+def is_given(ctx: typer.Context, option: str) -> bool:
     """Whether the command's parameter ``option`` was set on the command line, not defaulted."""
     source = ctx.get_parameter_source(option)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _flag(ctx: typer.Context, option: str) -> str:
+def flag_of(ctx: typer.Context, option: str) -> str:
     """The command-line flag of the command's parameter ``option`` (``--dense-model``)."""
     return next(max(param.opts, key=len) for param in ctx.command.params if param.name == option)
 
 
-def _progress(transient: bool) -> Progress | _LineProgress:
+def progress_bar(transient: bool) -> Progress | _LineProgress:
     """A live progress bar on a terminal; plain progress lines on stderr elsewhere (logs, CI)."""
     if not err.is_terminal:
         return _LineProgress()
@@ -208,7 +209,7 @@ def request_options(kind: type[SearchRequest], *, required: tuple[str, ...] = ()
             try:
                 request = kind(**values)
             except PagesightError as exc:
-                _fail(str(exc))
+                fail(str(exc))
             return command(request=request, **given)
 
         run.__signature__ = inspect.Signature(parameters)
@@ -271,6 +272,6 @@ def values(given: list[str] | None, kind: type, flag: str) -> tuple | None:
     return tuple(dict.fromkeys(found))
 
 
-def _help(name: str, kind: type[SearchRequest] = SearchRequest) -> str:
+def field_help(name: str, kind: type[SearchRequest] = SearchRequest) -> str:
     """The help of request field ``name``, for a command that takes it as an option of its own."""
     return spec(next(f for f in dataclasses.fields(kind) if f.name == name)).help

@@ -16,13 +16,13 @@ from pagesight.cli.common import (
     JsonOption,
     ReaderDeviceOption,
     TrustOption,
-    _fail,
-    _help,
-    _progress,
     choices,
     err,
+    fail,
+    field_help,
     field_option,
     out,
+    progress_bar,
     values,
 )
 from pagesight.errors import PagesightError
@@ -95,7 +95,7 @@ def evaluate(
             "doc, candidates). Repeatable: every combination.",
         ),
     ] = None,
-    where: Annotated[str | None, typer.Option(help=_help("where"))] = None,
+    where: Annotated[str | None, typer.Option(help=field_help("where"))] = None,
     report: Annotated[
         Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
     ] = None,
@@ -122,9 +122,9 @@ def evaluate(
             help="Also evaluate each configuration reranked by this reranker (see search --rerank)."
         ),
     ] = None,
-    rerank_model: Annotated[str | None, typer.Option(help=_help("rerank_model"))] = None,
+    rerank_model: Annotated[str | None, typer.Option(help=field_help("rerank_model"))] = None,
     rerank_candidates: Annotated[
-        int, typer.Option(help=_help("rerank_candidates"))
+        int, typer.Option(help=field_help("rerank_candidates"))
     ] = SearchRequest.rerank_candidates,
     answers: Annotated[
         bool,
@@ -181,10 +181,10 @@ def evaluate(
 
     asked = answers or reader is not None
     if (judge_model or judge) and not asked:
-        _fail("--judge-model needs --reader or --answers")
+        fail("--judge-model needs --reader or --answers")
     if judge and not judge_model:
-        _fail("--judge needs --judge-model")
-    with _progress(transient=True) as progress:
+        fail("--judge needs --judge-model")
+    with progress_bar(transient=True) as progress:
         tasks: dict = {}
 
         def searched(config, done: int, total: int) -> None:
@@ -250,7 +250,7 @@ def evaluate(
                 trust_remote_code=trust_remote_code,
             )
         except PagesightError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     for failed_path, reason in evaluation.failed:
         err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if evaluation.report_files:
@@ -375,10 +375,10 @@ def fit_ranker(
     from pagesight.eval.ranker import PROTOCOLS, REPORTED, collect, fit_rankers
 
     if index and len(index) != len(datasets):
-        _fail(f"{len(index)} --index for {len(datasets)} datasets: give one for each, or none")
+        fail(f"{len(index)} --index for {len(datasets)} datasets: give one for each, or none")
     sets = {}
     try:
-        with _progress(transient=True) as progress:
+        with progress_bar(transient=True) as progress:
             for position, folder in enumerate(datasets):
                 data = Dataset.load(folder)
                 if data.name in sets:
@@ -397,7 +397,7 @@ def fit_ranker(
                     idx.close()
             fitted = fit_rankers(sets, depth)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if out_file is not None:
         fitted.ranker.save(out_file)
     if as_json:
@@ -444,9 +444,9 @@ def compare(
             per_query = metrics.per_query({q: [d for d, _ in ranked] for q, ranked in run.items()}, judged)
             loaded.append(Result(Config(tag or path.stem, "saved"), run, per_query, latencies=[0.0]))
     except (PagesightError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if at not in next(iter(loaded[0].per_query.values())):
-        _fail(f"--at must be one of success@1, success@5, success@10, got '{at}'")
+        fail(f"--at must be one of success@1, success@5, success@10, got '{at}'")
     summaries = [{"config": r.config.name, **r.means, "n_queries": len(r.per_query)} for r in loaded]
     pairs = comparisons(loaded, at)
     if as_json:

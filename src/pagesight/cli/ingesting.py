@@ -19,13 +19,13 @@ from pagesight.cli.common import (
     IndexOption,
     JsonOption,
     TrustOption,
-    _fail,
-    _flag,
-    _given,
-    _open,
-    _progress,
     choices,
     err,
+    fail,
+    flag_of,
+    is_given,
+    open_index,
+    progress_bar,
 )
 from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.ingest.options import IngestOptions
@@ -129,19 +129,19 @@ def ingest_options(command):
                         continue
                     toggle = next((o for o in offered if o.toggle and o.field is f), None)
                     on = toggle is None or taken[toggle.name]
-                    chosen = [o.name for o in (option, toggle) if o is not None and _given(ctx, o.name)]
+                    chosen = [o.name for o in (option, toggle) if o is not None and is_given(ctx, o.name)]
                     if chosen:  # the setting given (or its toggle): checked against an existing index
                         flags[f.name] = chosen[0]
                         if not on:
                             settings[f.name] = None
-                        elif _given(ctx, option.name):
-                            settings[f.name] = given_value(f, value, _flag(ctx, option.name))
+                        elif is_given(ctx, option.name):
+                            settings[f.name] = given_value(f, value, flag_of(ctx, option.name))
                         else:
                             settings[f.name] = f.default
                     continue
                 if value is None or (spec(f).parts is not None and spec(f).taken_as is bool):
                     continue  # not given (the field's default), or a part's on/off (below)
-                value = given_value(f, value, _flag(ctx, option.name))
+                value = given_value(f, value, flag_of(ctx, option.name))
                 if option.part is not None:
                     parts.setdefault(option.part, {})[f.name] = value
                 else:
@@ -157,7 +157,7 @@ def ingest_options(command):
                 }
             made = IngestOptions(**options)  # before the index: a bad option leaves no new index
         except PagesightError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         return command(ctx=ctx, options=made, settings=settings, flags=flags, **given)
 
     run.__signature__ = inspect.Signature(parameters)
@@ -189,19 +189,21 @@ def ingest(
     The index is created if missing; unchanged inputs are skipped, changed ones replaced.
     """
     try:
-        idx = _open(index, create=True, settings=settings, device=device, trust_remote_code=trust_remote_code)
+        idx = open_index(
+            index, create=True, settings=settings, device=device, trust_remote_code=trust_remote_code
+        )
     except SettingsConflict as exc:
-        named = [_flag(ctx, flags[name]) for name in exc.conflicts]
+        named = [flag_of(ctx, flags[name]) for name in exc.conflicts]
         made = ", ".join(f"{name}={stored!r}" for name, (stored, _) in exc.conflicts.items())
         listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
-        _fail(
+        fail(
             f"{index}: {listed} {'is' if len(named) == 1 else 'are'} chosen when an index is made "
             f"(it was made with {made}); make a new index for {named[0] if len(named) == 1 else 'them'}"
         )
     try:
         report = _add_with_progress(idx, paths, options, transient=as_json)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for path, note in report.notes:
         err.print(f"{path}: note: {note}", highlight=False, markup=False, soft_wrap=True)
     for path, reason in report.failed:
@@ -220,7 +222,7 @@ def ingest(
 
 def _add_with_progress(idx: Index, paths, options: IngestOptions, transient: bool):
     """``idx.add`` with a progress bar of files and pages on stderr."""
-    with _progress(transient) as progress:
+    with progress_bar(transient) as progress:
         task = progress.add_task("ingest", total=None, note="files, 0 pages")
         pages = 0
 

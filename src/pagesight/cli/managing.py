@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from pagesight.cli.common import IndexOption, JsonOption, _fail, _open, err, out
+from pagesight.cli.common import IndexOption, JsonOption, err, fail, open_index, out
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ app = typer.Typer()
 @app.command()
 def info(index: IndexOption, as_json: JsonOption = False) -> None:
     """Counts, models, settings and size of an index."""
-    idx = _open(index)
+    idx = open_index(index)
     data = idx.info()
     if as_json:
         print(json.dumps(data))
@@ -123,11 +123,11 @@ def documents(
     The ids listed are what delete and --doc take; --json also gives each document's fields, what
     --where reads.
     """
-    idx = _open(index)
+    idx = open_index(index)
     try:
         listing = idx.document_list(where)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps(listing))
         return
@@ -161,11 +161,11 @@ def delete(
     doc_id: Annotated[str, typer.Argument(help="Document id (file stem).")], index: IndexOption
 ) -> None:
     """Remove a document and all its pages from the index."""
-    idx = _open(index)
+    idx = open_index(index)
     try:
         deleted = idx.delete(doc_id)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if not deleted:
-        _fail(f"{index}: no document '{doc_id}'", code=1)
+        fail(f"{index}: no document '{doc_id}'", code=1)
     err.print(f"deleted {doc_id}", highlight=False)

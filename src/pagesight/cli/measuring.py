@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pagesight.cli.common import _fail, err, values
+from pagesight.cli.common import err, fail, values
 from pagesight.errors import PagesightError
 from pagesight.settings import Settings
 
@@ -41,7 +41,7 @@ def import_dataset(
     try:
         counts = convert(source, out, split=split, languages=values(language, str, "--language") or ())
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     # corpus items, queries, judgements, answers; from tables also boxes (and those of no area
     # dropped) and transcriptions
     err.print(f"{out}: " + ", ".join(f"{name} {n}" for name, n in counts.items()), highlight=False)
@@ -74,7 +74,7 @@ def bench(
     from pagesight import bench as benchmark
 
     if index is not None and index.exists() and any(index.iterdir()):
-        _fail(f"{index}: exists and is not empty; the benchmark needs a new index")
+        fail(f"{index}: exists and is not empty; the benchmark needs a new index")
     asked = None
     if queries is not None:
         try:
@@ -82,7 +82,7 @@ def bench(
 
             asked = [row["text"] for row in read_jsonl(queries, ("text",))]
         except PagesightError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     settings = Settings() if dense else Settings(dense_model=None)
     result = benchmark.run(
         paths, settings, index_dir=index, queries=asked, scale_sizes=scale or (), max_pages=max_pages,

@@ -21,9 +21,9 @@ from pagesight.cli.common import (
     JsonOption,
     ReaderDeviceOption,
     TrustOption,
-    _fail,
-    _open,
     err,
+    fail,
+    open_index,
     out,
     request_options,
 )
@@ -67,7 +67,7 @@ def search(
     A picture (--image, a --region of it) is searched with the question. Hits are tiles with
     their page, score per retriever, snippet and evidence boxes.
     """
-    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
+    idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
     try:
         if image is not None:  # a search by the picture (and the question, when given)
             picture = open_image(image, str(image))
@@ -81,7 +81,7 @@ def search(
                 raise PagesightError("--explain draws the maps of a text query, not of --image")
             _explain(idx, request.query, hits, explain)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
         return
@@ -148,7 +148,7 @@ def ask(
     """
     from pagesight.answer.show import write_html
 
-    idx = _open(index, device=device or "auto", trust_remote_code=trust_remote_code)
+    idx = open_index(index, device=device or "auto", trust_remote_code=trust_remote_code)
     try:
         reader = build_reader(
             request, trust_remote_code=trust_remote_code, base_url=base_url, api_key=api_key, device=device
@@ -160,7 +160,7 @@ def ask(
         if html is not None:
             write_html(idx, answer, html)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
         return

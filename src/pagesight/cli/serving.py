@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pagesight.cli.common import DeviceOption, IndexOption, TrustOption, _fail, _open, err
+from pagesight.cli.common import DeviceOption, IndexOption, TrustOption, err, fail, open_index
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -89,11 +89,9 @@ def serve(
     their own code (--trust-remote-code) is the operator's choice alone: no request can ask for it.
     """
     if host not in LOOPBACK and not (api_key or keys) and not insecure:
-        _fail(
-            f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)"
-        )
+        fail(f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)")
     if max_upload_mb <= 0 or readers < 1 or workers < 1:
-        _fail("--max-upload-mb, --readers and --workers must be positive")
+        fail("--max-upload-mb, --readers and --workers must be positive")
     from pagesight.serve.workers import ServeConfig, check, run
 
     config = ServeConfig(
@@ -104,7 +102,7 @@ def serve(
     try:
         check(config)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     shown = f"[{host}]" if ":" in host else host
     writes = "uploads and deletes on: API key set" if api_key else "read-only: no API key"
     if keys:
@@ -142,7 +140,7 @@ def mcp_server(
     from pagesight.request import AskRequest
     from pagesight.serve.mcp import serve as serve_mcp
 
-    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
+    idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
     options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
     # built for each ask's options (its coordinates); the extractive reader on the first ask, so the
     # server starts at once, another now, so a bad option fails here
@@ -151,7 +149,7 @@ def mcp_server(
         try:
             chosen.get(AskRequest())
         except PagesightError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     if http:
         shown = f"[{host}]" if ":" in host else host
         err.print(f"serving MCP for {index} at http://{shown}:{port}/mcp", highlight=False)

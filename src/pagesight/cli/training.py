@@ -14,10 +14,10 @@ from pagesight.cli.common import (
     JsonOption,
     Mode,
     TrustOption,
-    _fail,
-    _open,
-    _progress,
+    fail,
+    open_index,
     out,
+    progress_bar,
 )
 from pagesight.errors import PagesightError
 
@@ -104,7 +104,7 @@ def train(
     from pagesight.train.run import TrainConfig
     from pagesight.train.run import train as run_training
 
-    idx = _open(index, device=device, trust_remote_code=trust_remote_code)
+    idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
     training = dict(
         epochs=epochs,
         batch_size=batch_size,
@@ -144,7 +144,7 @@ def train(
             visual=visual,
             seed=seed,
         )
-        with _progress(transient=True) as progress:
+        with progress_bar(transient=True) as progress:
             tasks: dict[str, int] = {}
 
             def show(stage: str, done: int, total: int, note: str) -> None:
@@ -154,7 +154,7 @@ def train(
 
             report = run_training(idx, out, config, show)
     except PagesightError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps(report))
         return

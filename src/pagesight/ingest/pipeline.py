@@ -168,7 +168,7 @@ def run(
     web_todo, web_settled = web_pages.plan(
         catalog, web_inputs, web_options, claimed={task.doc_id: str(task.path) for task in todo}, text=text
     )
-    store = _Storing(catalog, report, progress, max_memory, options.meta, options.language)
+    store = Storing(catalog, report, progress, max_memory, options.meta, options.language)
     for extracted in settled + web_settled:
         store(extracted)
     text_options = TextOptions(ocr, options.language, options.transcripts)
@@ -245,7 +245,7 @@ def _task_extracted(task: FileTask, outcome, **encoded) -> Extracted:
     return Extracted(str(task.path), task.doc_id, outcome, replacing=task.known_sha256 is not None, **encoded)
 
 
-class _Storing:
+class Storing:
     """The one place every input ends: a document encoded and committed in its own transaction,
     an unchanged input noted, a failure reported with its reason."""
 
