@@ -184,41 +184,18 @@ def evaluate(
         fail("--judge-model needs --reader or --answers")
     if judge and not judge_model:
         fail("--judge needs --judge-model")
+    lists = {"context": context, "answer_k": answer_k, "compression": compression, "inputs": inputs}
+    lists.update(strategy=strategy, max_searches=max_searches)
+    options = {"model": model, "max_tokens": max_tokens, "number_from": number_from}
+    options.update(coordinates=coordinates.value if coordinates else None)
+    local = {"base_url": base_url, "api_key": api_key, "device": device}
     with progress_bar(transient=True) as progress:
-        tasks: dict = {}
-
-        def searched(config, done: int, total: int) -> None:
-            if config not in tasks:
-                tasks[config] = progress.add_task(config.name, total=total, note="queries")
-            progress.update(tasks[config], completed=done)
-
-        def answered(done: int, total: int) -> None:
-            if "answers" not in tasks:
-                tasks["answers"] = progress.add_task("answers", total=total, note="questions")
-            progress.update(tasks["answers"], completed=done)
-
+        searched, answered = _progress_reporters(progress)
         try:
             if rerank_model is not None and rerank is None:
                 raise PagesightError("--rerank-model needs --rerank")
-            settings = {"context": context, "answer_k": answer_k, "compression": compression}
-            settings.update(inputs=inputs, strategy=strategy, max_searches=max_searches)
-            local = {"base_url": base_url, "api_key": api_key, "device": device}
-            grid = scorer = None
-            if asked:
-                reading = {"reader": reader or AskRequest.reader, "model": model, "max_tokens": max_tokens}
-                reading.update(
-                    coordinates=coordinates.value if coordinates else None, number_from=number_from
-                )
-                grid = answer_grid(AskRequest(**reading, agent=agent), **settings)
-            elif (
-                any(settings.values())
-                or agent
-                or any(value is not None for value in (model, max_tokens, coordinates, number_from))
-                or any(local.values())
-            ):
-                raise PagesightError(
-                    "the answer settings and the reader's options need --answers (or --reader)"
-                )
+            grid = _eval_grid(asked, reader, agent, options, lists, local)
+            scorer = None
             if judge_model:
                 kind = judge.value if judge else "binary"
                 scorer = openai_judge(kind, judge_model, judge_base_url or base_url, api_key)
@@ -251,6 +228,44 @@ def evaluate(
             )
         except PagesightError as exc:
             fail(str(exc))
+    _print_evaluation(evaluation, as_json)
+
+
+def _progress_reporters(progress):
+    """eval's progress callbacks: a task for each configuration's queries, one for the answers."""
+    tasks: dict = {}
+
+    def searched(config, done: int, total: int) -> None:
+        if config not in tasks:
+            tasks[config] = progress.add_task(config.name, total=total, note="queries")
+        progress.update(tasks[config], completed=done)
+
+    def answered(done: int, total: int) -> None:
+        if "answers" not in tasks:
+            tasks["answers"] = progress.add_task("answers", total=total, note="questions")
+        progress.update(tasks["answers"], completed=done)
+
+    return searched, answered
+
+
+def _eval_grid(asked: bool, reader: str | None, agent: bool, options: dict, lists: dict, local: dict):
+    """The answer grid when answers are asked for (``--answers`` or ``--reader``): the request of
+    ``reader``, ``agent`` and the reader's ``options``, over eval's answer ``lists``. Otherwise
+    None, and any answer setting, reader option or machine option (``local``) given is refused."""
+    if asked:
+        return answer_grid(AskRequest(reader=reader or AskRequest.reader, **options, agent=agent), **lists)
+    if (
+        any(lists.values())
+        or agent
+        or any(value is not None for value in options.values())
+        or any(local.values())
+    ):
+        raise PagesightError("the answer settings and the reader's options need --answers (or --reader)")
+    return None
+
+
+def _print_evaluation(evaluation, as_json: bool) -> None:
+    """The files that failed and the report's path on stderr; the scores as JSON or tables."""
     for failed_path, reason in evaluation.failed:
         err.print(f"{failed_path}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if evaluation.report_files:
