@@ -267,8 +267,6 @@ class OpenAIReader:
 
         The reply is read defensively: compatible servers differ, and a proxy may answer with HTML.
         """
-        import openai
-
         options: dict = {"max_tokens": max_tokens or self.max_tokens, "temperature": self.temperature}
         if logprobs:
             options["logprobs"] = True
@@ -276,10 +274,17 @@ class OpenAIReader:
             options["top_logprobs"] = top_logprobs
         if tools:
             options.update(tools=tools, tool_choice=tool_choice)
+        return _parsed_reply(self._create(messages, options), self._where())
+
+    def _create(self, messages: list[dict], options: dict):
+        """The endpoint's response to ``messages``; a failed call is a one-line ``PagesightError``
+        saying what to check."""
+        import openai
+
         where = self._where()
         tries = f" after {self.max_retries + 1} tries" if self.max_retries else ""
         try:
-            response = self._client.chat.completions.create(model=self.model, messages=messages, **options)
+            return self._client.chat.completions.create(model=self.model, messages=messages, **options)
         except openai.APITimeoutError:
             raise PagesightError(f"{where}: no reply within {self.timeout:g} s{tries}") from None
         except openai.APIConnectionError as exc:
@@ -304,42 +309,43 @@ class OpenAIReader:
             raise PagesightError(f"{where}: HTTP {exc.status_code}: {_detail(exc)}") from None
         except openai.OpenAIError as exc:
             raise PagesightError(f"{where}: {_one_line(str(exc))}") from None
-        choices = getattr(response, "choices", None)
-        if not isinstance(choices, list):
-            raise PagesightError(
-                f"{where}: the reply is not a chat completion: {_one_line(str(response), 100)}"
-            )
-        if not choices:
-            raise PagesightError(f"{where}: the reply has no answer (no choices)")
-        message = getattr(choices[0], "message", None)
-        finish_reason = getattr(choices[0], "finish_reason", None)
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise PagesightError(f"{where}: the model refused: {_one_line(str(refusal))}")
-        if finish_reason == "content_filter":
-            raise PagesightError(f"{where}: the answer was withheld by the endpoint's content filter")
-        text = getattr(message, "content", None)
-        calls = _tool_calls(getattr(message, "tool_calls", None))
-        if text is None and calls:
-            text = ""
-        if not isinstance(text, str):
-            raise PagesightError(f"{where}: the reply has no text (finish reason: {finish_reason})")
-        tokens = getattr(getattr(choices[0], "logprobs", None), "content", None)
-        counts = getattr(response, "usage", None)
-        usage = {key: getattr(counts, key, None) for key in ("prompt_tokens", "completion_tokens")}
-        return _Reply(
-            text=text,
-            finish_reason=finish_reason,
-            tokens=[(t.token, t.logprob) for t in tokens] if tokens else None,
-            usage={key: value for key, value in usage.items() if value is not None},
-            calls=calls,
-            alternatives=[{a.token: a.logprob for a in t.top_logprobs or ()} for t in tokens]
-            if tokens
-            else None,
-        )
 
     def _where(self) -> str:
         return f"openai reader (model '{self.model}' at {self.base_url})"
+
+
+def _parsed_reply(response, where: str) -> _Reply:
+    """A chat completion's first choice as a ``_Reply``; what is not one (no choices, a refusal,
+    a filtered answer, no text) is a one-line ``PagesightError`` naming the endpoint (``where``)."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise PagesightError(f"{where}: the reply is not a chat completion: {_one_line(str(response), 100)}")
+    if not choices:
+        raise PagesightError(f"{where}: the reply has no answer (no choices)")
+    message = getattr(choices[0], "message", None)
+    finish_reason = getattr(choices[0], "finish_reason", None)
+    refusal = getattr(message, "refusal", None)
+    if refusal:
+        raise PagesightError(f"{where}: the model refused: {_one_line(str(refusal))}")
+    if finish_reason == "content_filter":
+        raise PagesightError(f"{where}: the answer was withheld by the endpoint's content filter")
+    text = getattr(message, "content", None)
+    calls = _tool_calls(getattr(message, "tool_calls", None))
+    if text is None and calls:
+        text = ""
+    if not isinstance(text, str):
+        raise PagesightError(f"{where}: the reply has no text (finish reason: {finish_reason})")
+    tokens = getattr(getattr(choices[0], "logprobs", None), "content", None)
+    counts = getattr(response, "usage", None)
+    usage = {key: getattr(counts, key, None) for key in ("prompt_tokens", "completion_tokens")}
+    return _Reply(
+        text=text,
+        finish_reason=finish_reason,
+        tokens=[(t.token, t.logprob) for t in tokens] if tokens else None,
+        usage={key: value for key, value in usage.items() if value is not None},
+        calls=calls,
+        alternatives=[{a.token: a.logprob for a in t.top_logprobs or ()} for t in tokens] if tokens else None,
+    )
 
 
 def _chat_message(message: Message) -> dict:
