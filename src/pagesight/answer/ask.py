@@ -10,7 +10,7 @@ from PIL import Image
 
 from pagesight.answer import strategies
 from pagesight.answer.agent import agent_ask
-from pagesight.answer.base import Answer, Citation, Reader, takes_question_image
+from pagesight.answer.base import Answer, Citation, Reader, Reading, takes_question_image
 from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
@@ -44,7 +44,7 @@ def ask(
     question's image: the no-retrieval baseline of eval).
     """
     start = time.perf_counter()
-    question, compression, token_model = request.query, request.compression, request.token_model
+    question = request.query
     if request.agent:
         if request.strategy not in ("auto", "all"):
             raise PagesightError(
@@ -65,7 +65,7 @@ def ask(
     elif hits is None:
         hits = retrieve(index, request, image, region)
     searched = time.perf_counter()
-    context = build_context(index, hits, compression)
+    context = build_context(index, hits, request.compression)
     chosen = strategies.choose(request.strategy, reader, len(context), shown_image is not None)
     prepared = time.perf_counter()
     if context or closed_book:
@@ -73,30 +73,14 @@ def ask(
     else:
         reading, shown = None, []
     read = time.perf_counter()
-
-    citations = []
-    if reading is not None:
-        for i, boxes in sorted(reading.cited.items()):
-            hit = context[i].hit
-            citations.append(Citation(hit.doc_id, hit.page, hit.tile, boxes, reading.quotes.get(i, "")))
-    spent = 0 if reader.inputs == "text" or not shown else context_tokens(shown, token_model)
-    if shown_image is not None and reading is not None:  # the question's image goes with each call
-        calls = len(shown) if chosen == "weighted" and len(shown) > 1 else 1
-        spent += calls * image_tokens(shown_image.width, shown_image.height, token_model)
-    usage = {
-        "strategy": chosen,
-        "compression": compression,
-        "token_model": token_model,
-        "image_tokens": spent,
-        **(reading.usage if reading else {}),
-    }
+    usage = _usage(request, reader, chosen, shown, shown_image, reading)
     warnings = usage.get("warnings", []) + notes
     if warnings:
         usage["warnings"] = warnings
     return Answer(
         question=question,
         text=reading.text if reading else "",
-        citations=citations,
+        citations=_citations(reading, context),
         hits=hits,
         reader=reader.name,
         timings={
@@ -110,6 +94,41 @@ def ask(
         answered=reading.answered if reading else False,
         reason=reading.reason if reading else "no pages were found to answer from",
     )
+
+
+def _citations(reading: Reading | None, context: list) -> list[Citation]:
+    """The boxes ``reading`` cites, each set on the tile of ``context`` it stands on."""
+    if reading is None:
+        return []
+    citations = []
+    for i, boxes in sorted(reading.cited.items()):
+        hit = context[i].hit
+        citations.append(Citation(hit.doc_id, hit.page, hit.tile, boxes, reading.quotes.get(i, "")))
+    return citations
+
+
+def _usage(
+    request: AskRequest,
+    reader: Reader,
+    chosen: str,
+    shown: list,
+    shown_image: Image.Image | None,
+    reading: Reading | None,
+) -> dict:
+    """What the answer cost: the strategy ``chosen``, the image tokens of the tiles ``shown`` (and
+    of the question's image with each call), and the reader's own counts."""
+    token_model = request.token_model
+    spent = 0 if reader.inputs == "text" or not shown else context_tokens(shown, token_model)
+    if shown_image is not None and reading is not None:  # the question's image goes with each call
+        calls = len(shown) if chosen == "weighted" and len(shown) > 1 else 1
+        spent += calls * image_tokens(shown_image.width, shown_image.height, token_model)
+    return {
+        "strategy": chosen,
+        "compression": request.compression,
+        "token_model": token_model,
+        "image_tokens": spent,
+        **(reading.usage if reading else {}),
+    }
 
 
 def _question_image(reader: Reader, image: Image.Image | None) -> tuple[Image.Image | None, list[str]]:
