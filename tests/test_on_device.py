@@ -274,8 +274,9 @@ def test_the_transformers_reader_on_the_device(dtype, reader_folder, pages):
     """A reading with two tiles and a question image, a chat, the first-token log-probabilities the
     vlm reranker uses, and a reader with an adapter, on the device; the first-token
     log-probabilities agree with float32 on the CPU."""
+    from pagesight.answer.reranking import JUDGE_PROMPT, VlmReranker
     from pagesight.answer.vlm import TransformersReader
-    from pagesight.search.rerank import JUDGE_PROMPT, Candidate, VlmReranker
+    from pagesight.search.rerank import Candidate
     from tests.answer.test_vlm_reader import QUESTION
 
     reader = TransformersReader(model=str(reader_folder), device=DEVICE, dtype=dtype, max_tokens=6)

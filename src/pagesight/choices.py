@@ -5,6 +5,8 @@ and every import points down.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # read: the languages a page or a question is analysed in, code -> the name of its Snowball
 # stemmer and bm25s stop-word list
 LANGUAGES = {
@@ -50,3 +52,12 @@ TEXT_FROM = ("documents", "dataset")
 # the scale of the boxes a model reader cites: pixels of the image as the model saw it, 0..1000 or
 # 0..1 across each side of the image
 COORDINATES = ("pixels", "norm1000", "norm1")
+
+
+# search: the thesauri that ship with pagesight (``search/thesauri/<name>.txt``, ``Settings.thesaurus``)
+THESAURI = Path(__file__).parent / "search" / "thesauri"
+
+
+def thesauri() -> list[str]:
+    """The names of the thesauri that ship with pagesight."""
+    return sorted(path.stem for path in THESAURI.glob("*.txt"))

@@ -149,12 +149,8 @@ class SearchRequest:
             check(f.name, getattr(self, f.name), spec(f))
         if self.rerank_model is not None and self.rerank is None:
             raise PagesightError("rerank_model needs rerank")
-        if self.ranker_file is not None:
-            if not self.ranker:
-                raise PagesightError("ranker_file needs the ranker on")
-            from pagesight.search.ranking import ranker
-
-            ranker(self.ranker_file)  # a missing or malformed file is refused with the request
+        if self.ranker_file is not None and not self.ranker:
+            raise PagesightError("ranker_file needs the ranker on")
         if self.where is not None:
             from pagesight.where import parse
 

@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pagesight.choices import thesauri
 from pagesight.errors import PagesightError, SettingsConflict
-from pagesight.spec import check_fields, option
+from pagesight.spec import check_fields, model_reference, option
 
 OCR_MODES = ("auto", "always", "never")
 VISUAL_INDEXES = ("flat", "ivf", "hnsw", "ivfpq")  # vectors.ann.KINDS, without importing FAISS
@@ -21,8 +22,6 @@ MAX_MUVERA_DIM = 1 << 16  # a page's MUVERA encoding: 256 KB in float32 (the def
 
 def _model_reference(model: str, name: str) -> str:
     """A model named on a command line or in a form: a local folder as its absolute path."""
-    from pagesight.encode.visual.base import model_reference
-
     return model_reference(model)
 
 
@@ -139,13 +138,10 @@ class Settings:
             )
         if self.visual_encoder is None and (self.visual_model or self.visual_adapter):
             raise PagesightError("settings: visual_model and visual_adapter need a visual_encoder")
-        if self.thesaurus is not None:
-            from pagesight.search.expansion import thesauri
-
-            if self.thesaurus not in thesauri():
-                raise PagesightError(
-                    f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
-                )
+        if self.thesaurus is not None and self.thesaurus not in thesauri():
+            raise PagesightError(
+                f"settings: unknown thesaurus '{self.thesaurus}' (known: {', '.join(thesauri())})"
+            )
         if min(self.muvera_reps, self.muvera_d_proj) < 1 or not 1 <= self.muvera_k_sim <= 16:
             raise PagesightError(
                 f"settings: muvera_reps and muvera_d_proj must be 1 or more and muvera_k_sim from 1 to 16, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pagesight.errors import PagesightError
@@ -146,3 +147,10 @@ def _range(rules: Spec) -> str:
     if rules.ge is None:
         return f"{rules.le:g} or less"
     return f"from {rules.ge:g} to {rules.le:g}"
+
+
+def model_reference(model: str) -> str:
+    """A hub id as given; a local folder as an absolute path, so a setting or an encoder's spec names it
+    unambiguously, whatever the folder it was given from."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() else model

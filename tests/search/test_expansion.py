@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from pagesight import Index
+from pagesight.choices import thesauri
 from pagesight.encode.lexical import with_years
 from pagesight.errors import PagesightError
-from pagesight.search.expansion import expand, thesauri, thesaurus
+from pagesight.search.expansion import expand, thesaurus
 from pagesight.settings import Settings
 from tests.conftest import cli, make_pdf
 

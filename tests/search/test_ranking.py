@@ -109,20 +109,20 @@ def test_the_packaged_ranker_is_read_and_a_bad_ranker_file_is_refused_by_name(tm
     assert set(packaged.about["fitted on"]) == {"irpapers", "financebench-dev", "mmlongbench-dev"}
     missing = tmp_path / "missing.json"
     with pytest.raises(PagesightError, match="missing.json does not exist"):
-        SearchRequest("q", ranker_file=str(missing))
+        ranking.ranker(str(missing))
     other = tmp_path / "other.json"
     record = json.loads(ranking.DEFAULT.read_text())
     other.write_text(json.dumps({**record, "features": record["features"][:-1]}))
     with pytest.raises(PagesightError, match="other.json was fitted on other features"):
-        SearchRequest("q", ranker_file=str(other))
+        ranking.ranker(str(other))
     short = tmp_path / "short.json"
     short.write_text(json.dumps({**record, "coef": record["coef"][:-1]}))
     with pytest.raises(PagesightError, match="short.json is not a ranker file: 20 means"):
-        SearchRequest("q", ranker_file=str(short))
+        ranking.ranker(str(short))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     with pytest.raises(PagesightError, match="broken.json is not a ranker file"):
-        SearchRequest("q", ranker_file=str(broken))
+        ranking.ranker(str(broken))
     with pytest.raises(PagesightError, match="ranker_file needs the ranker on"):
         SearchRequest("q", ranker=False, ranker_file=str(ranking.DEFAULT))
 
@@ -191,5 +191,8 @@ def test_the_learned_ranker_reorders_a_hybrid_searchs_head(filing, tmp_path):
     assert filing.search(SearchRequest(QUESTION, k=3))[0].page == 6
     # one retriever's run is returned as it ranks
     assert all("ranker" not in h.scores for h in filing.search(SearchRequest(QUESTION, mode="lexical")))
+    # a missing ranker file is refused by the search before it searches, in any mode
+    with pytest.raises(PagesightError, match="gone.json does not exist"):
+        filing.search(SearchRequest(QUESTION, mode="lexical", ranker_file=str(tmp_path / "gone.json")))
     config = Config.parse("hybrid/unranked")
     assert config.name == "rsf:0.15/unranked" and config.request.ranker is False

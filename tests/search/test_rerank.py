@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 
 from pagesight import Index
+from pagesight.answer.reranking import JUDGE_PROMPT, VlmReranker, yes_probability
 from pagesight.errors import PagesightError
 from pagesight.search.rerank import (
     RERANKERS,
     Candidate,
-    VlmReranker,
     make_reranker,
     register,
     reorder,
-    yes_probability,
 )
 from pagesight.settings import Settings
 from tests.answer import test_vlm_reader
@@ -229,7 +228,6 @@ def test_the_vlm_judge_through_a_transformers_reader(index, tiny):
     """A tiny random Qwen2-VL judges each tile: its score is P(yes) / (P(yes) + P(no)) of the first
     token, as the reader's own forward pass gives it."""
     from pagesight.answer.vlm import TransformersReader
-    from pagesight.search.rerank import JUDGE_PROMPT
 
     reader = TransformersReader.from_objects(tiny.model, tiny.processor, source="tiny")
     reranker = VlmReranker(reader)

@@ -70,6 +70,8 @@ def search_text(
             )
         image = query_image(image, request.region)
     check_request(store, k, doc_ids, request.where)
+    if request.ranker_file is not None:
+        ranker(request.ranker_file)  # a missing or malformed file is refused before any search
     given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
     allowed = _allowed(store, doc_ids, given, request.where)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib import resources
 
+from pagesight.choices import THESAURI, thesauri
 from pagesight.errors import PagesightError
 
 
@@ -32,20 +32,12 @@ class Entry:
         return self.pattern.search(query) is not None
 
 
-def thesauri() -> list[str]:
-    """The names of the thesauri that ship with pagesight."""
-    folder = resources.files("pagesight.search") / "thesauri"
-    return sorted(
-        entry.name.removesuffix(".txt") for entry in folder.iterdir() if entry.name.endswith(".txt")
-    )
-
-
 @cache
 def thesaurus(name: str) -> tuple[Entry, ...]:
     """The entries of the thesaurus ``name``."""
     if name not in thesauri():
         raise PagesightError(f"unknown thesaurus '{name}' (known: {', '.join(thesauri())})")
-    text = (resources.files("pagesight.search") / "thesauri" / f"{name}.txt").read_text()
+    text = (THESAURI / f"{name}.txt").read_text()
     entries = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip().lower()

@@ -26,7 +26,6 @@ Each reranker keeps the size and time of its last call (``last``), which search 
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,8 +82,8 @@ RERANKERS = Registry(
     "pagesight.rerankers",
     {
         "cross-encoder": "pagesight.search.rerank:CrossEncoderReranker",
-        "vlm": "pagesight.search.rerank:VlmReranker",
-        "vlm-openai": "pagesight.search.rerank:openai_vlm",
+        "vlm": "pagesight.answer.reranking:VlmReranker",
+        "vlm-openai": "pagesight.answer.reranking:openai_vlm",
         "jina-m0": "pagesight.search.rerank:JinaM0Reranker",
     },
 )
@@ -185,8 +184,8 @@ def reorder(run: list[tuple[int, float]], scores: Sequence[float]) -> tuple[list
     return head + tail, head
 
 
-class _Timed:
-    """Times ``score`` calls into ``last``."""
+class TimedReranker:
+    """A reranker that times its ``score`` calls into ``last``: subclasses implement ``_score``."""
 
     name = "reranker"
     batch_size = 1
@@ -212,7 +211,7 @@ class _Timed:
 PASSAGE_FILE = "pagesight.json"  # in a cross-encoder folder: the passage size it was trained on
 
 
-class CrossEncoderReranker(_Timed):
+class CrossEncoderReranker(TimedReranker):
     """A sentence-transformers cross-encoder over (query, the tile's best chunk). The chunk size is
     the one the model was trained on when its folder says (``PASSAGE_FILE``, written by
     ``pagesight train``), else the index's."""
@@ -275,7 +274,7 @@ def passage_size(model: str) -> tuple[int, int] | None:
     return int(data["passage_words"]), int(data["passage_overlap"])
 
 
-class VisualReranker(_Timed):
+class VisualReranker(TimedReranker):
     """The query and each candidate's tile image through a visual encoder: MaxSim for
     late-interaction (``col*``) encoders, cosine for single-vector ones."""
 
@@ -330,49 +329,7 @@ class VisualReranker(_Timed):
         return [float(np.dot(q, np.asarray(p).reshape(-1))) for p in pages]
 
 
-JUDGE_PROMPT = (
-    "Does this image contain the answer to the question below? Answer with yes or no only.\nQuestion: {query}"
-)
-
-
-class VlmReranker(_Timed):
-    """Pointwise relevance from a vision-language reader: P(yes) / (P(yes) + P(no)) for the first
-    token of its answer to ``JUDGE_PROMPT`` about each tile image."""
-
-    name = "vlm"
-    batch_size = 1
-
-    def __init__(
-        self,
-        reader: Any = "transformers",
-        model: str | None = None,
-        device: str = "auto",
-        trust_remote_code: bool = False,
-        **options: Any,
-    ):
-        """``reader``: "transformers" (on ``device``, running the model's own code if
-        ``trust_remote_code``) or "openai", built with ``model`` and ``options``, or a reader
-        object that has ``first_token_logprobs``."""
-        super().__init__()
-        from pagesight.answer.base import make_reader
-
-        if isinstance(reader, str):
-            if reader not in ("transformers", "openai"):
-                raise PagesightError(
-                    f"the vlm reranker reads through 'transformers' or 'openai', not '{reader}'"
-                )
-            if reader == "transformers":
-                options.update(device=device, trust_remote_code=trust_remote_code)
-            reader = make_reader(reader, model=model, **options)
-        self.name = "vlm-openai" if getattr(reader, "name", "") == "openai" else "vlm"
-        self.reader = reader
-
-    def _score(self, query: str, candidates: list[Candidate]) -> list[float]:
-        prompt = JUDGE_PROMPT.format(query=query)
-        return [yes_probability(self.reader.first_token_logprobs(prompt, [c.image])) for c in candidates]
-
-
-class JinaM0Reranker(_Timed):
+class JinaM0Reranker(TimedReranker):
     """jina-reranker-m0 (jinaai/jina-reranker-m0 by default): the relevance of each tile image to the
     query from the model's own ``compute_score`` over (query, image) pairs, ``doc_type="image"``,
     at most ``max_length`` tokens a pair; sigmoid scores in [0, 1]. Its code comes with the model,
@@ -419,22 +376,3 @@ class JinaM0Reranker(_Timed):
             doc_type="image",
         )
         return [float(s) for s in np.atleast_1d(np.asarray(scores, dtype=np.float32))]  # one pair: a float
-
-
-def yes_probability(logprobs: dict[str, float]) -> float:
-    """P(yes) / (P(yes) + P(no)) from first-token log-probabilities (any case, spaces stripped);
-    0 when neither is among them."""
-    yes = no = 0.0
-    for token, logprob in logprobs.items():
-        word = token.strip().lower()
-        if word == "yes":
-            yes += math.exp(logprob)
-        elif word == "no":
-            no += math.exp(logprob)
-    return yes / (yes + no) if yes + no > 0 else 0.0
-
-
-def openai_vlm(model: str | None = None, **options: Any) -> VlmReranker:
-    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``); it runs no
-    model here, so it takes no device."""
-    return VlmReranker(reader="openai", model=model, **options)

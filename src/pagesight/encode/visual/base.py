@@ -36,6 +36,7 @@ from PIL import Image
 from pagesight.devices import import_torch, resolve_device, resolve_dtype
 from pagesight.errors import PagesightError
 from pagesight.registry import Registry, lent
+from pagesight.spec import model_reference
 
 if TYPE_CHECKING:
     import torch
@@ -187,12 +188,6 @@ def require(module: str, extra: str) -> Any:
             f"this visual encoder needs '{module.split('.')[0]}' ({error}): install the '{extra}' extra "
             f"(pip install 'pagesight[{extra}]')"
         ) from None
-
-
-def model_reference(model: str) -> str:
-    """A hub id as given; a local folder as an absolute path, so the spec names it unambiguously."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.is_dir() else model
 
 
 def looks_like_path(model: str) -> bool:
