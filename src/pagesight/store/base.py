@@ -217,13 +217,29 @@ class Store(Protocol):
     location: str
     catalog: Catalog
 
-    def writing(self) -> AbstractContextManager: ...  # the single writer; IndexLockedError if taken
-    def retrievers(self) -> Retrievers: ...  # matching the catalog now (rebuilt if they lag)
-    def refresh(self) -> None: ...  # inside writing(): bring the vector stores up to the catalog
-    def retrievers_generation(self) -> int | None: ...
-    def size_bytes(self) -> int: ...
-    def discard(self) -> None: ...  # remove a store this process created and nothing was stored in
-    def close(self) -> None: ...
+    def writing(self) -> AbstractContextManager:
+        """The single writer's hold on the index, for a ``with`` block; ``IndexLockedError`` naming
+        the index when another writer holds it."""
+
+    def retrievers(self) -> Retrievers:
+        """The vector stores matching the catalog now, built first where they lag it (a reader
+        builds them in memory, a writer saves them)."""
+
+    def refresh(self) -> None:
+        """Inside ``writing()``: bring the saved vector stores up to the catalog."""
+
+    def retrievers_generation(self) -> int | None:
+        """The catalog generation the vector stores match (the local store's saved files, Qdrant's
+        catalog: its vectors are written with their documents); None when none are saved."""
+
+    def size_bytes(self) -> int | None:
+        """The bytes the index's files take; None where its storage is a server's (Qdrant's)."""
+
+    def discard(self) -> None:
+        """Remove a store this process created and stored nothing in (an open that failed)."""
+
+    def close(self) -> None:
+        """Let go of its files and connections; it is not used after."""
 
 
 # Scheme -> "module:Class"; the class takes (location, create=, settings=) and is a Store, and its
