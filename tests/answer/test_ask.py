@@ -1,5 +1,6 @@
 """`Index.ask` and `pagesight ask`: context, compression, token accounting, strategies, output."""
 
+import inspect
 import json
 import math
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ import pytest
 
 from pagesight import Index
 from pagesight.answer import ContextItem, Reading, make_reader
+from pagesight.answer.base import Searchable
 from pagesight.answer.context import build_context, context_tokens, image_tokens, qwen_resize
 from pagesight.answer.prompts import parse_bboxes
 from pagesight.answer.strategies import Concatenated, choose, run
@@ -199,3 +201,16 @@ def test_eval_judges_each_answer_once_at_temperature_zero(tmp_path: Path, sample
     assert all(r["body"]["temperature"] == 0 for r in server.requests)
     # the binary judge by default: the first answer NO, every later one YES
     assert answers["judge"] == pytest.approx(12 / 13) and answers["grades"]["NO"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_an_index_is_what_answering_needs_of_one():
+    """``Index`` has every member of ``Searchable`` (what ask, the agent and the context read), each
+    method taking the protocol's parameters, so answering runs on any object that has them."""
+    for name in ("store", "catalog", "settings"):
+        assert name in Searchable.__annotations__ or isinstance(getattr(Searchable, name, None), property)
+    assert isinstance(Index.catalog, property) and isinstance(Index.settings, property)
+    for name in ("search", "search_image", "tile_image"):
+        wanted = inspect.signature(getattr(Searchable, name)).parameters
+        held = inspect.signature(getattr(Index, name)).parameters
+        assert [p for p in wanted if p != "options" and p not in held] == [], name

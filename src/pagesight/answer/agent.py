@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from PIL import Image
 
 from pagesight.answer.abstention import refusal
-from pagesight.answer.base import Answer, Citation, ContextItem, Reader
+from pagesight.answer.base import Answer, Citation, ContextItem, Reader, Searchable
 from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.answer.prompts import (
     instructions,
@@ -151,7 +151,9 @@ class _BadCall(Exception):
     """A tool call the model gets an error message for, instead of hits."""
 
 
-def agent_ask(index, request: AskRequest, reader: Reader, *, image: Image.Image | None = None) -> Answer:
+def agent_ask(
+    index: Searchable, request: AskRequest, reader: Reader, *, image: Image.Image | None = None
+) -> Answer:
     """Answer ``request.query`` by letting ``reader`` search ``index`` (``request.k`` tiles a search
     unless it asks for another number, the request's other search fields for every search) up to
     ``request.max_searches`` times; see the module docstring."""
@@ -170,7 +172,7 @@ def agent_ask(index, request: AskRequest, reader: Reader, *, image: Image.Image 
 class _Conversation:
     """One agentic answer: the transcript, the tiles read, the searches made."""
 
-    def __init__(self, index, request: AskRequest, reader: Reader, image: Image.Image | None):
+    def __init__(self, index: Searchable, request: AskRequest, reader: Reader, image: Image.Image | None):
         self.index, self.question, self.reader = index, request.query, reader
         self.k, self.max_searches, self.compression = (
             min(request.k, MAX_K),

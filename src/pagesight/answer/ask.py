@@ -10,7 +10,7 @@ from PIL import Image
 
 from pagesight.answer import strategies
 from pagesight.answer.agent import agent_ask
-from pagesight.answer.base import Answer, Citation, Reader, Reading, takes_question_image
+from pagesight.answer.base import Answer, Citation, Reader, Reading, Searchable, takes_question_image
 from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
@@ -19,7 +19,7 @@ from pagesight.search.engine import reads_images
 
 
 def ask(
-    index,
+    index: Searchable,
     request: AskRequest,
     reader: Reader,
     *,
@@ -149,7 +149,7 @@ def _question_image(reader: Reader, image: Image.Image | None) -> tuple[Image.Im
 
 
 def retrieve(
-    index,
+    index: Searchable,
     request: SearchRequest,
     image: Image.Image | None = None,
     region: tuple[float, float, float, float] | None = None,

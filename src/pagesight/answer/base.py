@@ -38,7 +38,9 @@ from pagesight.registry import Registry, lent
 from pagesight.render.tiles import scaled_size
 
 if TYPE_CHECKING:
-    from pagesight.request import AskRequest
+    from pagesight.request import AskRequest, SearchRequest
+    from pagesight.settings import Settings
+    from pagesight.store.base import Catalog, Store
 
 
 @dataclass
@@ -137,6 +139,28 @@ class Answer:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
+
+
+class Searchable(Protocol):
+    """What answering (``ask``, ``retrieve``, the agent, ``build_context``) needs of an index, which
+    ``Index`` is: its store, catalog and settings, its search by text and by a picture, and its tiles'
+    images rendered again."""
+
+    store: Store
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def search(self, query: str | SearchRequest, k: int | None = None, **options: Any) -> list[Hit]: ...
+
+    def search_image(self, image: Image.Image, k: int = 10, **options: Any) -> list[Hit]: ...
+
+    def tile_image(
+        self, doc_id: str, page: int, tile: int = 0, compression: float = 1.0, *, rerender: bool = False
+    ) -> Image.Image: ...
 
 
 @runtime_checkable

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pagesight.answer.base import ContextItem
+from pagesight.answer.base import ContextItem, Searchable
 from pagesight.choices import TOKEN_MODELS
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Span
 
 
-def build_context(index, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
+def build_context(index: Searchable, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
     """One context item per hit: the tile's text spans now, its image when a reader asks for it, and
     the first line of its document's first page (its title, for the extractive reader's check)."""
     if compression < 1:
