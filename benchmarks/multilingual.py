@@ -5,7 +5,7 @@ written in each of the six languages.
     sudo apt-get install debian-reference-en debian-reference-fr debian-reference-de \\
         debian-reference-es debian-reference-it debian-reference-pt
     python benchmarks/multilingual.py --out DIR [--mode lexical --mode hybrid] [--json out.json]
-                                      [--documents fr ...] [--ocr always] [--dense-model M]
+                                      [--documents fr ...] [--ocr always] [--dense-model M ...]
 
 The PDFs are Debian's own (``/usr/share/debian-reference/debian-reference.LANG.pdf``, 261 to 276
 pages each). Each question in ``multilingual_questions.json`` is about one section, named by its
@@ -20,10 +20,10 @@ cells, and the table says how many questions each row kept.
 Two indexes of the same PDFs (the six, or the translations ``--documents`` names) are compared:
 each page analysed in its detected language (the default), and every page read as English
 (``ingest --language en``, what pagesight did before). With ``--ocr always`` the pages are read by
-OCR as scans would be: Tesseract's model of each page's language, or its English model. With
-``--dense-model`` (a multilingual sentence-transformers model's folder or hub id) a third index
-holds its vectors, per-language otherwise: what cross-language questions need, measured where
-such a model can be had.
+OCR as scans would be: Tesseract's model of each page's language, or its English model. Each
+``--dense-model`` (``multilingual``, ``multilingual-use``, ``multilingual-e5-use``, or a multilingual
+sentence-transformers model's folder or hub id) makes one more index with its vectors, per-language
+otherwise: what cross-language questions need.
 Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell) and a JSON object.
 """
 
@@ -133,12 +133,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset and indexes")
     parser.add_argument(
-        "--mode", action="append", choices=["lexical", "dense", "hybrid"], help="default: lexical and hybrid"
+        "--mode",
+        action="append",
+        help="an eval configuration (lexical, dense, hybrid, rsf:0.5, ...); default: lexical and hybrid",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--documents", nargs="+", choices=LANGUAGES, help="translations (default: all)")
     parser.add_argument("--ocr", choices=["auto", "always"], default="auto", help="always: read as scans")
-    parser.add_argument("--dense-model", help="a multilingual model for a third index (folder or hub id)")
+    parser.add_argument(
+        "--dense-model",
+        action="append",
+        help="a multilingual model for an index of its own (registered name, folder or hub id); repeatable",
+    )
     args = parser.parse_args()
     documents = tuple(args.documents or LANGUAGES)
     shutil.rmtree(args.out, ignore_errors=True)
@@ -146,8 +152,7 @@ def main() -> None:
     configs = [harness.Config.parse(mode).within() for mode in args.mode or ["lexical", "hybrid"]]
     report = {"queries": len(data.queries), "ocr": args.ocr, "indexes": {}}
     indexes = [("per-language", None, Settings()), ("english", "en", Settings())]
-    if args.dense_model:
-        indexes.append((f"dense {args.dense_model}", None, Settings(dense_model=args.dense_model)))
+    indexes += [(f"dense {model}", None, Settings(dense_model=model)) for model in args.dense_model or []]
     for number, (name, language, settings) in enumerate(indexes):
         with Index.open(args.out / f"index-{number}", settings=settings) as index:
             start = time.perf_counter()

@@ -33,7 +33,8 @@ import pypdfium2
 from multilingual import LANGUAGES, generate
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from pagesight.encode.dense import MultilingualE5, chunk_words
+from pagesight.encode.dense import chunk_words
+from pagesight.encode.multilingual import MultilingualE5
 from pagesight.eval.dataset import Dataset
 from pagesight.settings import Settings
 
@@ -112,7 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     data = Dataset.load(generate(args.out, tuple(args.documents)))
-    engine = MultilingualE5.engine()
+    engine = MultilingualE5.engines()[0]
     model = engine.E5()
     pieces, scores, unknown = vocabulary(Path(engine.__file__).with_name("e5-small-q4.bin"))
     split = tokenizer(pieces, scores, unknown)

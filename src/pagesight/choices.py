@@ -26,7 +26,7 @@ DEFAULT_ALPHA = 0.15
 # ... and for a dense model whose own sweep put it elsewhere: multilingual-e5-small ranks well
 # enough alone that it takes half (BENCHMARKS.md, "Across languages": alpha .5 beats .15 in every
 # cross-language cell and within each language).
-MODEL_ALPHA = {"multilingual": 0.5}
+MODEL_ALPHA = {"multilingual": 0.5, "multilingual-use": 0.5, "multilingual-e5-use": 0.5}
 
 
 def default_alpha(dense_model: str | None) -> float:

