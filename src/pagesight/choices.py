@@ -25,8 +25,10 @@ LANGUAGES = {
 DEFAULT_ALPHA = 0.15
 # ... and for a dense model whose own sweep put it elsewhere: multilingual-e5-small ranks well
 # enough alone that it takes half (BENCHMARKS.md, "Across languages": alpha .5 beats .15 in every
-# cross-language cell and within each language).
-MODEL_ALPHA = {"multilingual": 0.5, "multilingual-use": 0.5, "multilingual-e5-use": 0.5}
+# cross-language cell and within each language), the universal sentence encoder too, and the two
+# together .7, the first weight at which every cross-language cell reaches .75 (BENCHMARKS.md,
+# "Two multilingual models together", swept over .5, .7 and .8 on its questions).
+MODEL_ALPHA = {"multilingual": 0.5, "multilingual-use": 0.5, "multilingual-e5-use": 0.7}
 
 
 def default_alpha(dense_model: str | None) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pagesight import Index
+from pagesight.choices import MODEL_ALPHA
 from pagesight.encode.dense import dense_dim, dense_model
 from pagesight.encode.multilingual import MultilingualE5, MultilingualPair, MultilingualUSE
 from pagesight.settings import Settings
@@ -119,7 +120,9 @@ def test_a_french_question_finds_the_english_page(tmp_path: Path, store: str, mo
         # sharing a word with two pages, so both runs count)
         question = "Quel train part de la station près des glaciers ?"
         default = [(h.page_id, h.score) for h in index.search(question, k=3)]
-        assert default == [(h.page_id, h.score) for h in index.search(question, k=3, alpha=0.5)]
+        assert default == [
+            (h.page_id, h.score) for h in index.search(question, k=3, alpha=MODEL_ALPHA[model])
+        ]
         assert default != [(h.page_id, h.score) for h in index.search(question, k=3, alpha=0.15)]
 
 
