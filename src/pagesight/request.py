@@ -65,7 +65,8 @@ class SearchRequest:
     alpha: float | None = _field(
         None,
         f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf, "
-        f"{MODEL_ALPHA['multilingual']:g} with the multilingual models; with rrf every run weighs the same).",
+        f"{MODEL_ALPHA['multilingual']:g} with multilingual and multilingual-use, "
+        f"{MODEL_ALPHA['multilingual-e5-use']:g} with multilingual-e5-use; with rrf every run weighs the same).",
         ge=0,
         le=1,
     )
