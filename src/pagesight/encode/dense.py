@@ -279,10 +279,10 @@ def dense_model(name: str) -> DenseModel:
 def check_dense_model(name: str) -> None:
     """Refuse a dense model that is neither registered, nor a folder, nor a hub id on this machine
     (or within reach of the hub), and a registered one whose package is missing, in one line."""
-    packaged = {model.name: model for model in PACKAGED_MULTILINGUAL}
-    if name in packaged:
-        packaged[name].engines()
-    elif name not in DENSE_MODELS:
+    registered = DENSE_MODELS.get(name)
+    if registered in PACKAGED_MULTILINGUAL:
+        registered.engines()
+    elif registered is None:
         model_folder(name)
 
 

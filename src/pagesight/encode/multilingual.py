@@ -29,7 +29,8 @@ class _Packaged:
     """What the packaged models share: their packages, refused in one line naming the extra when
     missing, and no training."""
 
-    name = "multilingual"
+    name: str
+    dim: int
     packages: tuple[str, ...] = ()
 
     def __init__(self):
@@ -131,18 +132,18 @@ class MultilingualPair(_Packaged):
         super().__init__()
         self.models = (MultilingualE5(), MultilingualUSE())
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Unit vectors of documents' texts, one row each."""
-        return self._joined([model.encode(texts) for model in self.models], len(texts))
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of documents' texts, one row each (each model at its own batch size)."""
+        return _joined([model.encode(texts) for model in self.models])
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of queries, one row each."""
-        return self._joined([model.encode_queries(texts) for model in self.models], len(texts))
+        return _joined([model.encode_queries(texts) for model in self.models])
 
-    def _joined(self, parts: list[np.ndarray], rows: int) -> np.ndarray:
-        if not rows:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.ascontiguousarray(np.hstack(parts) * np.float32(np.sqrt(0.5)), dtype=np.float32)
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """Unit vectors put end to end, each scaled by the square root of one half (no rows: none)."""
+    return np.ascontiguousarray(np.hstack(parts) * np.float32(np.sqrt(0.5)), dtype=np.float32)
 
 
 PACKAGED_MULTILINGUAL = (MultilingualE5, MultilingualUSE, MultilingualPair)

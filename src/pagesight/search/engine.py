@@ -70,8 +70,8 @@ def search_text(
             )
         image = query_image(image, request.region)
     check_request(store, k, doc_ids, request.where)
-    if request.ranker_file is not None:
-        ranker(request.ranker_file)  # a missing or malformed file is refused before any search
+    # a missing or malformed ranker file is refused before any search, read once a search
+    given_ranker = ranker(request.ranker_file) if request.ranker_file is not None else None
     given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
     allowed = _allowed(store, doc_ids, given, request.where)
@@ -110,7 +110,7 @@ def search_text(
         pages = store.catalog.tile_pages([tile_id for tile_id, _ in ranked])
         ranked = document_fusion(ranked, pages, document_weight)
     if request.ranker and mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked:
-        chosen = ranker(request.ranker_file)
+        chosen = given_ranker or ranker()
         bursts = current.lexical.bursts
         ranked, runs["ranker"] = learned_ranking(store.catalog, chosen, query, ranked, runs, bursts, language)
     if rerank is not None:
