@@ -135,7 +135,8 @@ def test_qdrant_holds_its_vectors_at_their_width_and_ranks_as_the_local_store(ti
     for location in (str(tmp_path / "local"), f"qdrant:{tmp_path / 'qdrant'}"):
         with Index.open(location, settings=settings) as index:
             assert index.add([pdf]).ok
-            ranked.append(
-                [(hit.page, round(hit.score, 4)) for hit in index.search("red cat", k=3, mode="dense")]
-            )
-    assert ranked[0] == ranked[1] and len(ranked[0]) == 3
+            ranked.append([(hit.page, hit.score) for hit in index.search("red cat", k=3, mode="dense")])
+    # the same pages in the same order, scores alike to float16's precision: the local store keeps
+    # chunk vectors as float16, Qdrant as float32 (rounding to 4 places split a score now and then)
+    assert [page for page, _ in ranked[0]] == [page for page, _ in ranked[1]] and len(ranked[0]) == 3
+    assert [score for _, score in ranked[0]] == pytest.approx([score for _, score in ranked[1]], abs=2e-3)
