@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pagesight import Index
-from pagesight.choices import DEFAULT_ALPHA
 from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.search.rerank import make_reranker
 from pagesight.settings import Settings
@@ -336,7 +335,7 @@ def test_eval_compares_visual_with_lexical(tmp_path, corpus, clip_folder):
         "--json",
     )  # fmt: skip
     configs = {c["config"]: c for c in json.loads(out.stdout)["configs"]}
-    assert set(configs) == {"visual", "lexical", f"rsf:{DEFAULT_ALPHA:g}"}
+    assert set(configs) == {"visual", "lexical", "hybrid"}
     hits = sum(top[qid] == page for qid, (_, page) in questions.items())
     assert configs["visual"]["recall@1"] == hits / len(questions)
     assert configs["lexical"]["recall@1"] == 1.0

@@ -23,16 +23,24 @@ LANGUAGES = {
 # mmlongbench-dev (BENCHMARKS.md, "Text vectors"): with MiniLM or its static distillation the best
 # hybrid keeps BM25 dominant and lets dense break its ties.
 DEFAULT_ALPHA = 0.15
-# ... and for a dense model whose own sweep put it elsewhere: multilingual-e5-small ranks well
-# enough alone that it takes half (BENCHMARKS.md, "Across languages": alpha .5 beats .15 in every
-# cross-language cell and within each language), the universal sentence encoder too, and the two
-# together .7, the first weight at which every cross-language cell reaches .75 (BENCHMARKS.md,
-# "Two multilingual models together", swept over .5, .7 and .8 on its questions).
-MODEL_ALPHA = {"multilingual": 0.5, "multilingual-use": 0.5, "multilingual-e5-use": 0.7}
+# ... and for a dense model whose own sweep put it elsewhere: the multilingual models rank well
+# enough alone that they take half (BENCHMARKS.md, "Across languages": alpha .5 beats .15 in every
+# cross-language cell and within each language) ...
+MODEL_ALPHA = {"multilingual": 0.5, "multilingual-use": 0.5, "multilingual-e5-use": 0.5}
+# ... and more across languages: a question whose dense run's head (its first ``LANGUAGE_HEAD``
+# tiles) is mostly in other languages than its own is matched by BM25 only through the words
+# languages share, so the dense side weighs this (``search.fusion.language_alpha``; BENCHMARKS.md,
+# "Within and across languages": at .7 every cross-language cell of the pair reaches .75, while
+# within a language .5 ranks as the default does or better).
+ACROSS_ALPHA = {"multilingual": 0.7, "multilingual-use": 0.7, "multilingual-e5-use": 0.7}
+LANGUAGE_HEAD = 10
 
 
-def default_alpha(dense_model: str | None) -> float:
-    """Relative score fusion's dense weight for an index whose dense model is ``dense_model``."""
+def default_alpha(dense_model: str | None, across: bool = False) -> float:
+    """Relative score fusion's dense weight for an index whose dense model is ``dense_model``, for a
+    question matched within its language or, ``across``, in others (``ACROSS_ALPHA``)."""
+    if across and dense_model in ACROSS_ALPHA:
+        return ACROSS_ALPHA[dense_model]
     return MODEL_ALPHA.get(dense_model or "", DEFAULT_ALPHA)
 
 

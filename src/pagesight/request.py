@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagesight.choices import (
+    ACROSS_ALPHA,
     COORDINATES,
     DEFAULT_ALPHA,
     DEFAULT_DOCUMENT_WEIGHT,
@@ -64,9 +65,10 @@ class SearchRequest:
     )
     alpha: float | None = _field(
         None,
-        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf, "
-        f"{MODEL_ALPHA['multilingual']:g} with multilingual and multilingual-use, "
-        f"{MODEL_ALPHA['multilingual-e5-use']:g} with multilingual-e5-use; with rrf every run weighs the same).",
+        f"Fusion: weight of the dense side against BM25 (default: {DEFAULT_ALPHA:g} with rsf; with the "
+        f"multilingual models {MODEL_ALPHA['multilingual']:g}, or {ACROSS_ALPHA['multilingual']:g} when most "
+        "of the dense run's first pages are in another language than the question; with rrf every run "
+        "weighs the same).",
         ge=0,
         le=1,
     )
@@ -95,8 +97,9 @@ class SearchRequest:
     )
     language: str | None = _field(
         None,
-        "The question's language for BM25: en, fr, de, es, it or pt (default: told from the question, "
-        "among the languages of the index's pages).",
+        "The question's language: en, fr, de, es, it or pt, what BM25 reads it in and, with a multilingual "
+        "model, what the fusion compares the dense run's first pages with (default: told from the "
+        "question; BM25 reads it in a language of the index's pages, else English).",
         choices=tuple(LANGUAGES),
     )
     candidates: int = _field(100, "Tiles each retriever ranks before fusion.", ge=1, le=1000)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from pagesight.choices import DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT
-from pagesight.search.fusion import fusion_weights, reciprocal_rank_fusion, relative_score_fusion
+from pagesight.choices import ACROSS_ALPHA, DEFAULT_ALPHA, DEFAULT_VISUAL_WEIGHT, MODEL_ALPHA
+from pagesight.search.fusion import (
+    fusion_weights,
+    language_alpha,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
 
 
 def test_reciprocal_rank_fusion_sums_weighted_inverse_ranks():
@@ -74,6 +79,21 @@ def test_weighted_reciprocal_rank_fusion_weighs_runs_as_relative_score_fusion_do
         {"bm25": 1 - DEFAULT_ALPHA, "dense": DEFAULT_ALPHA}
     )
     assert fusion_weights("rsf", {"bm25", "dense"}, 0.2, dense_model="multilingual")["dense"] == 0.2
+
+
+@pytest.mark.parametrize("model", sorted(ACROSS_ALPHA))
+def test_a_multilingual_model_weighs_more_when_its_first_tiles_are_in_other_languages(model: str):
+    within, across = MODEL_ALPHA[model], ACROSS_ALPHA[model]
+    assert across > within
+    assert language_alpha(model, "fr", ["en"] * 10) == across
+    assert language_alpha(model, "fr", ["fr"] * 10) == within
+    assert language_alpha(model, "fr", ["fr"] * 5 + ["en"] * 5) == within  # half in its language
+    assert language_alpha(model, "fr", ["fr"] * 4 + ["en", "de"] * 3) == across
+    assert language_alpha(model, "en", [None, "en", "en"]) == within  # a tile gone since is not its language
+    assert language_alpha(model, "en", [None, None, "en"]) == across
+    assert language_alpha(model, "en", []) == within  # no dense run: nothing says it is across
+    # a model without a weight across languages has one weight
+    assert language_alpha("minilm-static", "fr", ["en"] * 10) == DEFAULT_ALPHA
 
 
 @pytest.mark.timeout(300)

@@ -195,4 +195,4 @@ def test_the_learned_ranker_reorders_a_hybrid_searchs_head(filing, tmp_path):
     with pytest.raises(PagesightError, match="gone.json does not exist"):
         filing.search(SearchRequest(QUESTION, mode="lexical", ranker_file=str(tmp_path / "gone.json")))
     config = Config.parse("hybrid/unranked")
-    assert config.name == "rsf:0.15/unranked" and config.request.ranker is False
+    assert config.name == "hybrid/unranked" and config.request.ranker is False

@@ -191,9 +191,8 @@ def test_a_version_2_catalog_is_upgraded_and_still_searched(tmp_path: Path):
     db.close()
     with Index.open(tmp_path / "ix") as index:
         assert index.catalog._get("format_version") == "5"  # upgraded through 3: regions, languages, ...
-        assert index.catalog.tile_languages() == {
-            tile_id: "en" for tile_id in index.catalog.tile_ids().tolist()
-        }
+        ids = index.catalog.tile_ids().tolist()
+        assert index.catalog.tile_languages(ids) == {tile_id: "en" for tile_id in ids}
         (hit,) = index.search("zephyrine-5 salinity psu", k=3)
         assert hit.page_id == "survey_1" and hit.region is None
         assert index.catalog.page_regions("survey", 1) == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pagesight.answer.ask import retrieve
-from pagesight.choices import DEFAULT_ALPHA, TEXT_FROM
+from pagesight.choices import TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import TEXTS, Dataset
@@ -72,8 +72,8 @@ class Config:
                 raise PagesightError(f"configuration '{text}': {exc}") from None
         if text in ("lexical", "dense", "visual"):
             return cls(text, SearchRequest(mode=text))
-        if text == "hybrid":
-            return cls(f"rsf:{DEFAULT_ALPHA:g}", SearchRequest(mode="hybrid", alpha=DEFAULT_ALPHA))
+        if text == "hybrid":  # the search's default: its weights the index's (search.fusion)
+            return cls("hybrid", SearchRequest(mode="hybrid"))
         if text == "rrf":
             return cls("rrf", SearchRequest(mode="hybrid", fusion="rrf"))
         if text.startswith("rsf:"):

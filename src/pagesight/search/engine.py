@@ -23,18 +23,24 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from pagesight.choices import DEFAULT_DOCUMENT_WEIGHT
+from pagesight.choices import ACROSS_ALPHA, DEFAULT_DOCUMENT_WEIGHT, LANGUAGE_HEAD, default_alpha
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Region
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
-from pagesight.search.fusion import Run, fusion_weights, reciprocal_rank_fusion, relative_score_fusion
+from pagesight.search.fusion import (
+    Run,
+    fusion_weights,
+    language_alpha,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
 from pagesight.search.ranking import learned_ranking, ranker
 from pagesight.search.words import matching_lines, tile_texts
 from pagesight.settings import Settings
 from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
-from pagesight.text.language import query_language
+from pagesight.text.language import query_language, question_language
 from pagesight.where import parse
 
 
@@ -94,9 +100,10 @@ def search_text(
         vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
         runs["visual"] = visual_run(current, vector, pool, allowed, effort)
     if mode == "hybrid":
-        weights = fusion_weights(
-            request.fusion, runs, request.alpha, request.visual_weight, settings.dense_model
-        )
+        alpha = request.alpha
+        if alpha is None and request.fusion == "rsf" and runs.get("dense"):
+            alpha = dense_weight(store.catalog, request.language, query, runs["dense"])
+        weights = fusion_weights(request.fusion, runs, alpha, request.visual_weight, settings.dense_model)
         if request.fusion == "rrf":
             ranked = reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
         else:
@@ -116,6 +123,18 @@ def search_text(
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
     return hits(store.catalog, ranked, runs, query, evidence, k, language)
+
+
+def dense_weight(catalog: Catalog, given: str | None, query: str, dense: Run) -> float:
+    """Relative score fusion's dense weight for ``query``: its index's dense model's, more when the
+    model is multilingual and its run's first tiles are in other languages than the question's
+    (``given``, else told from it; ``search.fusion.language_alpha``)."""
+    model = catalog.settings.dense_model
+    if model not in ACROSS_ALPHA:
+        return default_alpha(model)
+    head = [tile_id for tile_id, _ in dense[:LANGUAGE_HEAD]]
+    languages = catalog.tile_languages(head)
+    return language_alpha(model, given or question_language(query), [languages.get(t) for t in head])
 
 
 def query_image(image: Image.Image, region: tuple[float, float, float, float] | None) -> Image.Image:

@@ -9,13 +9,14 @@ A run is a list of (tile id, score) pairs, best first.
 
 Both weigh the runs alike (``fusion_weights``): the visual run ``visual_weight``, the text runs the
 rest, split by ``alpha`` between dense and BM25. Their defaults differ: relative score fusion's are
-``choices.default_alpha`` (the index's dense model's) and ``DEFAULT_VISUAL_WEIGHT``, reciprocal
-rank fusion's weigh every run the same, which is the unweighted sum.
+``choices.default_alpha`` (the index's dense model's; for a multilingual one, more when the
+question is matched across languages: ``language_alpha``) and ``DEFAULT_VISUAL_WEIGHT``,
+reciprocal rank fusion's weigh every run the same, which is the unweighted sum.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from pagesight.choices import DEFAULT_VISUAL_WEIGHT, default_alpha
 
@@ -46,6 +47,16 @@ def fusion_weights(
     if "visual" in names:
         weights["visual"] = visual_weight
     return weights
+
+
+def language_alpha(dense_model: str | None, language: str, head: Sequence[str | None]) -> float:
+    """Relative score fusion's dense weight for a question in ``language`` whose dense run's first
+    tiles are in the languages ``head``: the model's weight across languages
+    (``choices.ACROSS_ALPHA``) when fewer than half of them are the question's, else its own. BM25
+    matches a question only through the words it shares with a page, few across languages; a
+    multilingual model's first tiles in other languages say that the question's pages are in them."""
+    same = sum(code == language for code in head)
+    return default_alpha(dense_model, across=bool(head) and same < len(head) / 2)
 
 
 def reciprocal_rank_fusion(runs: dict[str, Run], k: float = 60.0, weights: dict[str, float] | None = None):

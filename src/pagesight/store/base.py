@@ -93,6 +93,9 @@ class Catalog(Protocol):
     def tile_pages(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
         """Each tile's (document id, page number)."""
 
+    def tile_languages(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's language: its page's (``text.language``, a code of ``choices.LANGUAGES``)."""
+
     def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None:
         """Tile ``idx`` (band order, from 0) of page ``page`` (from 1) of ``doc_id``, with spans."""
 

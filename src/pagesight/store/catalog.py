@@ -65,6 +65,7 @@ class Catalog:
         self.derived = RowCache()
         self._headings: Kept[str] = Kept()  # tile id -> its page heading (``headings``)
         self._places: Kept[tuple[str, int]] = Kept()  # tile id -> its document and page (``tile_pages``)
+        self._languages: Kept[str] = Kept()  # tile id -> its page's language (``tile_languages``)
 
     def transaction(self):
         """A write transaction (``BEGIN IMMEDIATE``), committed on success."""
@@ -286,8 +287,26 @@ class Catalog:
             read.update((tile_id, (sys.intern(doc_id), page)) for tile_id, doc_id, page in rows)
         return read
 
-    def tile_languages(self, since: int = 0) -> dict[int, str]:
-        """Each tile's language (from tile id ``since`` on): its page's (``text.language``)."""
+    def tile_languages(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's language, its page's (``text.language``), kept: what a search reads of its
+        dense run's head (``search.fusion.language_alpha``)."""
+        return self._languages.get(tile_ids, self._read_languages)
+
+    def _read_languages(self, tile_ids: list[int]) -> dict[int, str]:
+        read = {}
+        for start in range(0, len(tile_ids), 900):
+            batch = tile_ids[start : start + 900]
+            marks = ",".join("?" * len(batch))
+            rows = self.db.execute(
+                "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
+                f"WHERE t.id IN ({marks})",
+                batch,
+            )
+            read.update(rows)
+        return read
+
+    def languages_since(self, since: int = 0) -> dict[int, str]:
+        """Each tile's language from tile id ``since`` on (the tiles new to the retrievers)."""
         rows = self.db.execute(
             "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page "
             "WHERE t.id >= ?",

@@ -180,7 +180,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
         if len(new):
             wanted = set(new.tolist())
             rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
-            languages = catalog.tile_languages(since=int(new[0]))
+            languages = catalog.languages_since(int(new[0]))
             added = np.array([row[0] for row in rows], dtype=np.int64)
             lexical = lexical.with_segment(
                 segment(

@@ -120,6 +120,16 @@ class StoreContract:
             assert pages == {tile_id: ("filing", page) for tile_id, page in zip(ids, (1, 2, 3, 4))}
 
     @pytest.mark.timeout(120)
+    def test_each_tile_has_its_pages_language(self, store):
+        mixed = document("mixed", [["spring tides follow the new moon"], ["les marées suivent la lune"]])
+        mixed.pages[1].language = "fr"
+        self.put(store, mixed)
+        ids = [store.catalog.tile_at("mixed", page, 0).id for page in (1, 2)]
+        for _ in range(2):  # kept or read again, the same; an unknown id is left out
+            assert store.catalog.tile_languages([*ids, 10**9]) == {ids[0]: "en", ids[1]: "fr"}
+        assert store.catalog.tile_languages([]) == {}
+
+    @pytest.mark.timeout(120)
     def test_searches_see_the_documents_and_keep_to_the_allowed_tiles(self, store):
         self.put(store, OWLS, TIDES)
         assert self.found(store, "voles owls")[0] == "owls"

@@ -79,12 +79,17 @@ def label_pages(pages: Sequence[Page], given: str | None = None) -> None:
         page.language = code
 
 
+def question_language(query: str) -> str:
+    """The language of a question, among ``LANGUAGES``, when it is clearly in one, else English."""
+    code, probability = classify(query)
+    return code if probability >= QUERY_PROBABILITY else DEFAULT
+
+
 def query_language(query: str, held: Sequence[str]) -> str:
     """The language a question is analysed in: one of the languages the index ``held``, when the
     question is clearly in it, else English (an index of English pages only reads every question
     as English, as before)."""
-    others = [code for code in held if code != DEFAULT]
-    if not others:
+    if all(code == DEFAULT for code in held):
         return DEFAULT
-    code, probability = classify(query)
-    return code if code in held and probability >= QUERY_PROBABILITY else DEFAULT
+    code = question_language(query)
+    return code if code in held else DEFAULT

@@ -49,6 +49,7 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
         self.derived = RowCache()  # what search stages derive from tiles (store.base.Catalog)
         self._headings: Kept[str] = Kept()  # kept as the SQLite catalog keeps them
         self._places: Kept[tuple[str, int]] = Kept()
+        self._languages: Kept[str] = Kept()
 
     # The index point ---------------------------------------------------------------------------
 
@@ -331,6 +332,14 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
             return {i: (p["doc_id"], p["page"]) for i, p in self._payloads(ids, ["doc_id", "page"]).items()}
 
         return self._places.get(tile_ids, read)
+
+    def tile_languages(self, tile_ids: list[int]) -> dict[int, str]:
+        """Each tile's language, its page's, kept (``store.base.Catalog``)."""
+
+        def read(ids: list[int]) -> dict[int, str]:
+            return {i: p.get("language", "en") for i, p in self._payloads(ids, ["language"]).items()}
+
+        return self._languages.get(tile_ids, read)
 
     def _payloads(self, tile_ids: list[int], keys: list[str]) -> dict[int, dict]:
         """The payload ``keys`` of each live tile of ``tile_ids``."""
