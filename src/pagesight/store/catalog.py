@@ -45,13 +45,13 @@ from pagesight.where import Filter, document_fields
 _TILE_LANGUAGES = (
     "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page"
 )
-BATCH = 900  # ids bound to one statement, under the 999 variables older SQLite builds allow
+_BATCH = 900  # ids bound to one statement, under the 999 variables older SQLite builds allow
 
 
-def batches(ids: list) -> Iterator[tuple[list, str]]:
-    """``ids`` in runs of at most ``BATCH``, each with its placeholders ("?,?,...")."""
-    for start in range(0, len(ids), BATCH):
-        batch = ids[start : start + BATCH]
+def _batches(ids: list) -> Iterator[tuple[list, str]]:
+    """``ids`` in runs of at most ``_BATCH``, each with its placeholders ("?,?,...")."""
+    for start in range(0, len(ids), _BATCH):
+        batch = ids[start : start + _BATCH]
         yield batch, ",".join("?" * len(batch))
 
 
@@ -246,7 +246,7 @@ class Catalog:
         ).fetchall()
         ids = sorted({row[1] for row in tiles})
         documents = []
-        for batch, marks in batches(ids):
+        for batch, marks in _batches(ids):
             documents += self.db.execute(
                 f"SELECT id, meta FROM documents WHERE id IN ({marks})", batch
             ).fetchall()
@@ -268,7 +268,7 @@ class Catalog:
         from pagesight.text.titles import tile_fields
 
         read = {}
-        for batch, marks in batches(tile_ids):
+        for batch, marks in _batches(tile_ids):
             documents = self.db.execute(f"SELECT DISTINCT doc_id FROM tiles WHERE id IN ({marks})", batch)
             for (doc_id,) in documents.fetchall():
                 # only a page's first band's text makes its heading
@@ -290,7 +290,7 @@ class Catalog:
 
     def _read_places(self, tile_ids: list[int]) -> dict[int, tuple[str, int]]:
         read = {}
-        for batch, marks in batches(tile_ids):
+        for batch, marks in _batches(tile_ids):
             rows = self.db.execute(f"SELECT id, doc_id, page FROM tiles WHERE id IN ({marks})", batch)
             read.update((tile_id, (sys.intern(doc_id), page)) for tile_id, doc_id, page in rows)
         return read
@@ -302,7 +302,7 @@ class Catalog:
 
     def _read_languages(self, tile_ids: list[int]) -> dict[int, str]:
         read = {}
-        for batch, marks in batches(tile_ids):
+        for batch, marks in _batches(tile_ids):
             read.update(self.db.execute(f"{_TILE_LANGUAGES} WHERE t.id IN ({marks})", batch))
         return read
 
@@ -333,7 +333,7 @@ class Catalog:
         else:
             rows = []
             ids = [int(i) for i in tile_ids]  # numpy integers would bind as blobs and match nothing
-            for batch, marks in batches(ids):
+            for batch, marks in _batches(ids):
                 rows += self.db.execute(
                     f"SELECT tile_id, vector, half FROM vectors WHERE tile_id IN ({marks}) ORDER BY tile_id, chunk",
                     batch,
@@ -354,7 +354,7 @@ class Catalog:
             return np.zeros(0, dtype=np.int64), []
         ids, arrays = [], []
         wanted = [int(i) for i in tile_ids]
-        for batch, marks in batches(wanted):
+        for batch, marks in _batches(wanted):
             for tile_id, rows, blob in self.db.execute(
                 f"SELECT tile_id, rows, vector FROM visual_vectors WHERE tile_id IN ({marks}) ORDER BY tile_id",
                 batch,
@@ -392,7 +392,7 @@ class Catalog:
         found = {}
         spans_column = "t.spans" if spans else "'[]'"
         links_column = "t.links" if spans else "'[]'"
-        for batch, marks in batches([int(i) for i in tile_ids]):  # numpy integers bind as blobs
+        for batch, marks in _batches([int(i) for i in tile_ids]):  # numpy integers bind as blobs
             rows = self.db.execute(
                 f"SELECT t.id, t.doc_id, t.page, t.idx, t.x0, t.y0, t.x1, t.y1, {spans_column}, p.width, p.height, "
                 f"t.kind, {links_column}, t.region "
