@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from pagesight.choices import ACROSS_ALPHA, DEFAULT_DOCUMENT_WEIGHT, LANGUAGE_HEAD, default_alpha
+from pagesight.choices import ACROSS_ALPHA, DEFAULT_DOCUMENT_WEIGHT, LANGUAGE_HEAD
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Region
@@ -101,7 +101,12 @@ def search_text(
         runs["visual"] = visual_run(current, vector, pool, allowed, effort)
     if mode == "hybrid":
         alpha = request.alpha
-        if alpha is None and request.fusion == "rsf" and runs.get("dense"):
+        if (
+            alpha is None
+            and request.fusion == "rsf"
+            and settings.dense_model in ACROSS_ALPHA
+            and runs.get("dense")
+        ):
             alpha = dense_weight(store.catalog, request.language, query, runs["dense"])
         weights = fusion_weights(request.fusion, runs, alpha, request.visual_weight, settings.dense_model)
         if request.fusion == "rrf":
@@ -126,12 +131,10 @@ def search_text(
 
 
 def dense_weight(catalog: Catalog, given: str | None, query: str, dense: Run) -> float:
-    """Relative score fusion's dense weight for ``query``: its index's dense model's, more when the
-    model is multilingual and its run's first tiles are in other languages than the question's
-    (``given``, else told from it; ``search.fusion.language_alpha``)."""
+    """Relative score fusion's dense weight for ``query`` on an index whose dense model has a weight
+    across languages: that one when the dense run's first tiles are mostly in other languages than
+    the question's (``given``, else told from it; ``search.fusion.language_alpha``)."""
     model = catalog.settings.dense_model
-    if model not in ACROSS_ALPHA:
-        return default_alpha(model)
     head = [tile_id for tile_id, _ in dense[:LANGUAGE_HEAD]]
     languages = catalog.tile_languages(head)
     return language_alpha(model, given or question_language(query), [languages.get(t) for t in head])
