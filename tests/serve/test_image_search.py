@@ -85,3 +85,48 @@ def test_image_search_refusals(client, clip_index):
     assert mapped.status_code == 200 and mapped.headers["content-type"] == "image/png"
     assert mapped.content != plain.content
     assert client.get("/api/status").json()["index"]["similarity_maps"] is True  # the web page's button
+
+
+@pytest.mark.timeout(240)
+def test_uploads_into_a_visual_index_are_embedded_and_found_by_their_image(tmp_path):
+    """The attack that found every upload to a visual index failing: a PDF and an image uploaded
+    through the server are rendered for the encoder from where they are staged (their final place
+    under ``uploads/`` is filled only after the commit), embedded, and found by their own pictures."""
+    from PIL import Image
+
+    from tests.conftest import make_pdf
+    from tests.serve.test_attacks import as_, upload, wait_for
+
+    index = Index.open(tmp_path / "index", settings=clip_report_and_memo(tmp_path))
+    index.device = "cpu"
+    assert index.add([tmp_path / "memo.pdf"], ocr="never", jobs=1).ok
+    pdf = make_pdf(
+        tmp_path / "ledger.pdf", [["Ledger of glassworks"]], blocks=[(60, 300, 400, 200, (0.8, 0.6, 0.1))]
+    )
+    picture = Image.new("RGB", (320, 240), (20, 160, 200))
+    picture.paste((240, 20, 90), (40, 40, 200, 160))
+    key = "operator-key-0123456789"
+    try:
+        with TestClient(create_app(index, api_key=key, readers=1)) as client:
+            sent = upload(client, key, ("ledger.pdf", pdf.read_bytes()), ("swatch.png", as_png(picture)))
+            assert sent.status_code == 202, sent.text
+            job = wait_for(client, sent.json()["job"]["id"], key, seconds=180)
+            assert job["state"] == "done" and job["failed"] == [], job
+            assert sorted(job["added"]) == ["ledger", "swatch"]
+            for doc in ("ledger", "swatch"):
+                tile = client.get("/api/tile", params={"doc": doc, "page": 1}, headers=as_(key))
+                assert tile.status_code == 200, tile.text
+                found = client.post(
+                    "/api/search/image",
+                    files={"image": ("q.png", tile.content, "image/png")},
+                    data={"k": "1"},
+                    headers=as_(key),
+                )
+                assert found.status_code == 200, found.text
+                assert found.json()["hits"][0]["doc_id"] == doc
+        assert sorted(path.name for path in (index.root / "uploads").glob("[!.]*")) == [
+            "ledger.pdf",
+            "swatch.png",
+        ]
+    finally:
+        index.close()

@@ -38,3 +38,6 @@ class Extracted:
     vectors: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
     images: dict[tuple[int, int], np.ndarray] | None = field(default=None, repr=False)
     spec: dict | None = None  # the visual encoder's spec, when ``images`` came from elsewhere
+    # where the file is read now, when its recorded source is a path it is not at yet (a server's
+    # staged upload, moved to its source only once committed): its pages are rendered from here
+    read_from: str | None = None

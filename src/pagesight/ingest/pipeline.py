@@ -242,6 +242,7 @@ def _task_extracted(task: FileTask, outcome, **encoded) -> Extracted:
         outcome = Unchanged(str(recorded), recorded.stat().st_mtime_ns)
     elif task.recorded is not None and isinstance(outcome, Document):
         outcome.source = str(task.recorded)
+        encoded["read_from"] = str(task.path)
     return Extracted(str(task.path), task.doc_id, outcome, replacing=task.known_sha256 is not None, **encoded)
 
 
@@ -284,7 +285,7 @@ class Storing:
         images = (
             extracted.images
             if extracted.images is not None
-            else encode_tiles(document, self.visual, settings)
+            else encode_tiles(document, self.visual, settings, extracted.read_from)
         )
         if not extracted.keep_images:
             for page in document.pages:

@@ -18,10 +18,13 @@ from pagesight.render.pages import document_tiles
 from pagesight.settings import Settings
 
 
-def tile_images(document: Document, settings: Settings) -> dict[tuple[int, int], Image.Image]:
-    """Every tile of ``document`` as an RGB image, keyed by (page number, tile index)."""
+def tile_images(
+    document: Document, settings: Settings, read_from: str | None = None
+) -> dict[tuple[int, int], Image.Image]:
+    """Every tile of ``document`` as an RGB image, keyed by (page number, tile index), its pages
+    rendered from ``read_from`` (None: its source)."""
     try:
-        return document_tiles(document, settings.dpi)
+        return document_tiles(document, settings.dpi, read_from)
     except InputError:
         raise
     except Exception as exc:  # a renderer failing on a page it rendered before: the file changed
@@ -29,12 +32,14 @@ def tile_images(document: Document, settings: Settings) -> dict[tuple[int, int],
 
 
 def encode_tiles(
-    document: Document, encoder: VisualEncoder | None, settings: Settings
+    document: Document, encoder: VisualEncoder | None, settings: Settings, read_from: str | None = None
 ) -> dict[tuple[int, int], np.ndarray]:
-    """The visual vectors of every tile of ``document``: ``(dim,)`` or ``(n_tokens, dim)`` each."""
+    """The visual vectors of every tile of ``document``: ``(dim,)`` or ``(n_tokens, dim)`` each, its
+    pages rendered from ``read_from`` (where the file is now, when its source is a path it is moved
+    to only once committed: a server's staged upload; None: its source)."""
     if encoder is None:
         return {}
-    images = tile_images(document, settings)
+    images = tile_images(document, settings, read_from)
     keys = list(images)
     vectors = encoder.encode_images([images[key] for key in keys])
     return dict(zip(keys, vectors))

@@ -58,10 +58,13 @@ def stitch(size: tuple[int, int], pieces: list[tuple[Box, Image.Image]]) -> Imag
     return image
 
 
-def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Image.Image]:
+def document_tiles(
+    document: Document, dpi: float, read_from: str | None = None
+) -> dict[tuple[int, int], Image.Image]:
     """Every tile of a freshly read ``document`` as an RGB image, keyed by (page number, tile
     index): web tiles from the screenshots the browser took (a region's unit cut from the bands
-    put together), the others cut from their page rendered again at ``dpi``."""
+    put together), the others cut from their page rendered again at ``dpi`` from ``read_from``
+    (None: the document's source)."""
     images: dict[tuple[int, int], Image.Image] = {}
     pending = []
     for page in document.pages:
@@ -80,7 +83,8 @@ def document_tiles(document: Document, dpi: float) -> dict[tuple[int, int], Imag
                 images[(page.number, tile.index)] = crop_tile(whole, tile.box)
     if not pending:
         return images
-    with closing(open_source(Path(document.source), document.type, document.sha256)) as source:
+    path = Path(read_from or document.source)
+    with closing(open_source(path, document.type, document.sha256)) as source:
         for page in pending:
             rendered = source.render(page.number, dpi).convert("RGB")
             for tile in page.tiles:
