@@ -51,6 +51,12 @@ class Server:
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
+    def kill_unreaped(self) -> None:
+        """SIGKILL, its exit left uncollected: the process stays a zombie, as a server whose
+        parent does not wait for it does."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        until(lambda: _state(self.process.pid) == "Z", 30, "the killed server is a zombie")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -104,6 +110,75 @@ def test_jobs_killed_with_their_server_are_finished_by_the_next_one(tmp_path: Pa
     finally:
         again.stop()
     assert not any((index / "uploads" / ".staging").iterdir())  # every staged file swapped in
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.timeout(300)
+def test_a_zombie_servers_jobs_are_taken_over_by_a_live_server_without_a_restart(tmp_path: Path):
+    from fastapi.testclient import TestClient
+
+    from pagesight.serve.app import create_app
+
+    index = tmp_path / "ix"
+    Index.open(index, settings={"dense_model": None}).close()
+    reports = [
+        (
+            "files",
+            (f"report{n}.pdf", make_pdf(tmp_path / f"r{n}.pdf", [[f"annual report {n}"]] * 4).read_bytes()),
+        )
+        for n in range(8)
+    ]
+    with TestClient(create_app(Index.open(index, create=False), api_key=KEY)) as live:  # up before the kill
+        server = Server(index)
+        try:
+            job = httpx.post(f"{server.url}/api/documents", files=reports, headers=AUTH, timeout=60).json()
+            job = job["job"]["id"]
+            until(
+                lambda: server.get(f"/api/jobs/{job}").json()["done"] >= 1,
+                120,
+                "the first files ingested",
+                0.02,
+            )
+            server.kill_unreaped()
+            assert live.get(f"/api/jobs/{job}", headers=AUTH).json()["state"] in ("running", "queued")
+            until(
+                lambda: live.get(f"/api/jobs/{job}", headers=AUTH).json()["state"] in ("done", "failed"),
+                180,
+                "the live server finishes the zombie's job",
+            )
+            assert _state(server.process.pid) == "Z"  # taken over while the zombie was still there
+            assert live.get(f"/api/jobs/{job}", headers=AUTH).json()["state"] == "done"
+            ids = {row["id"] for row in live.get("/api/documents", headers=AUTH).json()["documents"]}
+            assert ids == {f"report{n}" for n in range(8)}
+        finally:
+            server.stop()
+            server.process.wait(timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_a_merger_the_server_starts_leaves_no_zombie(tmp_path: Path):
+    from pagesight.store import merging
+
+    Index.open(tmp_path / "ix", settings={"dense_model": None}).close()
+    before = set(_children())
+    merging.start(tmp_path / "ix")
+    until(lambda: not (set(_children()) - before), 60, "the merger exits and is collected")
+
+
+def _children() -> list[int]:
+    """This process's child processes, zombies included."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
 
 
 @pytest.mark.timeout(300)

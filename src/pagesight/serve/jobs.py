@@ -12,10 +12,11 @@ thread takes a few files (``chunk``) of the first job of each queue in turn, so 
 slow files hold another's upload back by one turn, not twenty; each file has the ingestion's time
 limit (``IngestOptions.timeout``).
 
-A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server that starts
-takes over the jobs whose process is gone (killed, crashed): their files still to do are queued
-again, or, when their staged files are gone, the job fails saying so; none stays ``queued`` or
-``running`` for ever.
+A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server takes over
+the jobs whose process is gone (killed, crashed, or a zombie: killed and not yet collected by its
+parent), when it starts and every ``RECOVER_EVERY`` seconds its ingestion is idle after: their
+files still to do are queued again, or, when their staged files are gone, the job fails saying so;
+none stays ``queued`` or ``running`` for ever, and no server needs a restart to free them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ _JOB_ID = re.compile(r"[0-9a-f]{32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PENDING = ("queued", "running")
 MAX_WAITING_FILES = 200  # files one tenant may have waiting to be ingested (on disk, staged)
+RECOVER_EVERY = 5.0  # seconds between looks for other servers' orphaned jobs, while idle
 
 
 class UploadError(PagesightError):
@@ -113,7 +116,8 @@ def _started(pid: int) -> str:
 
 
 def _alive(worker: str | None) -> bool:
-    """Whether the process a record names still runs."""
+    """Whether the process a record names still runs: it exists, is the one that started then,
+    and is not a zombie (killed, its exit not yet collected by its parent: it runs nothing)."""
     if not worker:
         return False
     pid, _, started = worker.partition(":")
@@ -123,7 +127,19 @@ def _alive(worker: str | None) -> bool:
         return False
     except PermissionError:  # another user's process of that pid: not ours
         return False
+    if _state(int(pid)) in ("Z", "X"):
+        return False
     return not started or _started(int(pid)) == started
+
+
+def _state(pid: int) -> str:
+    """Process ``pid``'s state letter in /proc (R, S, D, Z for a zombie, ...; '' where /proc
+    cannot tell)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 @dataclass
@@ -280,6 +296,13 @@ class Jobs:
                     self._save(job)
                     shutil.rmtree(staged, ignore_errors=True)
 
+    def _recover_quietly(self) -> None:
+        """``recover``, a failure logged: the ingestion thread goes on."""
+        try:
+            self.recover()
+        except Exception:
+            log.exception("taking over orphaned ingestion jobs failed")
+
     def close(self) -> None:
         """Stop after the turn running now; the jobs still waiting stay on disk, released to the
         next server that starts (``recover``)."""
@@ -300,19 +323,27 @@ class Jobs:
             self._wake.notify_all()
 
     def _next(self) -> Job | None:
-        """The first job of the tenant whose turn it is; that tenant goes to the end of the turns."""
+        """The first job of the tenant whose turn it is (that tenant goes to the end of the turns);
+        None when closed, or when ``RECOVER_EVERY`` seconds passed with nothing to do."""
         with self._wake:
-            while not self._closed:
+            if not self._closed:
                 for tenant, waiting in self._turns.items():
                     if waiting:
                         self._turns.move_to_end(tenant)
                         return waiting[0]
-                self._wake.wait()
+                self._wake.wait(RECOVER_EVERY)
             return None
 
     def _loop(self) -> None:
         lower_this_thread()  # searches first: ingestion and its worker processes run in the background
-        while (job := self._next()) is not None:
+        looked = time.monotonic()
+        while not self._closed:
+            if time.monotonic() - looked >= RECOVER_EVERY:  # busy or idle, orphans are looked for
+                self._recover_quietly()
+                looked = time.monotonic()
+            job = self._next()
+            if job is None:
+                continue
             try:
                 self._turn(job)
             except Exception as exc:  # a bug: the job says so, the log has the traceback

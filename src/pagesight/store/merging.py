@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -42,14 +43,16 @@ READY = ".ready.json"  # suffix of a merge's manifest, beside its segment, for a
 
 
 def start(root: Path) -> None:
-    """Start a merging process over the index at ``root``, detached (it outlives this one)."""
-    subprocess.Popen(
+    """Start a merging process over the index at ``root``, detached (it outlives this one); a
+    thread of this process collects its exit, so it never lingers as a zombie child."""
+    process = subprocess.Popen(
         [sys.executable, "-m", "pagesight.store.merging", str(root)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    threading.Thread(target=process.wait, name="pagesight-merger-reaper", daemon=True).start()
 
 
 def running(folder: Path) -> bool:
