@@ -48,6 +48,9 @@ class Index:
         # whether its models (visual encoder, rerankers, readers built by name) may run the code
         # that comes with a model: the opener's leave, given at each open, never stored
         self.trust_remote_code = trust_remote_code
+        # where the readers and rerankers it builds by name call their models (answer.endpoint;
+        # None: each from the environment); a server sets its offer's, so requests reach no other
+        self.endpoint = None
 
     @classmethod
     def open(
@@ -235,13 +238,18 @@ class Index:
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:
         """The reranker ``name`` with ``model`` (``search.rerank.make_reranker``) on this index's
-        device, with its leave to run a model's own code, loaded once per index object."""
+        device, with its leave to run a model's own code, calling a model behind an endpoint at
+        ``self.endpoint``, loaded once per index object."""
         key = (name, model)
         if key not in self._rerankers:
             from pagesight.search.rerank import make_reranker
 
             self._rerankers[key] = make_reranker(
-                name, model=model, device=self.device, trust_remote_code=self.trust_remote_code
+                name,
+                model=model,
+                device=self.device,
+                trust_remote_code=self.trust_remote_code,
+                endpoint=self.endpoint,
             )
         return self._rerankers[key]
 
@@ -289,7 +297,7 @@ class Index:
         if reader is None or isinstance(reader, str):
             from pagesight.answer.base import build_reader
 
-            reader = build_reader(request, trust_remote_code=self.trust_remote_code)
+            reader = build_reader(request, trust_remote_code=self.trust_remote_code, endpoint=self.endpoint)
         return ask(self, request, reader, image=image, region=region, hits=hits)
 
     # Reading -----------------------------------------------------------------------------------

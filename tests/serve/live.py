@@ -10,6 +10,8 @@ import time
 
 import uvicorn
 
+from pagesight.serve.workers import http_protocol
+
 
 def free_port() -> int:
     """A loopback port no one listens on now."""
@@ -38,7 +40,10 @@ class LiveServer:
     def __init__(self, app, timeout: float = 30.0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        # serve's own protocol (how it reads an absolute-form request line's host)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", http=http_protocol()
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
         self.thread.start()

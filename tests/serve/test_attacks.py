@@ -422,6 +422,47 @@ def test_a_loopback_server_answers_loopback_hosts_and_origins_only(tmp_path: Pat
         index.close()
 
 
+@pytest.mark.timeout(60)
+def test_a_loopback_server_reads_the_host_a_browser_would(tmp_path: Path):
+    """Hosts no browser sends, read as RFC 9112 says: user info before an ``@`` is no host, an
+    absolute-form request line's host is the one addressed, two Host headers are one too many."""
+    import socket
+
+    from tests.serve.live import LiveServer
+
+    pdf = make_pdf(tmp_path / "secret.pdf", [["the merger closes on 4 May"]])
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    assert index.add([pdf], jobs=1).ok
+    live = LiveServer(create_app(index, readers=1, host="127.0.0.1"))
+
+    def status(target: str, *hosts: str) -> tuple[int, bytes]:
+        head = f"GET {target} HTTP/1.1\r\n" + "".join(f"Host: {host}\r\n" for host in hosts)
+        with socket.create_connection(("127.0.0.1", live.port), timeout=30) as connection:
+            connection.sendall((head + "Connection: close\r\n\r\n").encode())
+            reply = b""
+            while chunk := connection.recv(65536):
+                reply += chunk
+        return int(reply.split()[1]), reply
+
+    try:
+        here = f"127.0.0.1:{live.port}"
+        refused = [
+            status("/api/documents", "127.0.0.1@attacker.example"),
+            status(f"http://attacker.example:{live.port}/api/documents", here),
+            status("/api/documents", here, "attacker.example"),
+            status("/api/documents", f"{here}/x"),
+            status("/api/documents"),
+        ]
+        assert [code for code, _ in refused] == [400, 421, 400, 400, 400]
+        assert not any(b"merger" in reply or b"secret" in reply for _, reply in refused)
+        assert status("/api/documents", here)[0] == 200
+        assert status(f"http://{here}/api/documents", "attacker.example")[0] == 200  # the target's host
+        assert status("/api/documents", f"[::1]:{live.port}")[0] == 200
+    finally:
+        live.stop()
+        index.close()
+
+
 # Uploads -------------------------------------------------------------------------------------------
 
 

@@ -209,13 +209,19 @@ def make_reader(name: str, **options) -> Reader:
     return READERS.load(name)(**options)
 
 
-def build_reader(request: AskRequest, trust_remote_code: bool = False, **local: Any) -> Reader:
+def build_reader(
+    request: AskRequest, trust_remote_code: bool = False, endpoint: Any = None, **local: Any
+) -> Reader:
     """The reader ``request.reader`` with the request's reader options and ``local`` ones (an
     endpoint's base URL and key, a device: what the machine serving it decides), allowed to run a
     model's own code with ``trust_remote_code`` when it is a reader that can (the ``transformers``
-    one): the caller's leave, never a request's."""
+    one): the caller's leave, never a request's; a reader that calls a model behind an endpoint
+    calls it at ``endpoint`` (``answer.endpoint.Endpoint``; None: its own)."""
     options = reader_options(request, local)
-    options.update(lent(READERS.load(request.reader), trust_remote_code=trust_remote_code))
+    factory = READERS.load(request.reader)
+    options.update(lent(factory, trust_remote_code=trust_remote_code))
+    if endpoint is not None:
+        options.update(lent(factory, endpoint=endpoint))
     try:
         return make_reader(request.reader, **options)
     except TypeError:

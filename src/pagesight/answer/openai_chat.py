@@ -27,16 +27,17 @@ every failure that remains becomes a one-line ``PagesightError`` naming the endp
 conversation goes as chat messages (tool results as ``tool`` messages, the tiles they found as
 image parts of the user message after them) and the model's ``tool_calls`` come back as calls.
 
-Options fall back to the environment: ``PAGESIGHT_OPENAI_BASE_URL`` then ``OPENAI_BASE_URL``,
-``PAGESIGHT_OPENAI_MODEL``, ``PAGESIGHT_OPENAI_API_KEY`` then ``OPENAI_API_KEY`` (a local server
-needs no key; a placeholder is sent). ``chat`` is a plain prompt-to-text completion, the callable
-the LLM judge of ``pagesight.eval.answers`` takes.
+Its calls go to an ``Endpoint`` (``answer/endpoint.py``, the one place every model call passes):
+the one given (a server's, from the operator's offer), else one made of ``base_url``, ``api_key``
+and ``model``, what is not given read from the environment (``PAGESIGHT_OPENAI_BASE_URL`` then
+``OPENAI_BASE_URL``, ``PAGESIGHT_OPENAI_MODEL``, ``PAGESIGHT_OPENAI_API_KEY`` then
+``OPENAI_API_KEY``; a local server needs no key: a placeholder is sent). ``chat`` is a plain
+prompt-to-text completion, the callable the LLM judge of ``pagesight.eval.answers`` takes.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from PIL import Image
 from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.endpoint import NO_ENDPOINT, Endpoint
 from pagesight.answer.prompts import (
     QUESTION_IMAGE,
     answer_logprob,
@@ -59,8 +61,6 @@ from pagesight.answer.prompts import (
 )
 from pagesight.errors import PagesightError
 from pagesight.render.png import image_data_url
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _HTML_TAG = re.compile(r"<[^>]*>")
 _OVERLOADED = (429, 502, 503, 504, 529)
@@ -89,6 +89,7 @@ class OpenAIReader:
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        endpoint: Endpoint | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
         max_tokens: int = 512,
@@ -99,13 +100,22 @@ class OpenAIReader:
         logprobs: bool = False,
         max_images: int | None = None,
     ) -> None:
+        """``endpoint``: where the calls go (``answer.endpoint``); without it, ``base_url``,
+        ``api_key`` and ``model`` make one, what is not given read from the environment."""
         try:
-            import openai
+            import openai  # noqa: F401
         except ImportError:
             raise PagesightError(
                 "the openai reader needs the openai package: pip install 'pagesight[openai]'"
             ) from None
-        self.model = model or os.environ.get("PAGESIGHT_OPENAI_MODEL")
+        if endpoint is None:
+            endpoint = Endpoint.from_environment(base_url, api_key, model)
+        elif base_url is not None or api_key is not None:
+            raise PagesightError("the openai reader takes an endpoint or a base_url and api_key, not both")
+        if endpoint.base_url is None:
+            raise PagesightError(f"the openai reader: {NO_ENDPOINT}")
+        self.endpoint = endpoint
+        self.model = model or endpoint.model
         if not self.model:
             raise PagesightError(
                 "the openai reader needs a model: pass model= (--model) or set PAGESIGHT_OPENAI_MODEL "
@@ -116,13 +126,7 @@ class OpenAIReader:
             raise PagesightError(f"timeout must be positive, got {timeout}")
         if max_retries < 0:
             raise PagesightError(f"max_retries must be 0 or more, got {max_retries}")
-        self.base_url = (
-            base_url
-            or os.environ.get("PAGESIGHT_OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_BASE_URL")
-            or DEFAULT_BASE_URL
-        )
-        key = api_key or os.environ.get("PAGESIGHT_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.base_url = endpoint.base_url
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_tokens = max_tokens
@@ -132,9 +136,6 @@ class OpenAIReader:
         self.number_from = number_from
         self.logprobs = logprobs
         self.max_images = max_images
-        self._client = openai.OpenAI(
-            api_key=key or "none", base_url=self.base_url, timeout=timeout, max_retries=max_retries
-        )
 
     def read(
         self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
@@ -284,7 +285,8 @@ class OpenAIReader:
         where = self._where()
         tries = f" after {self.max_retries + 1} tries" if self.max_retries else ""
         try:
-            return self._client.chat.completions.create(model=self.model, messages=messages, **options)
+            body = {"model": self.model, "messages": messages, **options}
+            return self.endpoint.create(body, self.timeout, self.max_retries)
         except openai.APITimeoutError:
             raise PagesightError(f"{where}: no reply within {self.timeout:g} s{tries}") from None
         except openai.APIConnectionError as exc:

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from pagesight.answer.base import make_reader
+from pagesight.answer.endpoint import Endpoint
 from pagesight.errors import PagesightError
 from pagesight.search.rerank import Candidate, TimedReranker
 
@@ -64,7 +65,8 @@ def yes_probability(logprobs: dict[str, float]) -> float:
     return yes / (yes + no) if yes + no > 0 else 0.0
 
 
-def openai_vlm(model: str | None = None, **options: Any) -> VlmReranker:
-    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``); it runs no
-    model here, so it takes no device."""
-    return VlmReranker(reader="openai", model=model, **options)
+def openai_vlm(model: str | None = None, endpoint: Endpoint | None = None, **options: Any) -> VlmReranker:
+    """The ``vlm`` reranker through an OpenAI-compatible endpoint (``vlm-openai``): ``endpoint``
+    (``answer.endpoint``; None: the openai reader's from the environment), its ``model`` (None: the
+    endpoint's). It runs no model here, so it takes no device."""
+    return VlmReranker(reader="openai", model=model, endpoint=endpoint, **options)

@@ -71,9 +71,21 @@ def serve(
             envvar="PAGESIGHT_OPENAI_BASE_URL", help="--reader openai: the endpoint the models run at."
         ),
     ] = None,
+    model_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=["PAGESIGHT_OPENAI_API_KEY", "OPENAI_API_KEY"],
+            show_envvar=False,
+            help="The key sent to --base-url (default: $PAGESIGHT_OPENAI_API_KEY, else $OPENAI_API_KEY, "
+            "read once at start).",
+        ),
+    ] = None,
     rerank: Annotated[
         list[str] | None,
-        typer.Option(help="A reranker requests may choose (repeatable): cross-encoder, vlm-openai, ..."),
+        typer.Option(
+            help="A reranker requests may choose (repeatable): cross-encoder, vlm-openai (needs --model "
+            "and --base-url), ..."
+        ),
     ] = None,
     max_tokens: Annotated[
         int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
@@ -110,7 +122,7 @@ def serve(
     processes = f", {workers} processes" if workers > 1 else ""
     tools = "" if index.startswith("qdrant:") else f", MCP at http://{shown}:{port}/mcp"
     err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{processes}{tools})", highlight=False)
-    run(config, api_key)
+    run(config, api_key, model_key)
 
 
 @app.command("mcp")

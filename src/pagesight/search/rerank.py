@@ -99,12 +99,14 @@ def make_reranker(
     model: str | None = None,
     device: str = "auto",
     trust_remote_code: bool = False,
+    endpoint: Any = None,
     **options: Any,
 ) -> Reranker:
     """The reranker registered as ``name``, or visual reranking by the visual encoder ``name``,
-    with ``model`` (None: its default) and ``options``, on ``device`` when it runs a model here
-    and allowed to run the model's own code with ``trust_remote_code`` when it can (its factory
-    takes a ``device``, a ``trust_remote_code``)."""
+    with ``model`` (None: its default) and ``options``, on ``device`` when it runs a model here,
+    allowed to run the model's own code with ``trust_remote_code`` when it can, and calling its
+    model at ``endpoint`` (``answer.endpoint.Endpoint``) when it calls one (its factory takes a
+    ``device``, a ``trust_remote_code``, an ``endpoint``)."""
     from pagesight.encode.visual import ENCODERS
 
     if model:
@@ -116,7 +118,8 @@ def make_reranker(
     else:
         factory = None
     if factory is not None:
-        return factory(**options, **lent(factory, device=device, trust_remote_code=trust_remote_code))
+        lends = lent(factory, device=device, trust_remote_code=trust_remote_code, endpoint=endpoint)
+        return factory(**options, **lends)
     known = ", ".join(sorted(RERANKERS) + ["a visual encoder (" + ", ".join(sorted(ENCODERS)) + ")"])
     raise PagesightError(f"unknown reranker '{name}'; choose one of {known}")
 

@@ -30,8 +30,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -46,7 +48,7 @@ from pagesight.frontends import Scrub
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
-from pagesight.serve.offer import NotOffered, Offer, Readers
+from pagesight.serve.offer import NotOffered, Offer, Readers, TooManyAsks
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
@@ -84,6 +86,8 @@ def create_app(
     reranker). ``host``: the address served; a loopback one makes every route refuse requests
     whose Host or Origin is not loopback (DNS rebinding).
     """
+    offer = offer or Offer()
+    index.endpoint = offer.endpoint()  # every model call of the server goes there (serve.offer)
     pool = IndexPool(index, readers)
     uploads = Path(uploads) if uploads is not None else index.root / "uploads"
     scrub = Scrub({index.root: "<index>", uploads: "<uploads>"})
@@ -110,7 +114,6 @@ def create_app(
         Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb, loopback_only=loopback_only
     )
 
-    offer = offer or Offer()
     app.state.served = Served(pool, jobs, Readers(offer), uploads, offer, scrub)
     for router in ROUTERS:  # serve/routes/: each reads the state above through Depends
         app.include_router(router)
@@ -158,7 +161,7 @@ class Guard:
             await send(message)
 
         request = Request(scope)
-        if self.loopback_only and (refusal := _foreign(request)) is not None:
+        if self.loopback_only and (refusal := _foreign(scope, request)) is not None:
             await refusal(scope, receive, send_with_worker)
             return
         path = request.url.path
@@ -217,17 +220,35 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _foreign(request: Request) -> JSONResponse | None:
+# A Host header as RFC 9110 has it: a name or IPv4 address, or a bracketed IPv6 one, then a port;
+# no user info (``127.0.0.1@evil.example``), no path, one header only.
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[0-9]{1,5})?")
+
+
+def request_host(scope) -> str | None:
+    """The host a request is addressed to, as a browser means it: an absolute-form request line's
+    own (``GET http://HOST/...``, which RFC 9112 puts over the Host header; ``serve``'s protocol
+    keeps it, ``workers.TargetHost``), else the one Host header's; None when malformed or sent twice."""
+    path = scope.get("path", "")
+    if "://" in path:  # an absolute-form target the server kept as the path
+        return urlsplit(path).hostname
+    given = [value for name, value in scope.get("headers", ()) if name == b"host"]
+    if len(given) != 1:
+        return None
+    match = _HOST.fullmatch(given[0].decode("latin-1"))
+    return match.group(1) if match else None
+
+
+def _foreign(scope, request: Request) -> JSONResponse | None:
     """The refusal of a request to a loopback server whose Host or Origin is not loopback."""
-    hostname = request.url.hostname or ""  # from the Host header
-    if not is_loopback(hostname):
+    host = request_host(scope)
+    if host is None:
+        return _error(400, "a malformed Host header")
+    if not is_loopback(host):
         return _error(421, "this server answers requests to a loopback address only (Host)")
     origin = request.headers.get("origin")
-    if origin is not None:
-        from urllib.parse import urlsplit
-
-        if not is_loopback(urlsplit(origin).hostname or ""):
-            return _error(403, "this server answers pages of loopback origins only (Origin)")
+    if origin is not None and not is_loopback(urlsplit(origin).hostname or ""):
+        return _error(403, "this server answers pages of loopback origins only (Origin)")
     return None
 
 
@@ -261,6 +282,10 @@ def _install_errors(app: FastAPI, scrub: Scrub) -> None:
     @app.exception_handler(NotOffered)
     async def not_offered(request: Request, exc: NotOffered) -> JSONResponse:
         return _error(403, str(exc))
+
+    @app.exception_handler(TooManyAsks)
+    async def too_many(request: Request, exc: TooManyAsks) -> JSONResponse:
+        return _error(429, str(exc), {"Retry-After": "1"})
 
     @app.exception_handler(IndexLockedError)
     async def locked(request: Request, exc: IndexLockedError) -> JSONResponse:

@@ -20,8 +20,9 @@ Results carry boxes in page pixels at the index DPI, as everywhere in pagesight;
 image content. ``search`` and ``ask`` take a picture the query is about as base64 PNG or JPEG
 (``image``, and a ``region`` of it), searched with the query and shown to the ask tool's reader. The tools' parameters are the request fields (``request.py``) the HTTP API and the
 CLI take too. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
-SQLite connection and its page cache are shared (PDFium has a lock of its own, for the process). An index error (an unknown document, a page out
-of range) is a tool error the agent reads, never a crash of the server.
+SQLite connection and its page cache are shared; an ask takes it for each search and tile it reads,
+never while its reader reads (PDFium has a lock of its own, for the process). An index error (an
+unknown document, a page out of range) is a tool error the agent reads, never a crash of the server.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pydantic import Field
 from starlette.applications import Starlette
 
 from pagesight import __version__
+from pagesight.answer.ask import ask
 from pagesight.answer.base import Reader, Readers
 from pagesight.errors import PagesightError
 from pagesight.frontends import MAX_QUERY_BYTES, Scrub, decode_image, hits_payload, parse_region
@@ -51,6 +53,7 @@ from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
 from pagesight.serve.offer import Offer
+from pagesight.serve.pool import Lending
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
 from pagesight.where import MAX_WHERE
 
@@ -99,11 +102,21 @@ class _Tools:
 
     @contextmanager
     def using_index(self) -> Iterator[None]:
+        with self.lock, self.tool_errors():
+            yield
+
+    @contextmanager
+    def tool_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except PagesightError as exc:
+            raise ToolError(self.scrub(str(exc))) from None
+
+    @contextmanager
+    def lent(self) -> Iterator[Index]:
+        """The index, for one call (``pool.Lending``)."""
         with self.lock:
-            try:
-                yield
-            except PagesightError as exc:
-                raise ToolError(self.scrub(str(exc))) from None
+            yield self.index
 
     def search(self, arguments: dict) -> CallToolResult:
         """The best tiles for a text query, a picture (image, base64), or both: page id
@@ -133,12 +146,13 @@ class _Tools:
         id, tile and the cited boxes."""
         tenant = caller(arguments.pop("ctx"))
         picture, region = arguments.pop("image"), arguments.pop("region")
-        with self.using_index():
+        with self.tool_errors():  # the index taken for each search and tile alone, not while reading
             request = tool_request(AskRequest, arguments)
             if self.offer is not None:
                 request = self.offer.check(request)
             image, box = _query_image(picture, region)
-            answer = self.index.ask(
+            answer = ask(
+                Lending(self.lent, self.index),
                 request.replace(where=tenant.within(request.where)),
                 self.readers.get(request),
                 image=image,
@@ -203,10 +217,13 @@ def build_server(
     the ``Readers`` that build it for each request's options, such as its coordinates; a reader
     named is built on the first ask that needs it: it may load a model). ``offer``: the rerankers a
     search or an ask may name (``serve.offer``; None: any, for an agent that launched the server
-    itself); pages are drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
+    itself), whose endpoint (``Offer.endpoint``) every model call of the tools goes to; pages are
+    drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    if offer is not None:  # its rerankers call the offered endpoint and no other
+        index.endpoint = offer.endpoint()
     tools = _Tools(index, reader if isinstance(reader, Readers) else Readers(reader), offer)
     shown_too = Annotated[bool, Field(description="Also return each tile as an image.")]
     search = [  # the query may be left out for an image alone

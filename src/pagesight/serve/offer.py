@@ -3,46 +3,60 @@
 A request names a reader, a model, a reranker and a token budget; on a server each is something
 the operator pays for (an endpoint's key, a model in memory, minutes of CPU), so a request may
 choose only among what the operator offered when starting it (``pagesight serve --reader openai
---model M --base-url URL --rerank cross-encoder --max-tokens N``). By default a server offers the
-extractive reader and no reranker. A model reader needs its endpoint named by the operator: a
-server never sends tiles to an endpoint a library default or a stray ``OPENAI_*`` variable chose.
-The readers built for requests are kept, at most ``KEPT_READERS`` of them, the least recently used
-going first.
+--model M --base-url URL --model-key KEY --rerank vlm-openai --max-tokens N``). By default a server
+offers the extractive reader and no reranker.
+
+A model behind an endpoint (the ``openai`` reader, the ``vlm-openai`` reranker) needs the endpoint
+named by the operator: the offer's ``endpoint()`` (``answer.endpoint``: its URL, its key, its first
+model) is the one every index, reader and reranker of the server calls, given to them when the
+server starts. Nothing a server runs reads ``OPENAI_*`` or ``PAGESIGHT_OPENAI_*`` variables after
+that (the command line reads them once, as the defaults of ``--base-url`` and ``--model-key``), so a
+stray variable never chooses where tiles go or which model a request runs. The readers built for
+requests are kept, at most ``KEPT_READERS`` of them, the least recently used going first.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from pagesight.answer import base
+from pagesight.answer.endpoint import Endpoint
 from pagesight.errors import PagesightError
 from pagesight.request import AskRequest, SearchRequest
 
 LOCAL_READER = "extractive"  # reads the tiles' text: nothing to pay, nothing to load
 MODEL_READERS = ("openai",)  # readers a server may offer: their model runs behind an endpoint
-ENDPOINT_ENV = ("PAGESIGHT_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+ENDPOINT_RERANKERS = ("vlm-openai",)  # rerankers whose model runs behind the offer's endpoint
 DEFAULT_MAX_TOKENS = 1024
 KEPT_READERS = 16
+ASKS_PER_TENANT = 2  # answers one key may have in progress at once (each may wait on a model)
+ASKS = 16  # answers in progress at once over all keys: the request threads (40) stay mostly free
 
 
 class NotOffered(PagesightError):
     """A request that chose what this server does not offer (answered 403)."""
 
 
+class TooManyAsks(PagesightError):
+    """An ask past the bound of answers in progress (answered 429, to be tried again)."""
+
+
 @dataclass(frozen=True)
 class Offer:
     """``readers``: model readers offered beside the extractive one; ``models``: the models a
-    request may name for them (the first is the default); ``base_url``: their endpoint;
-    ``rerankers``: the rerankers a request may name; ``max_tokens``: the longest answer a request
-    may ask for."""
+    request may name for them and for an endpoint's reranker (the first is the default);
+    ``base_url`` and ``api_key``: their endpoint and the key sent to it; ``rerankers``: the
+    rerankers a request may name; ``max_tokens``: the longest answer a request may ask for."""
 
     readers: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     base_url: str | None = None
     rerankers: tuple[str, ...] = ()
     max_tokens: int = DEFAULT_MAX_TOKENS
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for reader in self.readers:
@@ -51,22 +65,28 @@ class Offer:
                     f"--reader {reader}: a server offers the extractive reader and {', '.join(MODEL_READERS)} "
                     "(a model behind an endpoint); a local model reader runs with pagesight ask"
                 )
-        if self.readers and not self.models:
-            raise PagesightError("--reader needs the models requests may name: --model M (repeatable)")
-        if self.models and not self.readers:
-            raise PagesightError("--model names a model reader's models: give --reader openai too")
-        if self.readers and not self.endpoint():
+        called = [*self.readers, *(name for name in self.rerankers if name in ENDPOINT_RERANKERS)]
+        if called and not self.models:
             raise PagesightError(
-                "--reader openai needs its endpoint: --base-url URL (or PAGESIGHT_OPENAI_BASE_URL); "
+                f"--reader openai and --rerank vlm-openai need the models requests may name: "
+                f"--model M (repeatable); offered: {', '.join(called)}"
+            )
+        if self.models and not called:
+            raise PagesightError("--model names the models behind --base-url: give --reader openai too")
+        if called and not self.base_url:
+            raise PagesightError(
+                f"{', '.join(called)}: needs its endpoint: --base-url URL (or PAGESIGHT_OPENAI_BASE_URL); "
                 "a server never sends tiles to a default endpoint"
             )
         if self.max_tokens < 1:
             raise PagesightError("--max-tokens must be 1 or more")
 
-    def endpoint(self) -> str | None:
-        return self.base_url or next(
-            (os.environ[name] for name in ENDPOINT_ENV if os.environ.get(name)), None
-        )
+    def endpoint(self) -> Endpoint:
+        """Where every model call of the server goes: the offered endpoint with its key and first
+        model, or none (every call refused) when no model is offered."""
+        if not self.base_url:
+            return Endpoint.none()
+        return Endpoint(self.base_url, self.api_key, self.models[0] if self.models else None)
 
     def check(self, request: SearchRequest) -> SearchRequest:
         """``request`` if this server offers what it chose (an ask's model defaulted to the
@@ -97,10 +117,66 @@ class Offer:
 class Readers(base.Readers):
     """The readers a server built for requests, by reader and options, at most ``KEPT_READERS``
     (a model reader holds a connection pool, a model in memory): built on a request's first use,
-    a model reader with the offer's endpoint."""
+    a model reader calling the offer's endpoint."""
 
     def __init__(self, offer: Offer):
-        super().__init__(local={"base_url": offer.endpoint()} if offer.readers else {}, kept=KEPT_READERS)
+        super().__init__(local={"endpoint": offer.endpoint()} if offer.readers else {}, kept=KEPT_READERS)
 
     def local_options(self, request: AskRequest) -> dict[str, Any]:
         return self.local if request.reader != LOCAL_READER else {}
+
+
+class Asks:
+    """The answers in progress, at most ``per_tenant`` for one tenant and ``total`` in all: an
+    answer may wait seconds on a model, so one tenant's asks are bounded before they can hold the
+    server's request threads; one past a bound is refused at once (``TooManyAsks``), never queued."""
+
+    def __init__(self, per_tenant: int = ASKS_PER_TENANT, total: int = ASKS):
+        self.per_tenant, self.total = per_tenant, total
+        self._running: Counter[Any] = Counter()
+        self._lock = threading.Lock()
+
+    def take(self, tenant: Any) -> Slot:
+        """A slot for ``tenant``'s answer (a ``serve.tenants.Tenant``), or ``TooManyAsks``."""
+        with self._lock:
+            if self._running[tenant] >= self.per_tenant:
+                raise TooManyAsks(
+                    f"{self.per_tenant} answers of this key are in progress already; ask again when one ends"
+                )
+            if sum(self._running.values()) >= self.total:
+                raise TooManyAsks(f"{self.total} answers are in progress already; ask again shortly")
+            self._running[tenant] += 1
+        return Slot(self, tenant)
+
+    def running(self) -> int:
+        """The answers in progress now."""
+        with self._lock:
+            return sum(self._running.values())
+
+    def _give_back(self, tenant: Any) -> None:
+        with self._lock:
+            self._running[tenant] -= 1
+            if self._running[tenant] <= 0:
+                del self._running[tenant]
+
+
+class Slot:
+    """One answer's place among ``Asks``, given back once however often ``release`` is called
+    (when the answer is sent, and again when its stream is dropped unread)."""
+
+    def __init__(self, asks: Asks, tenant: Any):
+        self._asks, self._tenant = asks, tenant
+        self._held = True
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._asks._give_back(self._tenant)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -13,6 +13,11 @@ of the indexes or the MCP tools, holds ``render.sources.PDFIUM_LOCK``.
 
 Stores other than the local one (Qdrant's local mode allows one client per folder) are served
 through the one index given, borrowed in turn by reads and writes.
+
+An answer borrows an index for each thing it reads (``Lending``: a search, a tile's text, a tile's
+image) and gives it back at once, so a model reading the tiles, or an agent deciding its next
+search, holds none of the pool's indexes while it thinks: four slow asks never leave another
+tenant's search waiting for an index.
 """
 
 from __future__ import annotations
@@ -20,11 +25,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from PIL import Image
 
 from pagesight.errors import IndexLockedError
 from pagesight.index import Index
+from pagesight.records import Hit
+from pagesight.settings import Settings
 from pagesight.store.local import LocalStore
 from pagesight.vectors.ann import one_thread_here
 
@@ -48,8 +58,8 @@ class IndexPool:
         self._writer = self._open_like(index) if separate else None
 
     def _open_like(self, index: Index) -> Index:
-        """Another ``Index`` on the same store with the same device and leave to run a model's own
-        code, sharing the loaded visual encoder (a model loaded once per process, not once per
+        """Another ``Index`` on the same store with the same device, leave to run a model's own
+        code and model endpoint, sharing the loaded visual encoder (a model loaded once per process, not once per
         connection)."""
         opened = Index.open(
             index.store.location,
@@ -57,6 +67,7 @@ class IndexPool:
             device=index.device,
             trust_remote_code=index.trust_remote_code,
         )
+        opened.endpoint = index.endpoint  # the server's one endpoint for model calls
         if index.settings.visual_encoder is not None:
             opened._visual = index.visual_encoder()
         self._opened.append(opened)
@@ -107,3 +118,43 @@ def retry_locked(write, wait: float = WRITE_WAIT):
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
+
+
+class Lending:
+    """What answering needs of an index (``answer.base.Searchable``), each search and each tile read
+    through an index that ``borrow()`` lends for that call alone (``IndexPool.reading``, or a lock
+    on one index). ``index`` is one of them, read for what it holds: its settings and its store's
+    location (``search.engine.reads_images``); it is never searched from here."""
+
+    def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], index: Index):
+        self._borrow = borrow
+        self.store = index.store
+        self.catalog = _LentCatalog(borrow, index.settings)
+
+    @property
+    def settings(self) -> Settings:
+        return self.catalog.settings
+
+    def search(self, *args: Any, **options: Any) -> list[Hit]:
+        with self._borrow() as index:
+            return index.search(*args, **options)
+
+    def search_image(self, *args: Any, **options: Any) -> list[Hit]:
+        with self._borrow() as index:
+            return index.search_image(*args, **options)
+
+    def tile_image(self, *args: Any, **options: Any) -> Image.Image:
+        with self._borrow() as index:
+            return index.tile_image(*args, **options)
+
+
+class _LentCatalog:
+    """The catalog reads answering makes (a tile's row), each through an index borrowed for it."""
+
+    def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], settings: Settings):
+        self._borrow = borrow
+        self.settings = settings  # fixed when the index was made
+
+    def tile_at(self, doc_id: str, page: int, tile: int):
+        with self._borrow() as index:
+            return index.catalog.tile_at(doc_id, page, tile)

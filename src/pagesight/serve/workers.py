@@ -25,6 +25,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 
@@ -33,8 +34,14 @@ from pagesight.index import Index
 from pagesight.serve.offer import DEFAULT_MAX_TOKENS, Offer
 from pagesight.serve.tenants import load_keys
 
-CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the key is not in it)
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # no httptools: uvicorn's h11 protocol serves
+    HttpToolsProtocol = None
+
+CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the keys are not in it)
 KEY_ENV = "PAGESIGHT_API_KEY"
+MODEL_KEY_ENV = "PAGESIGHT_SERVE_MODEL_KEY"  # the key sent to the offered endpoint, for a worker
 
 
 @dataclass(frozen=True)
@@ -58,14 +65,34 @@ class ServeConfig:
     # the operator's leave at start, which no request can give (it is no request field)
     trust_remote_code: bool = False
 
-    def offer(self) -> Offer:
+    def offer(self, model_key: str | None = None) -> Offer:
+        """What requests may choose, its endpoint called with ``model_key``."""
         return Offer(
             tuple(self.offer_readers),
             tuple(self.offer_models),
             self.base_url,
             tuple(self.rerankers),
             self.max_tokens,
+            api_key=model_key,
         )
+
+
+if HttpToolsProtocol is not None:
+
+    class TargetHost(HttpToolsProtocol):
+        """uvicorn's httptools protocol with the host of an absolute-form request line (``GET
+        http://HOST/path``) put in place of the Host header, as RFC 9112 says a server takes it:
+        uvicorn drops that host, so the loopback guard would see the Host header's instead of the
+        one a browser means."""
+
+        def on_headers_complete(self) -> None:
+            if not self.url.startswith((b"/", b"*")):
+                authority = urlsplit(self.url).netloc
+                self.headers[:] = [*((n, v) for n, v in self.headers if n != b"host"), (b"host", authority)]
+            super().on_headers_complete()
+
+else:
+    TargetHost = None
 
 
 def check(config: ServeConfig) -> None:
@@ -84,16 +111,18 @@ def check(config: ServeConfig) -> None:
             )
 
 
-def build(config: ServeConfig, api_key: str | None) -> FastAPI:
+def build(config: ServeConfig, api_key: str | None, model_key: str | None = None) -> FastAPI:
     """The app of one server process: the index opened, the MCP tools beside it where the store
-    lets a second client open it (stateless with several processes), the JSON API and web page."""
+    lets a second client open it (stateless with several processes), the JSON API and web page;
+    ``api_key`` is the operator's key to the server, ``model_key`` the one sent to the offered
+    model endpoint."""
     from pagesight.encode import exported
     from pagesight.serve.app import create_app
     from pagesight.serve.mcp import http_app
     from pagesight.store.local import LocalStore
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
-    offer = config.offer()
+    offer = config.offer(model_key)
     index = Index.open(
         config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
     )
@@ -124,20 +153,30 @@ def app_from_environment() -> FastAPI:
     config = ServeConfig(
         **{key: tuple(value) if isinstance(value, list) else value for key, value in given.items()}
     )
-    return build(config, os.environ.get(KEY_ENV) or None)
+    return build(config, os.environ.get(KEY_ENV) or None, os.environ.get(MODEL_KEY_ENV) or None)
 
 
-def run(config: ServeConfig, api_key: str | None) -> None:
+def http_protocol() -> type | str:
+    """uvicorn's HTTP protocol for ``serve``: ``TargetHost`` where httptools is installed, else
+    uvicorn's h11 one (which keeps an absolute-form target whole as the path, where the guard reads
+    its host: ``app.request_host``)."""
+    return TargetHost if TargetHost is not None else "h11"
+
+
+def run(config: ServeConfig, api_key: str | None, model_key: str | None = None) -> None:
     """Serve until stopped (``check`` the configuration first): the app in this process, or
-    ``config.workers`` processes of it."""
+    ``config.workers`` processes of it; ``model_key`` is sent to the offered endpoint."""
     import uvicorn
 
     if config.workers <= 1:
-        uvicorn.run(build(config, api_key), host=config.host, port=config.port, log_level="warning")
+        app = build(config, api_key, model_key)
+        uvicorn.run(app, host=config.host, port=config.port, log_level="warning", http=http_protocol())
         return
     os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(config))
     if api_key:
         os.environ[KEY_ENV] = api_key
+    if model_key:
+        os.environ[MODEL_KEY_ENV] = model_key
     uvicorn.run(
         "pagesight.serve.workers:app_from_environment",
         factory=True,
@@ -145,4 +184,5 @@ def run(config: ServeConfig, api_key: str | None) -> None:
         host=config.host,
         port=config.port,
         log_level="warning",
+        http=http_protocol(),
     )

@@ -5,7 +5,7 @@ answer 404, as if absent), and boxes parsed."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +17,7 @@ from pagesight.frontends import MAX_BOXES, parse_boxes
 from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.serve.jobs import Jobs
-from pagesight.serve.offer import Offer, Readers
+from pagesight.serve.offer import Asks, Offer, Readers
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.tenants import PUBLIC, Tenant
 
@@ -35,8 +35,8 @@ class ApiError(HTTPException):
 @dataclass
 class Served:
     """What the routes serve from: the index pool, the ingestion jobs, the readers built so far,
-    the uploads folder, what requests may choose (``serve.offer``) and the scrub of the server's
-    folders from messages (``frontends.Scrub``)."""
+    the uploads folder, what requests may choose (``serve.offer``), the scrub of the server's
+    folders from messages (``frontends.Scrub``) and the answers in progress (``offer.Asks``)."""
 
     pool: IndexPool
     jobs: Jobs
@@ -44,6 +44,7 @@ class Served:
     uploads: Path
     offer: Offer
     scrub: Callable[[str], str]
+    asks: Asks = field(default_factory=Asks)
 
 
 def served(request: Request) -> Served:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -12,11 +13,14 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from pagesight.answer.ask import ask as answer
 from pagesight.answer.ask import retrieve
 from pagesight.errors import PagesightError
 from pagesight.frontends import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
+from pagesight.serve.offer import Slot
+from pagesight.serve.pool import Lending
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 
 log = logging.getLogger(__name__)
@@ -99,7 +103,8 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     """An answer from the best tiles, with citations (boxes on pages) and its image-token cost.
 
     With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
-    ``{"event": "error", ...}``)."""
+    ``{"event": "error", ...}``). A key has at most ``offer.ASKS_PER_TENANT`` answers in progress
+    (429 past it); no index is held while the reader reads (``pool.Lending``)."""
     request = server.offer.check(make(AskRequest, body))
     request = request.replace(where=tenant.within(request.where))
     reader = server.readers.get(request)
@@ -112,29 +117,34 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
         box = given_boxes(body.region, "region", limit=1)[0] if body.region else None
     elif body.region is not None:
         raise ApiError(422, "region is a part of the question image: send the image too")
-    if not body.stream:
-        with server.pool.reading() as idx:
-            check_documents(idx, request.doc_ids, tenant)
-            return idx.ask(request, reader, image=image, region=box).to_dict()
     with server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
+    index = Lending(server.pool.reading, server.pool.index)
+    slot = server.asks.take(tenant)
+    if not body.stream:
+        with slot:
+            return answer(index, request, reader, image=image, region=box).to_dict()
+    events = _stages(server, index, request, reader, image, box, slot)
+    weakref.finalize(events, slot.release)  # a stream dropped before it started gives its slot back
+    return StreamingResponse(events, media_type="application/x-ndjson")
 
-    def stages() -> Iterator[bytes]:
-        with server.pool.reading() as idx:
-            try:
-                hits = None if request.agent else retrieve(idx, request, image, box)
-                if hits is not None:
-                    payload = hits_payload(hits, request.compression, request.token_model)
-                    yield _line({"event": "hits", **payload})
-                answer = idx.ask(request, reader, image=image, region=box, hits=hits)
-                yield _line({"event": "answer", "answer": answer.to_dict()})
-            except PagesightError as exc:
-                yield _line({"event": "error", "error": server.scrub(str(exc))})
-            except Exception:
-                log.exception("streamed answer failed")
-                yield _line({"event": "error", "error": "internal error (see the server log)"})
 
-    return StreamingResponse(stages(), media_type="application/x-ndjson")
+def _stages(server, index: Lending, request: AskRequest, reader, image, box, slot: Slot) -> Iterator[bytes]:
+    """The NDJSON lines of a streamed answer: its hits, then the answer or the error."""
+    try:
+        hits = None if request.agent else retrieve(index, request, image, box)
+        if hits is not None:
+            payload = hits_payload(hits, request.compression, request.token_model)
+            yield _line({"event": "hits", **payload})
+        answered = answer(index, request, reader, image=image, region=box, hits=hits)
+        yield _line({"event": "answer", "answer": answered.to_dict()})
+    except PagesightError as exc:
+        yield _line({"event": "error", "error": server.scrub(str(exc))})
+    except Exception:
+        log.exception("streamed answer failed")
+        yield _line({"event": "error", "error": "internal error (see the server log)"})
+    finally:
+        slot.release()
 
 
 def _line(event: dict) -> bytes:
