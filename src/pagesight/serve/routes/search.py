@@ -7,6 +7,7 @@ import json
 import logging
 import weakref
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
@@ -19,7 +20,7 @@ from pagesight.errors import PagesightError
 from pagesight.frontends import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
-from pagesight.serve.offer import Slot
+from pagesight.serve.offer import ENDPOINT_RERANKERS, Slot
 from pagesight.serve.pool import Lending
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 
@@ -65,10 +66,12 @@ AskBody = request_model(
 
 @router.get("/api/search")
 def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()]) -> dict:  # type: ignore[valid-type]
-    """The best tiles for a text query, with snippets and evidence boxes (page pixels)."""
+    """The best tiles for a text query, with snippets and evidence boxes (page pixels). One
+    reranked by a model behind the endpoint counts among the key's answers in progress (``ask``)."""
     request = server.offer.check(make(SearchRequest, query))
     request = request.replace(where=tenant.within(request.where))
-    with server.pool.reading() as idx:
+    calls_model = request.rerank in ENDPOINT_RERANKERS
+    with server.asks.take(tenant) if calls_model else nullcontext(), server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
         hits = idx.search(request)
     return hits_payload(hits, query.c)
