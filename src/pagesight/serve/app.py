@@ -27,6 +27,7 @@ being ingested.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -208,6 +209,7 @@ def _given_key(request: Request) -> str:
     return given
 
 
+@functools.lru_cache(maxsize=256)  # a server sees a few hosts: each is parsed once, not per request
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a name or an address, an IPv6 one bracketed or not) is this machine's
     loopback."""

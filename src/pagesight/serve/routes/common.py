@@ -47,11 +47,13 @@ class Served:
     asks: Asks = field(default_factory=Asks)
 
 
-def served(request: Request) -> Served:
+# The two are async, so FastAPI calls them on the event loop: a plain ``def`` dependency is a trip
+# through the thread pool, two more per request for what reads an attribute.
+async def served(request: Request) -> Served:
     return request.app.state.served
 
 
-def caller(request: Request) -> Tenant:
+async def caller(request: Request) -> Tenant:
     """The tenant the guard found for the request's key (``serve.tenants``)."""
     return getattr(request.state, "tenant", PUBLIC)
 
@@ -60,10 +62,16 @@ Server = Annotated[Served, Depends(served)]
 Caller = Annotated[Tenant, Depends(caller)]
 
 
-def writable(tenant: Caller) -> None:
+async def writable(tenant: Caller) -> None:
     """A route that writes: refused to a key that may not write (and to all without a key)."""
     if not tenant.write:
         raise ApiError(403, NO_WRITES if tenant is PUBLIC else f"the key of '{tenant.name}' may not write")
+
+
+def narrowed(request, tenant: Tenant):
+    """``request`` (a ``SearchRequest``) narrowed to ``tenant``'s documents (``Tenant.within``);
+    the same object for a key that sees everything (a request is checked again when replaced)."""
+    return request if tenant.where is None else request.replace(where=tenant.within(request.where))
 
 
 def lookup(index: Index, doc_id: str, tenant: Tenant):

@@ -22,7 +22,7 @@ from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
 from pagesight.serve.offer import ENDPOINT_RERANKERS, Slot
 from pagesight.serve.pool import Lending
-from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
+from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes, narrowed
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["search"])
@@ -69,7 +69,7 @@ def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()
     """The best tiles for a text query, with snippets and evidence boxes (page pixels). One
     reranked by a model behind the endpoint counts among the key's answers in progress (``ask``)."""
     request = server.offer.check(make(SearchRequest, query))
-    request = request.replace(where=tenant.within(request.where))
+    request = narrowed(request, tenant)
     calls_model = request.rerank in ENDPOINT_RERANKERS
     with server.asks.take(tenant) if calls_model else nullcontext(), server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
@@ -94,7 +94,7 @@ def search_image(
     except PagesightError as exc:
         raise ApiError(415, str(exc)) from None
     request = server.offer.check(make(ImageSearchRequest, form, image=query, region=box))
-    request = request.replace(where=tenant.within(request.where))
+    request = narrowed(request, tenant)
     with server.pool.reading() as idx:
         check_documents(idx, request.doc_ids, tenant)
         hits = idx.search(request)
@@ -109,7 +109,7 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     ``{"event": "error", ...}``). A key has at most ``offer.ASKS_PER_TENANT`` answers in progress
     (429 past it); no index is held while the reader reads (``pool.Lending``)."""
     request = server.offer.check(make(AskRequest, body))
-    request = request.replace(where=tenant.within(request.where))
+    request = narrowed(request, tenant)
     reader = server.readers.get(request)
     image = box = None
     if body.image is not None:
