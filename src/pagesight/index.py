@@ -165,6 +165,12 @@ class Index:
             self._visual = encoder
         return self._visual
 
+    def use_visual_encoder(self, encoder) -> None:
+        """Search and ingest with ``encoder``, a loaded visual encoder: another ``Index``'s over the
+        same store (a model loaded once per process), or one wrapped (a server's
+        ``encode.visual.batching.QueryBatcher``)."""
+        self._visual = encoder
+
     def _ingest_encoder(self):
         """The visual encoder for ingestion, its spec recorded by the first ingestion."""
         encoder = self.visual_encoder()
@@ -183,6 +189,7 @@ class Index:
         region: tuple[float, float, float, float] | None = None,
         evidence: bool = True,
         rerank: str | Reranker | None = None,
+        timings: dict[str, float] | None = None,
         **options: Any,
     ) -> list[Hit]:
         """The ``k`` best tiles for a query: a ``SearchRequest`` (an ``ImageSearchRequest`` to search
@@ -209,7 +216,9 @@ class Index:
         (evaluation runs deep lists).
         ``rerank`` (a reranker, or the name of one built with ``rerank_model`` once per index
         object; see ``search.rerank``) reorders the ``rerank_candidates`` best fused tiles; its last
-        call's size and time are in ``self.reranker(...).last``.
+        call's size and time are in ``self.reranker(...).last``. ``timings``, when given, gets
+        the seconds each stage of the search took (``search.engine.Laps``: check, bm25, dense,
+        encode, visual, fuse, rank, rerank, evidence).
         """
         from pagesight.search import engine
         from pagesight.search.rerank import rerank_stage
@@ -233,7 +242,12 @@ class Index:
             )
             request = request.replace(candidates=max(request.candidates, request.rerank_candidates))
         return engine.search_text(
-            self.store, request, visual_encoder=self.visual_encoder, evidence=evidence, rerank=reranking
+            self.store,
+            request,
+            visual_encoder=self.visual_encoder,
+            evidence=evidence,
+            rerank=reranking,
+            timings=timings,
         )
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:

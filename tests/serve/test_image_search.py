@@ -130,3 +130,37 @@ def test_uploads_into_a_visual_index_are_embedded_and_found_by_their_image(tmp_p
         ]
     finally:
         index.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_served_visual_index_loads_its_encoder_at_start_and_encodes_queries_together(clip_index):
+    """The query encoder is loaded when the app is made (no first query waits for the model), one
+    per process shared by every index of the pool, its queries gathered across request threads;
+    each search says where its time went."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pagesight.encode.visual.batching import QueryBatcher
+
+    served = Index.open(clip_index.root, create=False)
+    app = create_app(served, readers=3)
+    pool = app.state.served.pool
+    with pool.reading() as one, pool.reading() as two:
+        encoder = one.visual_encoder()
+        assert isinstance(encoder, QueryBatcher) and two.visual_encoder() is encoder
+    with TestClient(app) as client:
+        queries = ["Quarterly revenue", "Warehouse Delta", "Supplier change"] * 4
+
+        def search(query: str) -> dict:
+            answer = client.get("/api/search", params={"q": query, "mode": "visual", "k": "3"})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        with ThreadPoolExecutor(6) as threads:
+            found = list(threads.map(search, queries))
+    for query, payload in zip(queries, found):
+        expected = [hit.page_id for hit in clip_index.search(query, mode="visual", k=3)]
+        assert [hit["page_id"] for hit in payload["hits"]] == expected
+        timings = payload["timings"]
+        assert {"wait", "check", "encode", "visual", "evidence", "total"} <= set(timings)
+        assert timings["total"] >= timings["encode"] >= 0
+    served.close()

@@ -153,6 +153,10 @@ def mcp_server(
     from pagesight.serve.mcp import serve as serve_mcp
 
     idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
+    try:
+        idx.visual_encoder()  # loaded now: the first search does not wait for the model
+    except PagesightError as exc:
+        fail(str(exc))
     options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
     # built for each ask's options (its coordinates); the extractive reader on the first ask, so the
     # server starts at once, another now, so a bad option fails here

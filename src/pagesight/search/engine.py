@@ -18,6 +18,7 @@ the visual run alone, then fused with its documents' scores as any ranking is.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -51,6 +52,7 @@ def search_text(
     visual_encoder: Callable[[], object] | None = None,
     evidence: bool = True,
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> list[Hit]:
     """The ``request.k`` best tiles for a query; see ``Index.search`` and ``SearchRequest``.
     ``visual_encoder`` returns the index's loaded visual encoder (called only when needed). An
@@ -58,7 +60,9 @@ def search_text(
     visual run instead of the text alone (a mode that reads images, ``reads_images``), or alone,
     by the visual run alone (PixSearch). ``evidence=False`` leaves out snippets and boxes;
     ``rerank`` reorders the fused ranking: it returns the new ranking and the reranked head, whose
-    scores the hits carry as "rerank" (``search.rerank``)."""
+    scores the hits carry as "rerank" (``search.rerank``). ``timings``, when given, gets the
+    seconds each stage took (``Laps``)."""
+    lap = Laps(timings)
     settings = store.catalog.settings
     query, k, doc_ids = request.query, request.k, request.doc_ids
     image = getattr(request, "image", None)
@@ -81,6 +85,7 @@ def search_text(
     given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
     allowed = _allowed(store, doc_ids, given, request.where)
+    lap("check")
     if allowed is not None and not allowed.doc_ids:
         return []
     pool = max(request.candidates, k)
@@ -92,13 +97,17 @@ def search_text(
     if mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
         runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
+        lap("bm25")
     effort = Effort(request.ef, request.nprobe, request.ef_search)
     if mode == "dense" or (mode == "hybrid" and settings.dense_model):
         runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed, effort=effort)
+        lap("dense")
     if reads_images(store, mode):
         encoder = visual_encoder()
         vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
+        lap("encode")
         runs["visual"] = visual_run(current, vector, pool, allowed, effort)
+        lap("visual")
     if mode == "hybrid":
         alpha = request.alpha
         if (
@@ -115,6 +124,7 @@ def search_text(
             ranked = relative_score_fusion(runs, weights)
     else:
         ranked = next(iter(runs.values()))
+    lap("fuse")
     document_weight = request.document_weight
     if document_weight is None:  # a picture alone: its best match is the page it shows, not its siblings
         document_weight = 0.0 if alone else DEFAULT_DOCUMENT_WEIGHT
@@ -125,9 +135,28 @@ def search_text(
         chosen = given_ranker or ranker()
         bursts = current.lexical.bursts
         ranked, runs["ranker"] = learned_ranking(store.catalog, chosen, query, ranked, runs, bursts, language)
+    lap("rank")
     if rerank is not None:
         ranked, runs["rerank"] = rerank(query, ranked)
-    return hits(store.catalog, ranked, runs, query, evidence, k, language)
+        lap("rerank")
+    found = hits(store.catalog, ranked, runs, query, evidence, k, language)
+    lap("evidence")
+    return found
+
+
+class Laps:
+    """The seconds each stage of a search took, added into ``timings`` (nothing kept when None):
+    each call names the stage that ends then, timed from the call before."""
+
+    def __init__(self, timings: dict[str, float] | None):
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.timings is not None:
+            now = time.perf_counter()
+            self.timings[stage] = self.timings.get(stage, 0.0) + now - self.last
+            self.last = now
 
 
 def dense_weight(catalog: Catalog, given: str | None, query: str, dense: Run) -> float:

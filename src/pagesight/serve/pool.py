@@ -31,6 +31,7 @@ from typing import Any
 
 from PIL import Image
 
+from pagesight.encode.visual.batching import QueryBatcher
 from pagesight.errors import IndexLockedError
 from pagesight.index import Index
 from pagesight.records import Hit
@@ -50,17 +51,21 @@ class IndexPool:
         self._opened: list[Index] = []
         separate = isinstance(index.store, LocalStore)
         self.readers = max(1, readers) if separate else 1
+        queries = batched(index)
         indexes = [index] + [self._open_like(index) for _ in range(self.readers - 1)]
         for reader in indexes:
             if separate:
                 reader.store.max_lag = READ_LAG
+            if queries is not None:
+                reader.use_visual_encoder(queries)
             self._free.put(reader)
         self._writer = self._open_like(index) if separate else None
+        if self._writer is not None and queries is not None:
+            self._writer.use_visual_encoder(queries.encoder)  # ingestion batches its own pages
 
     def _open_like(self, index: Index) -> Index:
         """Another ``Index`` on the same store with the same device, leave to run a model's own
-        code and model endpoint, sharing the loaded visual encoder (a model loaded once per process, not once per
-        connection)."""
+        code and model endpoint (its visual encoder is the pool's, shared: ``batched``)."""
         opened = Index.open(
             index.store.location,
             create=False,
@@ -68,8 +73,6 @@ class IndexPool:
             trust_remote_code=index.trust_remote_code,
         )
         opened.endpoint = index.endpoint  # the server's one endpoint for model calls
-        if index.settings.visual_encoder is not None:
-            opened._visual = index.visual_encoder()
         self._opened.append(opened)
         return opened
 
@@ -158,3 +161,16 @@ class _LentCatalog:
     def tile_at(self, doc_id: str, page: int, tile: int):
         with self._borrow() as index:
             return index.catalog.tile_at(doc_id, page, tile)
+
+
+def batched(index: Index) -> QueryBatcher | None:
+    """``index``'s visual encoder, loaded now (so a server's first query does not wait for it) and
+    its queries gathered across request threads (``encode.visual.batching``), set on ``index``;
+    None when it has none. An encoder batched already is kept."""
+    encoder = index.visual_encoder()
+    if encoder is None:
+        return None
+    if not isinstance(encoder, QueryBatcher):
+        encoder = QueryBatcher(encoder)
+        index.use_visual_encoder(encoder)
+    return encoder

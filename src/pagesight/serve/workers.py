@@ -119,6 +119,7 @@ def build(config: ServeConfig, api_key: str | None, model_key: str | None = None
     from pagesight.encode import exported
     from pagesight.serve.app import create_app
     from pagesight.serve.mcp import http_app
+    from pagesight.serve.pool import batched
     from pagesight.store.local import LocalStore
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
@@ -128,11 +129,14 @@ def build(config: ServeConfig, api_key: str | None, model_key: str | None = None
     )
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
+    queries = batched(index)  # the visual encoder loaded now, its queries gathered across threads
     mcp = None
     if isinstance(index.store, LocalStore):
         tools = Index.open(
             config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
         )
+        if queries is not None:
+            tools.use_visual_encoder(queries)  # one model a process
         mcp = http_app(tools, host=config.host, stateless=config.workers > 1, offer=offer)
     return create_app(
         index,

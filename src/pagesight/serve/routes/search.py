@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -71,10 +72,8 @@ def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()
     request = server.offer.check(make(SearchRequest, query))
     request = narrowed(request, tenant)
     calls_model = request.rerank in ENDPOINT_RERANKERS
-    with server.asks.take(tenant) if calls_model else nullcontext(), server.pool.reading() as idx:
-        check_documents(idx, request.doc_ids, tenant)
-        hits = idx.search(request)
-    return hits_payload(hits, query.c)
+    with server.asks.take(tenant) if calls_model else nullcontext():
+        return _searched(server, request, tenant, query.c)
 
 
 @router.post("/api/search/image")
@@ -94,11 +93,22 @@ def search_image(
     except PagesightError as exc:
         raise ApiError(415, str(exc)) from None
     request = server.offer.check(make(ImageSearchRequest, form, image=query, region=box))
-    request = narrowed(request, tenant)
+    return _searched(server, narrowed(request, tenant), tenant, form.c)
+
+
+def _searched(server, request: SearchRequest, tenant, compression: float) -> dict:
+    """The hits of ``request`` as JSON, with ``timings``: the milliseconds of each stage
+    (``Index.search``'s, and ``wait``, for an index of the pool) and the ``total``."""
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
     with server.pool.reading() as idx:
+        timings["wait"] = time.perf_counter() - start
         check_documents(idx, request.doc_ids, tenant)
-        hits = idx.search(request)
-    return hits_payload(hits, form.c)
+        hits = idx.search(request, timings=timings)
+    payload = hits_payload(hits, compression)
+    timings["total"] = time.perf_counter() - start
+    payload["timings"] = {stage: round(seconds * 1000, 3) for stage, seconds in timings.items()}
+    return payload
 
 
 @router.post("/api/ask")

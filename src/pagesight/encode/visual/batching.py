@@ -1,0 +1,87 @@
+"""Queries encoded together: the text and image queries of concurrent callers gathered for a few
+milliseconds into one encoder call.
+
+A server answers visual searches in many threads. Each alone would run the query encoder on a
+batch of one, and a GPU then does one query's work per forward pass. ``QueryBatcher`` wraps a
+loaded encoder: a caller's ``encode_queries`` (or ``encode_image_queries``) joins the batch being
+gathered, or opens one and leads it. The leader waits up to ``window`` seconds, or until
+``max_batch`` queries wait, then encodes the batch in one call, one batch on the encoder at a time
+(the next gathers meanwhile), and each caller gets its own vectors back. Everything else
+(``encode_images``, ``spec``, ``max_pixels``, ...) is the wrapped encoder's.
+
+A query alone waits one window (3 ms by default) before it is encoded: the price of letting
+concurrent ones join it. Vectors are those of the wrapped encoder's batches (its padding masked).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+WINDOW = 0.003  # seconds a batch gathers queries before it is encoded
+MAX_BATCH = 32  # queries in one encoder call
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.items: list = []
+        self.full = threading.Event()  # max_batch reached: the leader stops gathering
+        self.done = threading.Event()
+        self.vectors: list | None = None
+        self.error: BaseException | None = None
+
+
+class QueryBatcher:
+    """``encoder`` with its query encodings gathered across threads (the module docstring)."""
+
+    def __init__(self, encoder: Any, window: float = WINDOW, max_batch: int = MAX_BATCH):
+        self.encoder, self.window, self.max_batch = encoder, window, max_batch
+        self._lock = threading.Lock()
+        self._encoding = threading.Lock()  # one batch on the encoder at a time
+        self._open: dict[str, _Batch] = {}  # the batch gathering now, by kind of query
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.encoder, name)
+
+    def encode_queries(self, texts: Sequence[str], progress=None) -> list:
+        return self._gathered("text", list(texts))
+
+    def encode_image_queries(self, images: Sequence, progress=None) -> list:
+        return self._gathered("image", list(images))
+
+    def _gathered(self, kind: str, items: list) -> list:
+        """The vectors of ``items``, encoded in a batch with other threads' queries of ``kind``."""
+        if not items:
+            return []
+        with self._lock:
+            batch = self._open.get(kind)
+            leader = batch is None
+            if leader:
+                batch = self._open[kind] = _Batch()
+            start = len(batch.items)
+            batch.items.extend(items)
+            if len(batch.items) >= self.max_batch:
+                del self._open[kind]  # closed: the next caller opens another
+                batch.full.set()
+        if leader:
+            self._lead(kind, batch)
+        else:
+            batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.vectors[start : start + len(items)]
+
+    def _lead(self, kind: str, batch: _Batch) -> None:
+        batch.full.wait(self.window)
+        with self._lock:
+            if self._open.get(kind) is batch:
+                del self._open[kind]
+        try:
+            with self._encoding:
+                encode = self.encoder.encode_queries if kind == "text" else self.encoder.encode_image_queries
+                batch.vectors = encode(batch.items)
+        except BaseException as exc:  # every caller of the batch sees its failure
+            batch.error = exc
+        finally:
+            batch.done.set()
