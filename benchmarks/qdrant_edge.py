@@ -428,7 +428,8 @@ class Local:
     def finish(self) -> dict:
         points = self.client.count(self.name, exact=True).count
         self.client.close()
-        return {"optimize_s": 0.0, "segments": None, "points": points, "indexed_vectors": None}
+        # qdrant-client's local mode builds no index and has no optimizer: nothing to time
+        return {"optimize_s": None, "segments": None, "points": points, "indexed_vectors": None}
 
     def open(self) -> None:
         self.client = self.connect()
@@ -712,6 +713,11 @@ def check_api(folder: Path) -> dict[str, str]:
 # -- the run -------------------------------------------------------------------------------------
 
 
+def _seconds(value: float | None) -> str:
+    """A phase's seconds, or a dash for a phase the backend does not have."""
+    return "—" if value is None else f"{value:.1f}"
+
+
 def table(results: dict) -> str:
     lines = []
     for n, result in results["sizes"].items():
@@ -726,7 +732,7 @@ def table(results: dict) -> str:
         lines.append("|---|---|---|---|---|---|---|---|")
         for kind, r in result["backends"].items():
             lines.append(
-                f"| {kind} | {r['build_s']:.1f} s = {r['upsert_s']:.1f} + {r['optimize_s']:.1f} "
+                f"| {kind} | {r['build_s']:.1f} s = {r['upsert_s']:.1f} + {_seconds(r['optimize_s'])} "
                 f"| {r['build_peak_rss_mb']:,.0f} MB | {r['segments']}, {r['indexed_vectors']} | {r['open_s']:.2f} s "
                 f"| {r['rss_after_open_mb']:,.0f} / {r['rss_after_search_mb']:,.0f} MB | {r['disk_mb']:,.0f} MB "
                 f"| {1000 * r['add_20_tiles_s']:.0f} / {1000 * r['delete_20_tiles_s']:.0f} ms |"

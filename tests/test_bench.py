@@ -1,4 +1,5 @@
 import json
+import subprocess
 
 from tests.conftest import SAMPLES
 from tests.test_cli import pagesight
@@ -26,9 +27,14 @@ def test_bench_reports_stages_ingest_latency_memory_and_scale(tmp_path):
         11,
         5,
     )
-    assert ingest["bytes_on_disk"] == sum(
-        p.stat().st_size for p in (tmp_path / "ix").rglob("*") if p.is_file()
+    listed = subprocess.run(  # the files' sizes as find(1) sees them, after the run closed the index
+        ["find", str(tmp_path / "ix"), "-type", "f", "-printf", "%s\n"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
+    assert ingest["bytes_on_disk"] == sum(int(size) for size in listed.stdout.split())
+    assert ingest["bytes_per_page"] == round(ingest["bytes_on_disk"] / ingest["pages"])
     search = result["search"]
     assert search["queries"] == 2 and list(search["ms"]) == ["lexical"]
     assert search["ms"]["lexical"]["p50"] <= search["ms"]["lexical"]["p99"]
