@@ -15,7 +15,9 @@ limit (``IngestOptions.timeout``).
 A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server that starts
 takes over the jobs whose process is gone (killed, crashed): their files still to do are queued
 again, or, when their staged files are gone, the job fails saying so; none stays ``queued`` or
-``running`` for ever.
+``running`` for ever. What a kill leaves besides (a swap file, a temporary, the staging folder of
+a job that ended or never was queued) is removed then and on each delete, never what a running
+process writes (``serve/leftovers.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -41,13 +44,14 @@ from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions
 from pagesight.priority import BACKGROUND, lower_this_thread
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
+from pagesight.serve import leftovers
+from pagesight.serve.leftovers import STAGING, alive, mark_owner, temporary_prefix, this_process
 from pagesight.serve.pool import IndexPool, retry_locked
 from pagesight.serve.tenants import FIELD
 
 log = logging.getLogger(__name__)
 KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint, a tenant's own
 JOB_WAIT = 3600.0  # seconds a job waits for the store's writer (another process's ingestion)
-STAGING = ".staging"  # uploads/.staging/JOB/: files waiting to be ingested
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PENDING = ("queued", "running")
@@ -92,38 +96,10 @@ def save(folder: Path, name: str, data: bytes) -> Path:
     """``data`` written to ``folder/name`` all at once (a temporary file renamed into place)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as handle:
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=temporary_prefix("upload"), delete=False) as handle:
         handle.write(data)
     os.replace(handle.name, path)
     return path
-
-
-def this_process() -> str:
-    """This process as a job's record names it: its pid and start time (a pid is reused)."""
-    return f"{os.getpid()}:{_started(os.getpid())}"
-
-
-def _started(pid: int) -> str:
-    """When process ``pid`` started, in clock ticks since boot ('' where /proc cannot tell)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's name
-
-
-def _alive(worker: str | None) -> bool:
-    """Whether the process a record names still runs."""
-    if not worker:
-        return False
-    pid, _, started = worker.partition(":")
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:  # another user's process of that pid: not ours
-        return False
-    return not started or _started(int(pid)) == started
 
 
 @dataclass
@@ -183,6 +159,7 @@ class Jobs:
         self._turns: OrderedDict[str | None, deque[Job]] = OrderedDict()  # tenant -> its jobs, in turn
         self._wake = threading.Condition()
         self._closed = False
+        self._started = time.time()  # what a server before this one left is older (leftovers.sweep)
         self._thread = threading.Thread(target=self._loop, name="pagesight-ingest", daemon=True)
         self._thread.start()
         self.recover()
@@ -195,7 +172,8 @@ class Jobs:
 
     def new_id(self, tenant: str | None, files: int) -> str:
         """A new job's id, once ``tenant`` may queue ``files`` more files: ``UploadError`` (429)
-        past ``MAX_WAITING_FILES`` waiting (a tenant's; the operator's uploads are not counted)."""
+        past ``MAX_WAITING_FILES`` waiting (a tenant's; the operator's uploads are not counted). Its
+        staging folder is made, marked as this process's."""
         with self._wake:
             waiting = sum(len(job.remaining) for job in self._turns.get(tenant, ()))
         if tenant is not None and waiting + files > MAX_WAITING_FILES:
@@ -204,7 +182,9 @@ class Jobs:
                 "upload again when they are done",
                 status=429,
             )
-        return uuid.uuid4().hex
+        job_id = uuid.uuid4().hex
+        mark_owner(self._staging(job_id))  # this process's until the job is queued (leftovers.sweep)
+        return job_id
 
     def submit(
         self,
@@ -259,13 +239,14 @@ class Jobs:
 
     def recover(self) -> None:
         """Take over the pending jobs whose process is gone: their files still to do are queued
-        again here; a job whose staged files are all gone fails, saying so. Several processes
-        starting at once take each job once (a lock on the jobs folder)."""
+        again here; a job whose staged files are all gone fails, saying so. Then what killed
+        servers left is removed (``sweep``). Several processes starting at once take each job once
+        (a lock on the jobs folder)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         with open(self.folder / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for job in self.all():
-                if job.state not in PENDING or _alive(job.worker):
+                if job.state not in PENDING or alive(job.worker):
                     continue
                 staged = self._staging(job.id)
                 job.remaining = [name for name in job.remaining if (staged / name).exists()]
@@ -279,6 +260,16 @@ class Jobs:
                     job.state, job.error = "failed", "the server stopped before ingesting it; upload it again"
                     self._save(job)
                     shutil.rmtree(staged, ignore_errors=True)
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Remove what killed servers left under ``uploads/``, and nothing a running process writes
+        (``serve/leftovers.py``): at start and on each delete."""
+        removed = leftovers.sweep(
+            self.uploads, lambda job_id: getattr(self.get(job_id), "state", None), self._started
+        )
+        if removed:
+            log.info("removed %d files and folders that stopped servers left in %s", removed, self.uploads)
 
     def close(self) -> None:
         """Stop after the turn running now; the jobs still waiting stay on disk, released to the
@@ -369,7 +360,7 @@ class Jobs:
         """A staged file whose document was just committed (its source already the path under
         ``uploads/``) put in place there, replacing an earlier version at once."""
         final = self.uploads / staged.name
-        temporary = self.uploads / f".swap-{uuid.uuid4().hex}"
+        temporary = self.uploads / f"{temporary_prefix('swap')}{uuid.uuid4().hex}"  # leftovers.sweep
         try:
             os.link(staged, temporary)
         except OSError:  # a file system without hard links: a copy, renamed into place all the same
@@ -390,6 +381,7 @@ class Jobs:
         """The job's record written whole (a temporary file renamed into place)."""
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".job-", delete=False) as handle:
+            prefix = temporary_prefix("job")
+            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=prefix, delete=False) as handle:
                 json.dump(vars(job), handle)
             os.replace(handle.name, self.folder / f"{job.id}.json")
