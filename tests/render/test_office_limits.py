@@ -7,7 +7,9 @@ with their count. No LibreOffice is needed: the files are built here with zipfil
 from __future__ import annotations
 
 import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,15 @@ ODF = "urn:oasis:names:tc:opendocument:xmlns"
 MANY = MAX_PAGES + 500
 CONTENT_TYPES = (
     '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
-    'content-types"><Default Extension="xml" ContentType="application/xml"/></Types>'
+    'content-types"><Default Extension="xml" ContentType="application/xml"/><Default Extension="rels" '
+    'ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Override '
+    'PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+    'wordprocessingml.document.main+xml"/></Types>'
+)
+RELATIONSHIPS = (
+    '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/'
+    '2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/'
+    '2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>'
 )
 
 
@@ -35,10 +45,12 @@ def package(path: Path, parts: dict[str, str | bytes]) -> Path:
 
 
 def docx(path: Path, body: str, styles: str = "", prefix: str = "w", styles_part="word/styles.xml") -> Path:
-    """A Word package: ``body`` in its document part, ``styles`` in its styles part."""
+    """A Word package LibreOffice opens: ``body`` in its document part, ``styles`` in its styles
+    part (which Word would name in the document's relationships; LibreOffice reads none then)."""
     declared = f'xmlns:{prefix}="{W}"'
     parts = {
         "[Content_Types].xml": CONTENT_TYPES,
+        "_rels/.rels": RELATIONSHIPS,
         "word/document.xml": f"<{prefix}:document {declared}><{prefix}:body>{body}"
         f"<{prefix}:sectPr/></{prefix}:body></{prefix}:document>",
     }
@@ -68,6 +80,35 @@ def odf(path: Path, kind: str, body: str, styles: str = "") -> Path:
     return package(path, {"mimetype": f"application/vnd.oasis.opendocument.{kind}", "content.xml": content})
 
 
+def zip_bomb(path: Path, mebibytes: int = 1024) -> Path:
+    """A .docx whose ``word/document.xml`` inflates to ``mebibytes`` of XML, some 1,000 times its
+    packed size: one mebibyte deflated, its block repeated (a full flush makes each block stand
+    alone), written as a zip by hand (zipfile would deflate every mebibyte)."""
+    name = b"word/document.xml"
+    opening = f'<w:document xmlns:w="{W}"><w:body>'.encode()
+    block = b"<w:p/>" * ((1 << 20) // 6)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = deflate.compress(opening) + deflate.flush(zlib.Z_FULL_FLUSH)
+    body = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    data = head + body * mebibytes + deflate.flush()
+    size, crc = len(opening) + len(block) * mebibytes, zlib.crc32(opening)
+    for _ in range(mebibytes):
+        crc = zlib.crc32(block, crc)
+    sizes = struct.pack("<III", crc, len(data), size)
+    local = struct.pack("<IHHHHH", 0x04034B50, 20, 0, 8, 0, 0) + sizes + struct.pack("<HH", len(name), 0)
+    central = (
+        struct.pack("<IHHHHHH", 0x02014B50, 20, 20, 0, 8, 0, 0)
+        + sizes
+        + struct.pack("<HHHHHII", len(name), 0, 0, 0, 0, 0, 0)
+        + name
+    )
+    end = struct.pack(
+        "<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), len(local) + len(name) + len(data), 0
+    )
+    path.write_bytes(local + name + data + central + end)
+    return path
+
+
 def refused(path: Path, says: str) -> str:
     with pytest.raises(InputError) as refusal:
         check_office_file(path)
@@ -86,6 +127,14 @@ def test_a_zip_bomb_is_refused_by_its_packing(tmp_path: Path):
     assert bomb.stat().st_size < 200_000  # 64 MB of XML
     reason = refused(bomb, "times its packed size")
     assert "word/document.xml" in reason and "refused before conversion" in reason
+
+
+def test_a_zip_bomb_of_a_gigabyte_is_refused_by_its_unpacked_size(tmp_path: Path):
+    bomb = zip_bomb(tmp_path / "bomb.docx")
+    assert bomb.stat().st_size < 2 << 20
+    with zipfile.ZipFile(zip_bomb(tmp_path / "small.docx", 4)) as package:  # a zip as any reader reads it
+        assert len(package.read("word/document.xml")) == package.infolist()[0].file_size > 4_000_000
+    refused(bomb, f"unpacks to 1,024 MB; at most {office_limits.MAX_UNPACKED >> 20} MB")
 
 
 def test_a_package_unpacking_past_the_limit_is_refused(tmp_path: Path, monkeypatch):

@@ -12,6 +12,11 @@ thread takes a few files (``chunk``) of the first job of each queue in turn, so 
 slow files hold another's upload back by one turn, not twenty; each file has the ingestion's time
 limit (``IngestOptions.timeout``).
 
+A job's office files are converted to PDF beside the ingestion, as soon as it is queued
+(``serve/conversions.py``): the ingestion thread passes over a job whose next files are still
+converting and takes the other tenants' turns, so a file LibreOffice takes its whole time limit on
+holds back its own job only.
+
 A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server that starts
 takes over the jobs whose process is gone (killed, crashed): their files still to do are queued
 again, or, when their staged files are gone, the job fails saying so; none stays ``queued`` or
@@ -45,6 +50,7 @@ from pagesight.ingest.options import IngestOptions
 from pagesight.priority import BACKGROUND, lower_this_thread
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
 from pagesight.serve import leftovers
+from pagesight.serve.conversions import Conversions
 from pagesight.serve.leftovers import STAGING, alive, mark_owner, temporary_prefix, this_process
 from pagesight.serve.pool import IndexPool, retry_locked
 from pagesight.serve.tenants import FIELD
@@ -160,6 +166,8 @@ class Jobs:
         self._wake = threading.Condition()
         self._closed = False
         self._started = time.time()  # what a server before this one left is older (leftovers.sweep)
+        max_memory = (ingest_options or IngestOptions()).max_memory
+        self.conversions = Conversions(self._converted, max_memory)  # office files, beside the turns
         self._thread = threading.Thread(target=self._loop, name="pagesight-ingest", daemon=True)
         self._thread.start()
         self.recover()
@@ -272,11 +280,12 @@ class Jobs:
             log.info("removed %d files and folders that stopped servers left in %s", removed, self.uploads)
 
     def close(self) -> None:
-        """Stop after the turn running now; the jobs still waiting stay on disk, released to the
-        next server that starts (``recover``)."""
+        """Stop after the turn running now, and the conversions running; the jobs still waiting
+        stay on disk, released to the next server that starts (``recover``)."""
         with self._wake:
             self._closed = True
             self._wake.notify_all()
+        self.conversions.close()
         self._thread.join()
         for waiting in self._turns.values():
             for job in waiting:
@@ -286,20 +295,34 @@ class Jobs:
     # The ingestion thread ----------------------------------------------------------------------
 
     def _queue(self, job: Job) -> None:
+        """``job`` waits for its turns, its office files converted meanwhile."""
+        staged = self._staging(job.id)
+        self.conversions.submit(job.tenant, [staged / name for name in job.remaining])
         with self._wake:
             self._turns.setdefault(job.tenant, deque()).append(job)
             self._wake.notify_all()
 
     def _next(self) -> Job | None:
-        """The first job of the tenant whose turn it is; that tenant goes to the end of the turns."""
+        """The first job of the tenant whose turn it is, passing over a tenant whose first job's
+        next files are still converting (it keeps its place); that tenant goes to the end."""
         with self._wake:
             while not self._closed:
                 for tenant, waiting in self._turns.items():
-                    if waiting:
+                    if waiting and self._ready(waiting[0]):
                         self._turns.move_to_end(tenant)
                         return waiting[0]
                 self._wake.wait()
             return None
+
+    def _ready(self, job: Job) -> bool:
+        """Whether none of the files of ``job``'s next turn is still converting."""
+        staged = self._staging(job.id)
+        return not any(self.conversions.pending(staged / name) for name in job.remaining[: self.chunk])
+
+    def _converted(self) -> None:
+        """A conversion ended: a job waiting for it may be ready."""
+        with self._wake:
+            self._wake.notify_all()
 
     def _loop(self) -> None:
         lower_this_thread()  # searches first: ingestion and its worker processes run in the background
@@ -317,11 +340,13 @@ class Jobs:
 
     def _turn(self, job: Job) -> None:
         """Ingest the next ``chunk`` files of ``job``, each standing for its name under ``uploads/``
-        (its document's id and source) and swapped in there as soon as it is committed."""
+        (its document's id and source) and swapped in there as soon as it is committed; an office
+        file whose conversion failed fails with its reason, not converted again."""
         names, staged = job.remaining[: self.chunk], self._staging(job.id)
         paths = [staged / name for name in names]
         job.state = "running"
         self._save(job)
+        todo = self._unconverted_failed(job, paths)
 
         def planned(n: int) -> None:
             job.total = len(job.files)
@@ -340,7 +365,7 @@ class Jobs:
         try:
             with self.pool.writing() as index:
                 report = retry_locked(
-                    lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
+                    lambda: index.add(todo, options, progress=progress, on_planned=planned), JOB_WAIT
                 )
         except PagesightError as exc:
             job.error, job.state, job.remaining = self.scrub(str(exc)), "failed", []
@@ -356,6 +381,18 @@ class Jobs:
         for path in paths:
             path.unlink(missing_ok=True)  # a failed file's staged copy: the good version stays
 
+    def _unconverted_failed(self, job: Job, paths: list[Path]) -> list[Path]:
+        """``paths`` but the office files whose conversion failed, which fail in ``job`` here."""
+        todo = []
+        for path in paths:
+            if (reason := self.conversions.failure(path)) is None:
+                todo.append(path)
+                continue
+            job.total = len(job.files)
+            job.done += 1
+            job.failed.append({"file": path.name, "reason": self.scrub(reason)})
+        return todo
+
     def _swap_in(self, staged: Path) -> None:
         """A staged file whose document was just committed (its source already the path under
         ``uploads/``) put in place there, replacing an earlier version at once."""
@@ -370,7 +407,9 @@ class Jobs:
     def _finish(self, job: Job) -> None:
         if job.state != "failed":
             job.state = "done"
-        shutil.rmtree(self._staging(job.id), ignore_errors=True)
+        staged = self._staging(job.id)
+        self.conversions.forget([staged / name for name in job.files])
+        shutil.rmtree(staged, ignore_errors=True)
 
     # Records -----------------------------------------------------------------------------------
 
