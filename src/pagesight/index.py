@@ -132,11 +132,21 @@ class Index:
         return report
 
     def delete(self, doc_id: str) -> bool:
-        """Remove a document and its pages; False when there is no such document."""
+        """Remove a document and its pages; False when there is no such document. An office file's
+        converted PDF goes from the cache with it (``render/office.py``), unless another document
+        of the index has the same content."""
         with self.store.writing():
+            row = self.catalog.document(doc_id)
             deleted = self.catalog.delete_document(doc_id)
             if deleted:
                 self.store.refresh()
+            converted = deleted and row.type == "office"  # read only for an office file's delete
+            if converted and any(other.sha256 == row.sha256 for other in self.catalog.documents()):
+                converted = False  # another document's pages are still rendered from it
+        if converted:
+            from pagesight.render.office import discard
+
+            discard(row.sha256)
         return deleted
 
     def refresh(self) -> None:

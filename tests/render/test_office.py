@@ -5,7 +5,11 @@ machine without LibreOffice gets one line saying what to install.
 A file is untrusted: one that links an image by ``file://`` URL (another tenant's upload) or by
 ``http://`` URL (a server on the converting machine) gets neither into its PDF, and the server
 hears nothing, in the sandbox and, without it, through LibreOffice's settings alone; a machine
-without the sandbox gets one line saying what to install or set."""
+without the sandbox gets one line saying what to install or set.
+
+A converted PDF past the page limit is refused and not cached (the counts before conversion are
+tested without LibreOffice, ``test_office_limits.py``); the cached PDF goes with the last document
+of its content."""
 
 from __future__ import annotations
 
@@ -408,3 +412,39 @@ def test_a_tenants_office_upload_shows_it_no_other_tenants_file(tmp_path, listen
     for colour in (RED, BLUE):
         assert int((np.abs(image - colour).max(axis=-1) < 40).sum()) == 0
     assert asked == []
+
+
+def test_a_pdf_of_more_pages_than_the_limit_is_refused_not_cached(tmp_path, monkeypatch, fresh_sandbox_check):
+    """Long content without a break passes the count before conversion; the PDF's pages are counted
+    after it (the limit lowered here to what a short document reaches)."""
+    from pagesight.render import office_limits
+
+    document = docx.Document()
+    for number in range(150):
+        document.add_paragraph(f"Line {number} of a memo that runs over several pages without a break.")
+    memo = tmp_path / "memo.docx"
+    document.save(memo)
+    monkeypatch.setenv(office.SANDBOX_SETTING, "off")  # the count, not the sandbox, is tested here
+    monkeypatch.setattr(office_limits, "MAX_PAGES", 2)
+    assert office_limits.estimate_pages(memo) == 1
+    with pytest.raises(InputError, match=r"it converts to \d pages; at most 2"):
+        convert(memo)
+    assert office.cached_pdf(file_sha256(memo)) is None
+
+
+def test_deleting_the_last_document_of_a_content_removes_its_converted_pdf(tmp_path: Path):
+    """The cache is the machine's (the session's, which the ingestion's workers were started with);
+    the PDF goes with the last document of its content in the index."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    first = letter(folder / "first.docx")
+    shutil.copyfile(first, folder / "second.docx")
+    sha256 = file_sha256(first)
+    with Index.open(tmp_path / "index", settings=Settings(dense_model=None)) as index:
+        assert sorted(index.add([folder], jobs=1).added) == ["first", "second"]
+        assert office.cached_pdf(sha256) is not None
+        assert index.delete("first")
+        assert office.cached_pdf(sha256) is not None  # "second" is still rendered from it
+        assert index.page_image("second", 2).width > 0
+        assert index.delete("second")
+        assert office.cached_pdf(sha256) is None

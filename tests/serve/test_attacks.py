@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -577,3 +578,87 @@ def test_one_tenants_jobs_never_push_out_anothers_records(tenants, tmp_path: Pat
         wait_for(client, upload(client, RED, (f"r{n}.pdf", pdf)).json()["job"]["id"], RED)
     assert client.get(f"/api/jobs/{blues}", headers=as_(BLUE)).status_code == 200
     assert len(client.get("/api/jobs", headers=as_(RED)).json()["jobs"]) <= 3
+
+
+# Office uploads ------------------------------------------------------------------------------------
+
+office = pytest.mark.skipif(
+    shutil.which("soffice") is None or shutil.which("bwrap") is None,
+    reason="no LibreOffice or no bubblewrap (apt-get install libreoffice-core libreoffice-writer bubblewrap)",
+)
+
+
+def race(
+    client: TestClient, attack: tuple[str, bytes], tmp_path: Path, seconds: float, both: bool = True
+) -> tuple[dict, dict, dict]:
+    """Red uploads ``attack``; blue uploads a one-page PDF right after. When each job ended (seconds
+    after red's upload; none if not within ``seconds``, or, unless ``both``, once blue's has) and
+    the jobs' states then."""
+    memo = make_pdf(tmp_path / "memo.pdf", [["blue's one page memo about the harbour"]]).read_bytes()
+    started = time.monotonic()
+    jobs = {RED: upload(client, RED, attack).json()["job"]["id"]}
+    jobs[BLUE] = upload(client, BLUE, ("memo.pdf", memo)).json()["job"]["id"]
+    ended, states = {}, {}
+    waited = (RED, BLUE) if both else (BLUE,)
+    while not all(key in ended for key in waited) and time.monotonic() - started < seconds:
+        for key, job in jobs.items():
+            states[key] = client.get(f"/api/jobs/{job}", headers=as_(key)).json()
+            if key not in ended and states[key]["state"] in ("done", "failed"):
+                ended[key] = time.monotonic() - started
+        time.sleep(0.1)
+    return ended, states[RED], states[BLUE]
+
+
+@office
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("bomb", ["zip bomb", "page breaks"])
+def test_an_office_bomb_is_refused_in_seconds_and_holds_no_other_tenant(tenants, tmp_path: Path, bomb):
+    """A 1.5 MB .docx inflating to a gigabyte, a 4 KB one of 20,000 page breaks: each kept LibreOffice
+    and so every tenant's ingestion busy for its 100 s limit."""
+    from tests.render.test_office_limits import docx, zip_bomb
+
+    client, _ = tenants
+    if bomb == "zip bomb":
+        made = zip_bomb(tmp_path / "bomb.docx")
+    else:
+        made = docx(tmp_path / "bomb.docx", '<w:p><w:r><w:br w:type="page"/></w:r></w:p>' * 20_000)
+        assert made.stat().st_size < 10_000
+    ended, red, blue = race(client, ("report.docx", made.read_bytes()), tmp_path, 60)
+    assert blue["added"] == ["blue--memo"] and ended[BLUE] < 30, (ended, blue)
+    assert [failure["file"] for failure in red["failed"]] == ["red--report.docx"], red
+    assert "refused before conversion" in red["failed"][0]["reason"] and ended[RED] < 30, (ended, red)
+
+
+@office
+@pytest.mark.timeout(180)
+def test_a_slow_office_conversion_holds_no_other_tenants_upload(tenants, tmp_path: Path):
+    """A 10 KB .docx of one 40,000-row table passes every limit (no page break, not packed tightly)
+    and takes LibreOffice up to its time limit: converted beside the turns, it holds its own job
+    only. The server is closed before it ends, its conversion stopped."""
+    from tests.render.test_office_limits import docx
+
+    client, _ = tenants
+    row = "<w:tr><w:tc><w:p><w:r><w:t>cell</w:t></w:r></w:p></w:tc></w:tr>"
+    table = docx(tmp_path / "table.docx", f"<w:tbl>{row * 40_000}</w:tbl><w:p/>")
+    assert table.stat().st_size < 20_000
+    ended, red, blue = race(client, ("table.docx", table.read_bytes()), tmp_path, 30, both=False)
+    assert blue["added"] == ["blue--memo"] and BLUE in ended, (ended, blue)
+    assert RED not in ended and red["state"] == "queued", (ended, red)  # still converting
+
+
+@office
+@pytest.mark.timeout(180)
+def test_a_deleted_office_upload_leaves_no_converted_pdf(tenants, tmp_path: Path):
+    from pagesight.render.office import cached_pdf
+    from pagesight.render.sources import file_sha256
+    from tests.render.test_office_limits import docx
+
+    client, index = tenants
+    memo = docx(tmp_path / "memo.docx", "<w:p><w:r><w:t>red's confidential office memo</w:t></w:r></w:p>")
+    done = wait_for(client, upload(client, RED, ("memo.docx", memo.read_bytes())).json()["job"]["id"], RED)
+    assert done["added"] == ["red--memo"], done
+    converted = cached_pdf(file_sha256(memo))  # the cache the server's workers were started with
+    assert converted is not None
+    assert client.delete("/api/documents/red--memo", headers=as_(RED)).status_code == 200
+    assert not converted.exists()
+    assert not (index.root / "uploads" / "red--memo.docx").exists()

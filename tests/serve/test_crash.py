@@ -208,3 +208,61 @@ def test_a_page_of_a_hundred_inches_does_not_keep_the_servers_memory(tmp_path: P
     finally:
         server.stop()
     assert after - before < 600, (before, after)  # a whole rendering at 100 dpi is 400 MB a copy
+
+
+@pytest.mark.timeout(300)
+def test_what_killed_servers_left_is_removed_and_nothing_a_live_process_writes(tmp_path: Path):
+    """What a SIGKILL leaves between a temporary and its renaming, or between a job's end and its
+    folder's removal, made by hand as each version names it; gone once a server starts, or on a
+    delete. A live process's upload being staged stays."""
+    import json
+    import uuid
+
+    from pagesight.serve.leftovers import OWNER, this_process
+
+    index = tmp_path / "ix"
+    Index.open(index, settings={"dense_model": None}).close()
+    uploads = index / "uploads"
+    staging, records = uploads / ".staging", uploads / ".jobs"
+    records.mkdir(parents=True)
+    gone = "999999999-1"  # a process that is not running
+
+    def made(path: Path, data: bytes = b"%PDF-1.7 a whole copy of an upload") -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
+
+    finished = uuid.uuid4().hex  # a job that ended; killed before its folder was removed
+    (records / f"{finished}.json").write_text(
+        json.dumps({"id": finished, "files": ["a.pdf"], "state": "done"})
+    )
+    left = [
+        made(uploads / f".swap-{uuid.uuid4().hex}"),  # as servers before this version named them
+        made(uploads / f".swap-{gone}-{uuid.uuid4().hex}"),
+        made(records / ".job-k2j4h1x9", b'{"id": '),
+        made(staging / finished / "a.pdf"),
+        made(staging / uuid.uuid4().hex / ".upload-w8e7r6t5"),  # an upload killed before queued
+        made(staging / uuid.uuid4().hex / OWNER, f"{gone.replace('-', ':')}".encode()),
+    ]
+    uploading = staging / uuid.uuid4().hex  # this live process's upload, not queued yet
+    kept = [
+        made(uploading / OWNER, this_process().encode()),
+        made(uploading / f".upload-{this_process().replace(':', '-')}-a1b2c3d4"),
+    ]
+    server = Server(index)
+    try:
+        assert not any(path.exists() for path in left), [str(p) for p in left if p.exists()]
+        assert not (staging / finished).exists()
+        assert all(path.exists() for path in kept)
+        later = made(uploads / f".swap-{gone}-{uuid.uuid4().hex}")
+        memo = make_pdf(tmp_path / "memo.pdf", [["a memo to delete"]]).read_bytes()
+        sent = httpx.post(f"{server.url}/api/documents", files={"files": ("memo.pdf", memo)}, headers=AUTH)
+        job = sent.json()["job"]["id"]
+        until(lambda: server.get(f"/api/jobs/{job}").json()["state"] == "done", 120, "the memo ingested")
+        assert httpx.delete(f"{server.url}/api/documents/memo", headers=AUTH, timeout=60).status_code == 200
+        assert not later.exists() and all(path.exists() for path in kept)
+    finally:
+        server.stop()
+    assert sorted(path.name for path in uploads.iterdir()) == [".jobs", ".staging"]
+    assert sorted(path.name for path in staging.iterdir()) == [uploading.name]
+    assert sorted(path.name for path in uploading.iterdir()) == sorted(path.name for path in kept)

@@ -27,9 +27,15 @@ checked once per process), an office file fails with one line saying so, and ``s
 tells a server the same before it takes an upload. ``PAGESIGHT_OFFICE_SANDBOX=off`` converts
 without it, with the profile's settings only, for machines where the files are trusted.
 
+A file that unpacks too large or would print too many pages is refused before LibreOffice starts
+(``office_limits.py``), and a converted PDF of more than ``office_limits.MAX_PAGES`` pages is
+refused, not cached.
+
 Converted PDFs are cached by the file's SHA-256 under ``$PAGESIGHT_CACHE/office`` (else
 ``~/.cache/pagesight/office``), so answers and tile images render the pages again without
-converting again; a missing cache entry is converted again.
+converting again; a missing cache entry is converted again. ``discard`` removes one (``Index.delete``
+does, for the last document of that content in its index: the cache is the machine's, shared by
+its indexes, so another index's document of the same content converts again when next rendered).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -44,6 +51,7 @@ import tempfile
 from pathlib import Path
 
 from pagesight.errors import InputError
+from pagesight.render.office_limits import check_office_file, check_pages
 from pagesight.settings import cache_dir
 
 OFFICE_SUFFIXES = {".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".odt", ".odp", ".ods", ".rtf"}
@@ -97,12 +105,21 @@ def cached_pdf(sha256: str) -> Path | None:
     return cached if cached.exists() else None
 
 
+def discard(sha256: str) -> None:
+    """Remove the cached PDF of the office file whose content hash is ``sha256``, if there is one."""
+    if re.fullmatch(r"[0-9a-f]{64}", sha256):  # a hash, never a path
+        _cache_path(sha256).unlink(missing_ok=True)
+
+
 def office_pdf(path: Path, sha256: str, timeout: float = CONVERT_TIMEOUT) -> Path:
     """The PDF of the office file ``path`` (whose content hash is ``sha256``), converted once per
-    content and cached; in the sandbox unless ``PAGESIGHT_OFFICE_SANDBOX=off``."""
+    content and cached; in the sandbox unless ``PAGESIGHT_OFFICE_SANDBOX=off``. A file past the
+    limits of ``office_limits`` is refused (``InputError``) before LibreOffice starts, a PDF of
+    more than ``office_limits.MAX_PAGES`` pages after."""
     cached = _cache_path(sha256)
     if cached.exists():
         return cached
+    check_office_file(path)
     soffice = _soffice()
     sandboxed = _sandbox_wanted()
     if sandboxed and (problem := _sandbox_check()):
@@ -137,10 +154,28 @@ def office_pdf(path: Path, sha256: str, timeout: float = CONVERT_TIMEOUT) -> Pat
         if returncode != 0 or not converted.exists():
             said = " ".join(output.decode(errors="replace").split())[-200:]
             raise InputError(f"LibreOffice cannot convert it to PDF{f' ({said})' if said else ''}")
+        check_pages(_page_count(converted))
         temporary = cached.with_suffix(f".{os.getpid()}.tmp")
         shutil.move(converted, temporary)
         os.replace(temporary, cached)  # whole or absent, also when two workers convert it at once
     return cached
+
+
+def _page_count(pdf: Path) -> int:
+    """The pages of a PDF LibreOffice made (0 when PDFium cannot open it: read as any PDF later)."""
+    import pypdfium2
+
+    from pagesight.render.sources import PDFIUM_LOCK  # sources.py imports this module
+
+    with PDFIUM_LOCK:
+        try:
+            document = pypdfium2.PdfDocument(pdf)
+        except pypdfium2.PdfiumError:
+            return 0
+        try:
+            return len(document)
+        finally:
+            document.close()
 
 
 def sandbox_problem() -> str | None:

@@ -12,11 +12,18 @@ thread takes a few files (``chunk``) of the first job of each queue in turn, so 
 slow files hold another's upload back by one turn, not twenty; each file has the ingestion's time
 limit (``IngestOptions.timeout``).
 
+A job's office files are converted to PDF beside the ingestion, as soon as it is queued
+(``serve/conversions.py``): the ingestion thread passes over a job whose next files are still
+converting and takes the other tenants' turns, so a file LibreOffice takes its whole time limit on
+holds back its own job only.
+
 A job's record (a JSON file in ``uploads/.jobs``) says which process runs it. A server takes over
 the jobs whose process is gone (killed, crashed, or a zombie: killed and not yet collected by its
-parent), when it starts and every ``RECOVER_EVERY`` seconds its ingestion is idle after: their
-files still to do are queued again, or, when their staged files are gone, the job fails saying so;
-none stays ``queued`` or ``running`` for ever, and no server needs a restart to free them.
+parent), when it starts and every ``RECOVER_EVERY`` seconds after: their files still to do are
+queued again, or, when their staged files are gone, the job fails saying so; none stays ``queued``
+or ``running`` for ever, and no server needs a restart to free them. What a kill leaves besides (a
+swap file, a temporary, the staging folder of a job that ended or never was queued) is removed at
+start and on each delete, never what a running process writes (``serve/leftovers.py``).
 """
 
 from __future__ import annotations
@@ -43,13 +50,15 @@ from pagesight.errors import PagesightError
 from pagesight.ingest.options import IngestOptions
 from pagesight.priority import BACKGROUND, lower_this_thread
 from pagesight.render.sources import IMAGE_SUFFIXES, PDF_SUFFIXES, SUFFIXES
+from pagesight.serve import leftovers
+from pagesight.serve.conversions import Conversions
+from pagesight.serve.leftovers import STAGING, alive, mark_owner, temporary_prefix, this_process
 from pagesight.serve.pool import IndexPool, retry_locked
 from pagesight.serve.tenants import FIELD
 
 log = logging.getLogger(__name__)
 KEPT_JOBS = 100  # finished jobs remembered for their progress endpoint, a tenant's own
 JOB_WAIT = 3600.0  # seconds a job waits for the store's writer (another process's ingestion)
-STAGING = ".staging"  # uploads/.staging/JOB/: files waiting to be ingested
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PENDING = ("queued", "running")
@@ -95,51 +104,10 @@ def save(folder: Path, name: str, data: bytes) -> Path:
     """``data`` written to ``folder/name`` all at once (a temporary file renamed into place)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as handle:
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=temporary_prefix("upload"), delete=False) as handle:
         handle.write(data)
     os.replace(handle.name, path)
     return path
-
-
-def this_process() -> str:
-    """This process as a job's record names it: its pid and start time (a pid is reused)."""
-    return f"{os.getpid()}:{_started(os.getpid())}"
-
-
-def _started(pid: int) -> str:
-    """When process ``pid`` started, in clock ticks since boot ('' where /proc cannot tell)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's name
-
-
-def _alive(worker: str | None) -> bool:
-    """Whether the process a record names still runs: it exists, is the one that started then,
-    and is not a zombie (killed, its exit not yet collected by its parent: it runs nothing)."""
-    if not worker:
-        return False
-    pid, _, started = worker.partition(":")
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:  # another user's process of that pid: not ours
-        return False
-    if _state(int(pid)) in ("Z", "X"):
-        return False
-    return not started or _started(int(pid)) == started
-
-
-def _state(pid: int) -> str:
-    """Process ``pid``'s state letter in /proc (R, S, D, Z for a zombie, ...; '' where /proc
-    cannot tell)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 @dataclass
@@ -199,6 +167,9 @@ class Jobs:
         self._turns: OrderedDict[str | None, deque[Job]] = OrderedDict()  # tenant -> its jobs, in turn
         self._wake = threading.Condition()
         self._closed = False
+        self._started = time.time()  # what a server before this one left is older (leftovers.sweep)
+        max_memory = (ingest_options or IngestOptions()).max_memory
+        self.conversions = Conversions(self._converted, max_memory)  # office files, beside the turns
         self._thread = threading.Thread(target=self._loop, name="pagesight-ingest", daemon=True)
         self._thread.start()
         self.recover()
@@ -211,7 +182,8 @@ class Jobs:
 
     def new_id(self, tenant: str | None, files: int) -> str:
         """A new job's id, once ``tenant`` may queue ``files`` more files: ``UploadError`` (429)
-        past ``MAX_WAITING_FILES`` waiting (a tenant's; the operator's uploads are not counted)."""
+        past ``MAX_WAITING_FILES`` waiting (a tenant's; the operator's uploads are not counted). Its
+        staging folder is made, marked as this process's."""
         with self._wake:
             waiting = sum(len(job.remaining) for job in self._turns.get(tenant, ()))
         if tenant is not None and waiting + files > MAX_WAITING_FILES:
@@ -220,7 +192,9 @@ class Jobs:
                 "upload again when they are done",
                 status=429,
             )
-        return uuid.uuid4().hex
+        job_id = uuid.uuid4().hex
+        mark_owner(self._staging(job_id))  # this process's until the job is queued (leftovers.sweep)
+        return job_id
 
     def submit(
         self,
@@ -275,13 +249,14 @@ class Jobs:
 
     def recover(self) -> None:
         """Take over the pending jobs whose process is gone: their files still to do are queued
-        again here; a job whose staged files are all gone fails, saying so. Several processes
-        starting at once take each job once (a lock on the jobs folder)."""
+        again here; a job whose staged files are all gone fails, saying so. Then what killed
+        servers left is removed (``sweep``). Several processes starting at once take each job once
+        (a lock on the jobs folder)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         with open(self.folder / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for job in self.all():
-                if job.state not in PENDING or _alive(job.worker):
+                if job.state not in PENDING or alive(job.worker):
                     continue
                 staged = self._staging(job.id)
                 job.remaining = [name for name in job.remaining if (staged / name).exists()]
@@ -295,6 +270,16 @@ class Jobs:
                     job.state, job.error = "failed", "the server stopped before ingesting it; upload it again"
                     self._save(job)
                     shutil.rmtree(staged, ignore_errors=True)
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Remove what killed servers left under ``uploads/``, and nothing a running process writes
+        (``serve/leftovers.py``): at start and on each delete."""
+        removed = leftovers.sweep(
+            self.uploads, lambda job_id: getattr(self.get(job_id), "state", None), self._started
+        )
+        if removed:
+            log.info("removed %d files and folders that stopped servers left in %s", removed, self.uploads)
 
     def _recover_quietly(self) -> None:
         """``recover``, a failure logged: the ingestion thread goes on."""
@@ -304,11 +289,12 @@ class Jobs:
             log.exception("taking over orphaned ingestion jobs failed")
 
     def close(self) -> None:
-        """Stop after the turn running now; the jobs still waiting stay on disk, released to the
-        next server that starts (``recover``)."""
+        """Stop after the turn running now, and the conversions running; the jobs still waiting
+        stay on disk, released to the next server that starts (``recover``)."""
         with self._wake:
             self._closed = True
             self._wake.notify_all()
+        self.conversions.close()
         self._thread.join()
         for waiting in self._turns.values():
             for job in waiting:
@@ -318,21 +304,35 @@ class Jobs:
     # The ingestion thread ----------------------------------------------------------------------
 
     def _queue(self, job: Job) -> None:
+        """``job`` waits for its turns, its office files converted meanwhile."""
+        staged = self._staging(job.id)
+        self.conversions.submit(job.tenant, [staged / name for name in job.remaining])
         with self._wake:
             self._turns.setdefault(job.tenant, deque()).append(job)
             self._wake.notify_all()
 
     def _next(self) -> Job | None:
-        """The first job of the tenant whose turn it is (that tenant goes to the end of the turns);
-        None when closed, or when ``RECOVER_EVERY`` seconds passed with nothing to do."""
+        """The first job of the tenant whose turn it is, passing over a tenant whose first job's
+        next files are still converting (it keeps its place); that tenant goes to the end. None
+        when closed, or when ``RECOVER_EVERY`` seconds passed with nothing to do."""
         with self._wake:
             if not self._closed:
                 for tenant, waiting in self._turns.items():
-                    if waiting:
+                    if waiting and self._ready(waiting[0]):
                         self._turns.move_to_end(tenant)
                         return waiting[0]
                 self._wake.wait(RECOVER_EVERY)
             return None
+
+    def _ready(self, job: Job) -> bool:
+        """Whether none of the files of ``job``'s next turn is still converting."""
+        staged = self._staging(job.id)
+        return not any(self.conversions.pending(staged / name) for name in job.remaining[: self.chunk])
+
+    def _converted(self) -> None:
+        """A conversion ended: a job waiting for it may be ready."""
+        with self._wake:
+            self._wake.notify_all()
 
     def _loop(self) -> None:
         lower_this_thread()  # searches first: ingestion and its worker processes run in the background
@@ -357,11 +357,13 @@ class Jobs:
 
     def _turn(self, job: Job) -> None:
         """Ingest the next ``chunk`` files of ``job``, each standing for its name under ``uploads/``
-        (its document's id and source) and swapped in there as soon as it is committed."""
+        (its document's id and source) and swapped in there as soon as it is committed; an office
+        file whose conversion failed fails with its reason, not converted again."""
         names, staged = job.remaining[: self.chunk], self._staging(job.id)
         paths = [staged / name for name in names]
         job.state = "running"
         self._save(job)
+        todo = self._unconverted_failed(job, paths)
 
         def planned(n: int) -> None:
             job.total = len(job.files)
@@ -380,7 +382,7 @@ class Jobs:
         try:
             with self.pool.writing() as index:
                 report = retry_locked(
-                    lambda: index.add(paths, options, progress=progress, on_planned=planned), JOB_WAIT
+                    lambda: index.add(todo, options, progress=progress, on_planned=planned), JOB_WAIT
                 )
         except PagesightError as exc:
             job.error, job.state, job.remaining = self.scrub(str(exc)), "failed", []
@@ -396,11 +398,23 @@ class Jobs:
         for path in paths:
             path.unlink(missing_ok=True)  # a failed file's staged copy: the good version stays
 
+    def _unconverted_failed(self, job: Job, paths: list[Path]) -> list[Path]:
+        """``paths`` but the office files whose conversion failed, which fail in ``job`` here."""
+        todo = []
+        for path in paths:
+            if (reason := self.conversions.failure(path)) is None:
+                todo.append(path)
+                continue
+            job.total = len(job.files)
+            job.done += 1
+            job.failed.append({"file": path.name, "reason": self.scrub(reason)})
+        return todo
+
     def _swap_in(self, staged: Path) -> None:
         """A staged file whose document was just committed (its source already the path under
         ``uploads/``) put in place there, replacing an earlier version at once."""
         final = self.uploads / staged.name
-        temporary = self.uploads / f".swap-{uuid.uuid4().hex}"
+        temporary = self.uploads / f"{temporary_prefix('swap')}{uuid.uuid4().hex}"  # leftovers.sweep
         try:
             os.link(staged, temporary)
         except OSError:  # a file system without hard links: a copy, renamed into place all the same
@@ -410,7 +424,9 @@ class Jobs:
     def _finish(self, job: Job) -> None:
         if job.state != "failed":
             job.state = "done"
-        shutil.rmtree(self._staging(job.id), ignore_errors=True)
+        staged = self._staging(job.id)
+        self.conversions.forget([staged / name for name in job.files])
+        shutil.rmtree(staged, ignore_errors=True)
 
     # Records -----------------------------------------------------------------------------------
 
@@ -421,6 +437,7 @@ class Jobs:
         """The job's record written whole (a temporary file renamed into place)."""
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".job-", delete=False) as handle:
+            prefix = temporary_prefix("job")
+            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=prefix, delete=False) as handle:
                 json.dump(vars(job), handle)
             os.replace(handle.name, self.folder / f"{job.id}.json")

@@ -47,12 +47,15 @@ def document_info(server: Server, tenant: Caller, doc_id: str) -> dict:
 
 @router.delete("/api/documents/{doc_id:path}", dependencies=[Depends(writable)])
 def delete(server: Server, tenant: Caller, doc_id: str) -> dict:
-    """Remove a document and its pages (and its file, when it was uploaded here)."""
+    """Remove a document and its pages (and its file, when it was uploaded here, and an office
+    file's converted PDF: ``Index.delete``); what stopped servers left under the uploads goes too
+    (``serve/leftovers.py``)."""
     with server.pool.writing(wait=5.0) as idx:
         source = lookup(idx, doc_id, tenant).source
         retry_locked(lambda: idx.delete(doc_id))
     if source.resolve().parent == server.uploads.resolve():
         source.unlink(missing_ok=True)
+    server.jobs.sweep()
     return {"deleted": doc_id}
 
 
