@@ -13,22 +13,23 @@ of itself, with the standard library only and without LibreOffice, and raises ``
   packs some 5 to 30 times; deflate's best is about 1,000);
 - it would print more than ``MAX_PAGES`` pages by the count of what surely starts one
   (``estimate_pages``): in Word, page breaks (``w:br w:type="page"``), paragraphs breaking before
-  them (``w:pageBreakBefore``, set on the paragraph or on its style, styles inherited) and sections
-  (``w:sectPr``, but continuous ones); in PowerPoint, slides (``p:sldId``); in Excel, sheets and
-  manual page breaks; in OpenDocument, slides and drawing pages, sheets, and paragraphs, headings
-  and tables whose style breaks the page or changes its master page; in RTF, ``\\page``,
-  ``\\pagebb`` and ``\\sect``. Every part that holds XML is read, whatever its name, as a stream
-  (expat: namespaces resolved, so any prefix counts; an entity declaration refused), stopped at the
-  first count past the limit. A part that is not well-formed XML is refused too (LibreOffice would
-  read it only in part).
+  them (``w:pageBreakBefore``, set on the paragraph, on its style or its style's parents, on the
+  default style or in the defaults) and sections (``w:sectPr``, continuous ones too: no real
+  document has thousands); in PowerPoint, slides (``p:sldId``); in Excel, sheets and manual page
+  breaks; in OpenDocument, slides and drawing pages, sheets, and paragraphs, headings and tables
+  whose style breaks the page or changes its master page; in RTF, ``\\page``, ``\\pagebb`` and
+  ``\\sect``. Every part that holds XML is read, whatever its name, as a stream (expat: namespaces
+  resolved, so any prefix counts; an entity declaration refused), and the reading stops once the
+  pages counted directly pass the limit. A part that is not well-formed XML is refused too (what
+  follows the error would go uncounted).
 
 What the counts cannot see, long content without breaks (a 20,000-row table, 100,000 paragraphs),
 is bounded by the converted PDF's own page count (``check_pages``, checked by
 ``render/office.py`` before the PDF is cached) and by the conversion's time limit; a server
 converts beside its other tenants' jobs (``serve/conversions.py``), so such a file holds no one
 else. Files that are not zip packages nor RTF (.doc, .ppt, .xls, flat XML) are bounded the same way.
-The declared sizes of the parts not read as XML (images) are trusted as LibreOffice reads them:
-zipfile stops a part at its declared size and refuses it when its checksum then differs.
+A part read as XML is read no further than its declared size (zipfile stops there, and refuses a
+part whose checksum then differs); the declared sizes of the others (images) are taken as given.
 """
 
 from __future__ import annotations
