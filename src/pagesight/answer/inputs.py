@@ -16,8 +16,8 @@ these hold, and as its image (cited by boxes) when one fails:
 
 A text tile costs the tokens of its words instead of its image's (about 1,100 image tokens for a
 1,024-pixel tile at 100 DPI in the ``qwen2-vl`` accounting), and the model reads its text as the
-text layer has it, not as its vision encoder makes it out. BENCHMARKS.md ("Readers: images where
-the text layer falls short") counts what it saves on IRPAPERS and the development sets.
+text layer has it, not as its vision encoder makes it out. BENCHMARKS.md ("Readers: text where it
+covers the tile") counts what it saves on IRPAPERS and a development set.
 """
 
 from __future__ import annotations

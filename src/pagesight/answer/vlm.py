@@ -26,10 +26,11 @@ a CUDA device where ``flash_attn`` is installed (``attention``); ``static_cache`
 cache once and lets transformers compile the decoding step on CUDA. ``read`` reports the stages
 apart in ``Reading.timings`` ("preprocess": the chat template and the image processor; "prefill":
 the prompt read and the first token; "decode": the other tokens) and the decoding speed in
-``usage["decode_tokens_per_s"]``; given ``on_text``, it hands on the answer's text as it is written
-(citation tags and thinking left out). Each image is resized by the processor to at most
-``max_pixels`` (default ``vlm_loading.MAX_IMAGE_TOKENS``: the 1,280 tokens of Qwen2-VL's own default, which the
-``qwen2-vl`` accounting of ``answer.context`` counts with; the hub's processors allow 16,384).
+``usage["decode_tokens_per_s"]``; given ``on_text``, it hands on the answer's text as it is
+written (citation tags and thinking left out). Each image is resized by the processor to at most
+``max_pixels`` (default: ``vlm_loading.MAX_IMAGE_TOKENS``, the 1,280 tokens of Qwen2-VL's own
+default, which the ``qwen2-vl`` accounting of ``answer.context`` counts with; the hub's processor
+configs allow 16,384).
 
 With ``logprobs`` the reading reports the log-probability of the generated tokens under the model
 (the sum of the log-softmax of the model's logits at each chosen token, before any repetition
