@@ -50,8 +50,9 @@ def default_alpha(dense_model: str | None, across: bool = False) -> float:
 DEFAULT_VISUAL_WEIGHT = 0.5
 DEFAULT_DOCUMENT_WEIGHT = 1.0  # a hit's document score (its best pages) beside its own
 
-# answer: what a model reader looks at, how image tokens are counted, VisRAG's ways to read tiles
-INPUTS = ("images", "text", "images+text")
+# answer: what a model reader looks at (auto: each tile's text where its text layer covers it, its
+# image otherwise: ``answer/inputs.py``), how image tokens are counted, VisRAG's ways to read tiles
+INPUTS = ("images", "text", "images+text", "auto")
 TOKEN_MODELS = ("qwen2-vl", "openai-high")
 STRATEGIES = ("auto", "all", "concat", "weighted")
 

@@ -14,7 +14,7 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -299,6 +299,7 @@ class Index:
         image: Image.Image | None = None,
         region: tuple[float, float, float, float] | None = None,
         hits: list[Hit] | None = None,
+        on_text: Callable[[str], None] | None = None,
         **options: Any,
     ) -> Answer:
         """Answer ``question`` (an ``AskRequest``, or the question and the request's fields as
@@ -315,6 +316,31 @@ class Index:
         """
         from pagesight.answer.ask import ask
 
+        request, reader = self._asking(question, reader, options)
+        return ask(self, request, reader, image=image, region=region, hits=hits, on_text=on_text)
+
+    def ask_stream(
+        self,
+        question: str | AskRequest,
+        reader: str | Reader | None = None,
+        *,
+        image: Image.Image | None = None,
+        region: tuple[float, float, float, float] | None = None,
+        hits: list[Hit] | None = None,
+        **options: Any,
+    ) -> Iterator[str | Answer]:
+        """``ask`` as it happens: the answer's text in pieces (``str``) as the reader writes them
+        (whole once read, for a reader that cannot stream), then the ``Answer``, last; see
+        ``pagesight.answer.ask.ask_stream``. Stopping early stops the reader at its next piece."""
+        from pagesight.answer.ask import ask_stream
+
+        request, reader = self._asking(question, reader, options)
+        return ask_stream(self, request, reader, image=image, region=region, hits=hits)
+
+    def _asking(
+        self, question: str | AskRequest, reader: str | Reader | None, options: dict[str, Any]
+    ) -> tuple[AskRequest, Reader]:
+        """The request ``ask`` answers, and the reader it reads with (built here when named)."""
         if isinstance(reader, str):
             options["reader"] = reader
         request = _request(AskRequest, question, **options)
@@ -322,7 +348,7 @@ class Index:
             from pagesight.answer.base import build_reader
 
             reader = build_reader(request, trust_remote_code=self.trust_remote_code, endpoint=self.endpoint)
-        return ask(self, request, reader, image=image, region=region, hits=hits)
+        return request, reader
 
     # Reading -----------------------------------------------------------------------------------
 

@@ -195,7 +195,9 @@ class AskRequest(SearchRequest):
     )
     inputs: str | None = _field(
         None,
-        "Model readers: what they read: images (default), text (the tiles' text) or images+text.",
+        "Model readers: what they read: images (default), text (the tiles' text), images+text, or "
+        "auto (each tile's text where its text layer covers it, with no table or figure on it, its "
+        "image otherwise).",
         choices=INPUTS,
     )
     compression: float = _field(

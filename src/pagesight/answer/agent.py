@@ -162,6 +162,10 @@ def agent_ask(
             f"reader '{reader.name}' cannot call tools; agentic search needs a model reader (openai or "
             "transformers)"
         )
+    if reader.inputs == "auto":
+        raise PagesightError(
+            "inputs auto is for readers given the tiles; an agent reads them as images, text or images+text"
+        )
     if image is not None and reader.inputs == "text":
         raise PagesightError(
             "a question image needs a reader that reads images (inputs images or images+text)"

@@ -1,10 +1,15 @@
 """Question in, answer out: search the index (by the question, and the picture it is about when
 there is one), build the context, read it, cite the tiles used (or, with ``agent``, let the reader
-search: ``agent.py``)."""
+search: ``agent.py``). ``ask_stream`` gives the answer's text in pieces as the reader writes it,
+then the answer."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from PIL import Image
 
@@ -12,6 +17,7 @@ from pagesight.answer import strategies
 from pagesight.answer.agent import agent_ask
 from pagesight.answer.base import Answer, Citation, Reader, Reading, Searchable, takes_question_image
 from pagesight.answer.context import build_context, context_tokens, image_tokens
+from pagesight.answer.inputs import image_items
 from pagesight.errors import PagesightError
 from pagesight.records import Hit
 from pagesight.request import AskRequest, SearchRequest
@@ -27,6 +33,7 @@ def ask(
     region: tuple[float, float, float, float] | None = None,
     hits: list[Hit] | None = None,
     closed_book: bool = False,
+    on_text: Callable[[str], None] | None = None,
 ) -> Answer:
     """Answer ``request.query`` from the ``request.k`` best tiles of ``index`` with ``reader``.
 
@@ -41,7 +48,10 @@ def ask(
     ``max_searches`` searches, by text or by a region of the question's ``image`` or of a tile;
     ``agent.py``). ``hits``: the tiles to answer from when the caller searched already.
     ``closed_book``: no search and no tiles; the reader answers from what it knows (and the
-    question's image: the no-retrieval baseline of eval).
+    question's image: the no-retrieval baseline of eval). ``on_text``: given the answer's text in
+    pieces as the reader writes it (citation tags and thinking left out; a reader that cannot
+    stream, or the weighted strategy, gives it whole once read); the answer's ``text`` is the one
+    to keep. A reader that times its stages adds them to ``timings`` ("prefill", "decode").
     """
     start = time.perf_counter()
     question = request.query
@@ -68,11 +78,14 @@ def ask(
     context = build_context(index, hits, request.compression)
     chosen = strategies.choose(request.strategy, reader, len(context), shown_image is not None)
     prepared = time.perf_counter()
+    streamed = _Streamed(on_text)
     if context or closed_book:
-        reading, shown = strategies.run(chosen, reader, question, context, shown_image)
+        reading, shown = strategies.run(chosen, reader, question, context, shown_image, streamed.piece)
     else:
         reading, shown = None, []
     read = time.perf_counter()
+    if reading is not None:
+        streamed.whole(reading.text)
     usage = _usage(request, reader, chosen, shown, shown_image, reading)
     warnings = usage.get("warnings", []) + notes
     if warnings:
@@ -88,6 +101,7 @@ def ask(
             "context": prepared - searched,
             "read": read - prepared,
             "total": read - start,
+            **(reading.timings if reading else {}),
         },
         usage=usage,
         logprob=reading.logprob if reading else None,
@@ -118,7 +132,8 @@ def _usage(
     """What the answer cost: the strategy ``chosen``, the image tokens of the tiles ``shown`` (and
     of the question's image with each call), and the reader's own counts."""
     token_model = request.token_model
-    spent = 0 if reader.inputs == "text" or not shown else context_tokens(shown, token_model)
+    images = image_items(reader.inputs, shown)
+    spent = context_tokens(images, token_model) if images else 0
     if shown_image is not None and reading is not None:  # the question's image goes with each call
         calls = len(shown) if chosen == "weighted" and len(shown) > 1 else 1
         spent += calls * image_tokens(shown_image.width, shown_image.height, token_model)
@@ -127,6 +142,7 @@ def _usage(
         "compression": request.compression,
         "token_model": token_model,
         "image_tokens": spent,
+        **({"text_tiles": len(shown) - len(images)} if reader.inputs == "auto" else {}),
         **(reading.usage if reading else {}),
     }
 
@@ -161,3 +177,70 @@ def retrieve(
     if image is None or not reads_images(index.store, request.mode):
         image = region = None
     return index.search(request.search_request(), image=image, region=region, **options)
+
+
+class _Streamed:
+    """``on_text`` as ``ask`` hands it on: each piece the reader writes, or the whole text once
+    read when the reader wrote none."""
+
+    def __init__(self, on_text: Callable[[str], None] | None) -> None:
+        self.on_text, self.given = on_text, False
+        self.piece = self._piece if on_text is not None else None
+
+    def _piece(self, text: str) -> None:
+        self.given = True
+        self.on_text(text)
+
+    def whole(self, text: str) -> None:
+        if self.on_text is not None and not self.given and text:
+            self.on_text(text)
+
+
+class _Stopped(Exception):
+    """Raised in the reader by ``ask_stream``'s hand-on when its caller stopped reading."""
+
+
+def ask_stream(
+    index: Searchable, request: AskRequest, reader: Reader, **options: Any
+) -> Iterator[str | Answer]:
+    """``ask``, as it happens: the answer's text in pieces (``str``) as the reader writes them,
+    then the ``Answer``, last. ``options`` are ``ask``'s (``image``, ``region``, ``hits``, ...).
+
+    The answer is made in a thread of its own while the caller reads the pieces; an error there is
+    raised here. A caller that stops reading early (a client gone) stops the reader at its next
+    piece, and the generator returns once that thread is done, so ``index`` is never used by two
+    threads at once. The pieces are what the reader wrote, citation tags and thinking left out; the
+    answer's ``text`` is the one to keep (spaces put in order).
+    """
+    pieces: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def on_text(text: str) -> None:
+        if stop.is_set():
+            raise _Stopped
+        pieces.put(text)
+
+    def work() -> None:
+        try:
+            pieces.put(ask(index, request, reader, on_text=on_text, **options))
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            pieces.put(_Failure(exc))
+
+    thread = threading.Thread(target=work, name="pagesight-ask-stream", daemon=True)
+    thread.start()
+    try:
+        while True:
+            piece = pieces.get()
+            if isinstance(piece, _Failure):
+                raise piece.error
+            yield piece
+            if isinstance(piece, Answer):
+                return
+    finally:
+        stop.set()
+        thread.join()
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error

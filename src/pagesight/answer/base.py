@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from PIL import Image
 
 from pagesight.errors import PagesightError
-from pagesight.records import Box, Hit, Span
+from pagesight.records import Box, Hit, Region, Span
 from pagesight.registry import Registry, lent
 from pagesight.render.tiles import scaled_size
 
@@ -49,7 +49,9 @@ class ContextItem:
 
     ``image`` is produced on first use (re-rendered from the source, then downscaled by
     ``compression``), so text-only readers never render. ``scale`` is the ratio of image pixels to
-    page pixels; ``tile_box`` places the image on its page.
+    page pixels; ``tile_box`` places the image on its page. ``regions``: the layout regions that
+    lie on the tile (page pixels), ``layout`` whether its index looked for them (``ingest
+    --layout``); ``inputs="auto"`` reads them (``answer.inputs``).
     """
 
     hit: Hit
@@ -58,6 +60,9 @@ class ContextItem:
     load_image: Callable[[], Image.Image] | None = None
     _image: Image.Image | None = field(default=None, repr=False)
     title: str = ""  # the first line of its document's first page (what the document is about)
+    regions: list[Region] = field(default_factory=list)
+    layout: bool = False
+    _as_text: bool | None = field(default=None, repr=False)  # inputs auto's choice, once made
 
     @property
     def image(self) -> Image.Image:
@@ -101,6 +106,9 @@ class Reading:
     tokens: int | None = None  # how many answer tokens ``logprob`` sums over
     answered: bool = True  # False: the reader declined (its evidence does not hold an answer)
     reason: str | None = None  # why it declined
+    # seconds of the reading's own stages, when the reader times them: "prefill" (the prompt read,
+    # images encoded, the first token chosen) and "decode" (the other tokens); ``Answer.timings``
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,7 +131,8 @@ class Answer:
     citations: list[Citation]
     hits: list[Hit]
     reader: str
-    timings: dict[str, float]  # seconds: search, context, read, total
+    # seconds: search, context, read, total; a reader that times its stages adds prefill and decode
+    timings: dict[str, float]
     usage: dict  # image tokens per the accounting, compression, tokens reported by the reader
     logprob: float | None = None
     # False: not answered; the reader declined (the pages do not hold an answer), ``reason`` says why
@@ -167,11 +176,14 @@ class Searchable(Protocol):
 class Reader(Protocol):
     """Answers a question from retrieved tiles.
 
-    ``inputs`` says what the reader looks at: ``"images"``, ``"text"`` or ``"images+text"``.
-    ``max_images`` is how many images one call may carry (None: any number); readers limited to
-    one are run through the VisRAG strategies (page concatenation or weighted selection).
-    ``read`` may take ``image``, a picture the question is about, shown beside the tiles (a
-    reader that reads images and takes none is refused one: ``takes_question_image``).
+    ``inputs`` says what the reader looks at: ``"images"``, ``"text"``, ``"images+text"`` or
+    ``"auto"`` (each tile's text where its text layer covers it, its image otherwise:
+    ``answer.inputs``). ``max_images`` is how many images one call may carry (None: any number);
+    readers limited to one are run through the VisRAG strategies (page concatenation or weighted
+    selection). ``read`` may take ``image``, a picture the question is about, shown beside the
+    tiles (a reader that reads images and takes none is refused one: ``takes_question_image``),
+    and ``on_text``, a callable given the answer's text in pieces as the reader writes it
+    (``takes_on_text``; ``answer.ask.ask_stream``).
     """
 
     name: str
@@ -185,6 +197,12 @@ def takes_question_image(reader: Reader) -> bool:
     """Whether ``reader`` is shown a question's picture: it reads images and its ``read`` takes
     ``image``."""
     return reader.inputs != "text" and "image" in inspect.signature(reader.read).parameters
+
+
+def takes_on_text(reader: Reader) -> bool:
+    """Whether ``reader`` gives its answer's text in pieces as it writes it: its ``read`` takes
+    ``on_text``."""
+    return "on_text" in inspect.signature(reader.read).parameters
 
 
 # name -> "module:factory"; modules load on first use, so heavy backends cost nothing until chosen.
@@ -286,6 +304,6 @@ def reader_options(request: AskRequest, local: dict[str, Any]) -> dict[str, Any]
         **request.reader_options(),
         **{key: value for key, value in local.items() if value is not None},
     }
-    if request.reader == "openai" and request.strategy == "weighted":
+    if request.reader in ("openai", "transformers") and request.strategy == "weighted":
         options["logprobs"] = True  # weighted selection weighs each answer by its probability
     return options

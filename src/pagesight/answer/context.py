@@ -14,16 +14,19 @@ from collections.abc import Sequence
 from pagesight.answer.base import ContextItem, Searchable
 from pagesight.choices import TOKEN_MODELS
 from pagesight.errors import PagesightError
-from pagesight.records import Hit, Span
+from pagesight.records import Box, Hit, Region, Span
 
 
 def build_context(index: Searchable, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
-    """One context item per hit: the tile's text spans now, its image when a reader asks for it, and
-    the first line of its document's first page (its title, for the extractive reader's check)."""
+    """One context item per hit: the tile's text spans now, its image when a reader asks for it,
+    the first line of its document's first page (its title, for the extractive reader's check), and
+    the layout regions that overlap the tile (an index made with layout regions)."""
     if compression < 1:
         raise PagesightError(f"compression must be at least 1, got {compression}")
     items = []
     titles: dict[str, str] = {}
+    layout = bool(index.settings.layout)
+    regions: dict[tuple[str, int], list[Region]] = {}
     for hit in hits:
         row = index.catalog.tile_at(hit.doc_id, hit.page, hit.tile)
         spans = [Span(text, tuple(box), source, conf) for text, box, source, conf in row.spans] if row else []
@@ -34,10 +37,18 @@ def build_context(index: Searchable, hits: Sequence[Hit], compression: float = 1
         def load(hit=hit):
             return index.tile_image(hit.doc_id, hit.page, hit.tile, compression)
 
-        item = ContextItem(hit=hit, spans=spans, compression=compression, load_image=load)
+        item = ContextItem(hit=hit, spans=spans, compression=compression, load_image=load, layout=layout)
         item.title = titles[hit.doc_id]
+        if layout:
+            if (hit.doc_id, hit.page) not in regions:
+                regions[hit.doc_id, hit.page] = index.catalog.page_regions(hit.doc_id, hit.page)
+            item.regions = [r for r in regions[hit.doc_id, hit.page] if _overlaps(r.box, hit.tile_box)]
         items.append(item)
     return items
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
 def image_tokens(width: int, height: int, model: str = "qwen2-vl") -> int:

@@ -15,6 +15,8 @@ then the question. Three kinds of input, chosen with ``inputs``:
   ablation), for text-only models. The lines are numbered and the model cites them as
   ``<lines passage="N">[k, ...]</lines>``; a cited line gives its box and its text.
 - ``"images+text"``: both, as ViDoRe V3's hybrid contexts; citations are boxes on the images.
+- ``"auto"``: each tile's text where its text layer covers it, its image otherwise
+  (``answer.inputs``), numbered together; each cited its own way.
 
 With ``logprobs`` the reader asks for token log-probabilities and reports their sum over the
 answer's tokens and their number (citation tags and thinking left out), which VisRAG's weighted
@@ -48,14 +50,15 @@ from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import Message, ToolCall, Turn
 from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.endpoint import NO_ENDPOINT, Endpoint
+from pagesight.answer.inputs import text_items
 from pagesight.answer.prompts import (
     QUESTION_IMAGE,
     answer_logprob,
     check_options,
     instructions,
     label,
-    parse_bboxes,
-    parse_lines,
+    parse_citations,
+    passage,
     passages_prompt,
     strip_thinking,
 )
@@ -146,7 +149,7 @@ class OpenAIReader:
             raise PagesightError(
                 f"{self._where()}: reads text (inputs text), so it is shown no question image"
             )
-        images = (0 if self.inputs == "text" else len(context)) + (image is not None)
+        images = len(context) - len(text_items(self.inputs, context)) + (image is not None)
         if self.max_images is not None and images > self.max_images:
             raise PagesightError(
                 f"{self._where()}: takes at most {self.max_images} images, got {images}; "
@@ -161,13 +164,9 @@ class OpenAIReader:
         ]
         reply = self._complete(messages, logprobs=self.logprobs)
         answer = strip_thinking(reply.text)
-        if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
-        else:
-            text, cited, warnings = parse_bboxes(
-                answer, context, self.coordinates, number_from=self.number_from
-            )
-            quotes = {}
+        text, cited, quotes, warnings = parse_citations(
+            answer, context, self.inputs, self.coordinates, number_from=self.number_from
+        )
         if reply.finish_reason == "length":
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
         logprob = tokens = None
@@ -232,15 +231,19 @@ class OpenAIReader:
     def _user_content(
         self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
     ) -> str | list[dict]:
-        """The user message: each tile labelled, then its image and/or text, then the question's
-        ``image`` when given, then the question.
+        """The user message: each tile labelled, then its image and/or text (with inputs auto, its
+        image or its numbered lines), then the question's ``image`` when given, then the question.
 
         Text-only requests are one string, which every endpoint (text-only ones included) accepts.
         """
         if self.inputs == "text":
             return passages_prompt(question, context, self.number_from)
         parts: list[dict] = []
+        texts = text_items(self.inputs, context)
         for n, item in enumerate(context, self.number_from):
+            if n - self.number_from in texts:  # inputs auto: this tile as its text
+                parts.append({"type": "text", "text": passage(item, n)})
+                continue
             text = f"Image {n}: {label(item)}"
             if self.coordinates == "pixels":
                 width, height = item.image_size()

@@ -42,6 +42,13 @@ _CITE_LINES = (
     "its lines."
 )
 
+_CITE_BOTH = (
+    "The pages come as images (Image N) or as their text (Passage N), numbered together from {first} "
+    'in the order given. After the answer, cite what you used: for each image, write <bboxes image="N">'
+    "[[x0, y0, x1, y1], ...]</bboxes>, with {scale}; for each passage, write "
+    '<lines passage="N">[k, ...]</lines>, with k the numbers of its lines.'
+)
+
 
 CLOSED_BOOK = (
     "You answer questions concisely from what you know; no document pages are given. If you do not "
@@ -84,7 +91,8 @@ def instructions(
 ) -> str:
     """The system prompt of the model readers: answer from the pages, then cite the regions
     (``<bboxes>``, for image inputs) or the numbered lines (``<lines>``, for text inputs) used,
-    the images or passages numbered from ``number_from``.
+    the images or passages numbered from ``number_from`` (``"auto"``: some pages are images, the
+    others passages, numbered together, each cited its own way).
 
     ``sizes_labelled``: the label of each image gives its size, which pixel coordinates refer to.
     ``pages`` False: no pages are given (the no-retrieval baseline), ``CLOSED_BOOK``.
@@ -98,7 +106,7 @@ def instructions(
     scale = _SCALES[coordinates]
     if coordinates == "pixels" and sizes_labelled:
         scale += " (each image's size is given in its label)"
-    cite = _CITE_BOXES.format(first=number_from, scale=scale)
+    cite = (_CITE_BOTH if inputs == "auto" else _CITE_BOXES).format(first=number_from, scale=scale)
     return f"{_INSTRUCTIONS}\n{cite}" + (f"\n{about}{_NOT_A_PAGE}" if about else "")
 
 
@@ -122,26 +130,32 @@ def parse_bboxes(
     text: str,
     context: Sequence[ContextItem],
     coordinates: str = "norm1000",
-    seen_sizes: Sequence[tuple[int, int]] | None = None,
+    seen_sizes: Sequence[tuple[int, int] | None] | None = None,
     number_from: int = 1,
+    only: set[int] | None = None,
 ) -> tuple[str, dict[int, list[Box]], list[str]]:
     """Strip ``<bboxes image="N">`` tags from ``text`` and map their boxes to page pixels.
 
     Returns the answer without the tags, the boxes per context index (0-based; image
     ``number_from`` is the first), and one problem line per tag or box that was dropped (unknown
     image, malformed list, empty or inverted box). Boxes are clipped to their image.
-    ``seen_sizes``: the (width, height) each image had when the model saw it, when its processor
-    resized it (boxes refer to those; None: the images' own sizes).
+    ``seen_sizes``: the (width, height) each image had when the model saw it, by context index,
+    when its processor resized it (boxes refer to those; None: the images' own sizes). ``only``:
+    the context indexes given as images, when the others were passages (``inputs="auto"``).
     """
     if coordinates not in COORDINATES:
         raise PagesightError(f"coordinates must be one of {', '.join(COORDINATES)}, got '{coordinates}'")
     cited: dict[int, list[Box]] = {}
     problems: list[str] = []
     for i, number, boxes in _tagged(_BBOXES, text, len(context), "image", problems, number_from):
+        if only is not None and i not in only:
+            problems.append(f"a tag for image {number}, but {number} was given as a passage: cite its lines")
+            continue
         if boxes and isinstance(boxes[0], (int, float)):
             boxes = [boxes]  # a single box written without the outer list
         item = context[i]
-        width, height = seen_sizes[i] if seen_sizes else item.image_size()
+        seen = seen_sizes[i] if seen_sizes else None
+        width, height = seen or item.image_size()
         sx, sy = model_scale(coordinates, (width, height))
         for box in boxes:
             if not (
@@ -156,7 +170,7 @@ def parse_bboxes(
             if x1 <= x0 or y1 <= y0:
                 problems.append(f"image {number}: empty or inverted box {box!r}")
                 continue
-            if seen_sizes:  # back from the resized image to the image itself
+            if seen:  # back from the resized image to the image itself
                 image_width, image_height = item.image_size()
                 rx, ry = image_width / width, image_height / height
                 x0, y0, x1, y1 = x0 * rx, y0 * ry, x1 * rx, y1 * ry
@@ -217,18 +231,22 @@ def numbered_lines(item: ContextItem) -> str:
 
 
 def parse_lines(
-    text: str, context: Sequence[ContextItem], number_from: int = 1
+    text: str, context: Sequence[ContextItem], number_from: int = 1, only: set[int] | None = None
 ) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
     """Strip ``<lines passage="N">[k, ...]</lines>`` tags from ``text``; the cited lines' boxes.
 
     Returns the answer without the tags, the boxes of the cited lines per context index (0-based;
     passage ``number_from`` is the first; span boxes are already page pixels), their text per
-    context index, and one problem line per tag or line number that was dropped.
+    context index, and one problem line per tag or line number that was dropped. ``only``: the
+    context indexes given as passages, when the others were images (``inputs="auto"``).
     """
     cited: dict[int, list[Box]] = {}
     quoted: dict[int, list[str]] = {}
     problems: list[str] = []
     for i, number, lines in _tagged(_LINES, text, len(context), "passage", problems, number_from):
+        if only is not None and i not in only:
+            problems.append(f"a tag for passage {number}, but {number} was given as an image: cite boxes")
+            continue
         spans = context[i].spans
         for k in lines if isinstance(lines, list) else [lines]:
             if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
@@ -258,3 +276,101 @@ def answer_logprob(tokens: Sequence[tuple[str, float]], text: str) -> tuple[floa
             counted += 1
         offset += len(token)
     return total, counted
+
+
+def parse_citations(
+    text: str,
+    context: Sequence[ContextItem],
+    inputs: str,
+    coordinates: str = "norm1000",
+    seen_sizes: Sequence[tuple[int, int]] | None = None,
+    number_from: int = 1,
+) -> tuple[str, dict[int, list[Box]], dict[int, str], list[str]]:
+    """The answer without its citation tags, the boxes cited per context index, the cited lines'
+    text per context index and the problems, for a reader of ``inputs``: ``<lines>`` for passages,
+    ``<bboxes>`` for images (``seen_sizes``: the size each image had as the model saw it, the
+    images in order), both for ``"auto"``, whose tiles go as one or the other (``answer.inputs``)."""
+    from pagesight.answer.inputs import text_items
+
+    if inputs == "text":
+        return parse_lines(text, context, number_from)
+    texts = text_items(inputs, context)
+    images = [i for i in range(len(context)) if i not in texts]
+    seen: list[tuple[int, int] | None] | None = None
+    if seen_sizes:
+        seen = [None] * len(context)
+        for i, size in zip(images, seen_sizes):
+            seen[i] = size
+    only = set(images) if inputs == "auto" else None
+    text, cited, problems = parse_bboxes(text, context, coordinates, seen, number_from, only)
+    if inputs != "auto":
+        return text, cited, {}, problems
+    text, lined, quotes, more = parse_lines(text, context, number_from, texts)
+    return text, {**cited, **lined}, quotes, problems + more
+
+
+def passage(item: ContextItem, number: int) -> str:
+    """A tile given as text: ``Passage N: <label>`` and its numbered lines."""
+    return f"Passage {number}: {label(item)}\n{numbered_lines(item)}"
+
+
+_HIDDEN = ("bboxes", "lines", "think")
+_OPENING = re.compile(r"<(bboxes|lines|think)\b[^>]*>", re.IGNORECASE)
+
+
+class VisibleText:
+    """An answer's text as a reader writes it, less what the answer leaves out: its citation tags
+    (``<bboxes ...>...</bboxes>``, ``<lines ...>...</lines>``) and its thinking (``<think>...
+    </think>``, and a closing tag alone). ``feed`` takes each new piece and returns the text now
+    known to be shown (a ``<`` that may open a tag is held back until it is known); ``end``
+    returns what is left. The answer itself is parsed from the whole text, spaces put in order."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.closing: str | None = None  # the closing tag of the hidden part being written
+
+    def feed(self, piece: str) -> str:
+        self.buffer += piece
+        shown: list[str] = []
+        while self.buffer:
+            if self.closing is not None:
+                end = self.buffer.lower().find(self.closing)
+                if end < 0:
+                    self.buffer = self.buffer[-(len(self.closing) - 1) :]  # may begin the closing tag
+                    break
+                self.buffer, self.closing = self.buffer[end + len(self.closing) :], None
+                continue
+            start = self.buffer.find("<")
+            if start < 0:
+                shown.append(self.buffer)
+                self.buffer = ""
+                break
+            shown.append(self.buffer[:start])
+            self.buffer = self.buffer[start:]
+            opening = _OPENING.match(self.buffer)
+            if opening:
+                self.closing = f"</{opening.group(1).lower()}>"
+                self.buffer = self.buffer[opening.end() :]
+            elif self.buffer.lower().startswith("</think>"):
+                self.buffer = self.buffer[len("</think>") :]
+            elif self._may_open():
+                break
+            else:
+                shown.append("<")
+                self.buffer = self.buffer[1:]
+        return "".join(shown)
+
+    def end(self) -> str:
+        """The text held back, unless it is a hidden part left open."""
+        rest = "" if self.closing is not None else self.buffer
+        self.buffer, self.closing = "", None
+        return rest
+
+    def _may_open(self) -> bool:
+        """Whether the buffer, which starts with ``<``, may still become a hidden tag."""
+        start = self.buffer.lower()
+        for name in _HIDDEN:
+            tag = f"<{name}"
+            if tag.startswith(start) or (start.startswith(tag) and ">" not in start):
+                return True
+        return "</think>".startswith(start)

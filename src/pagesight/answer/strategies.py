@@ -17,13 +17,13 @@ A question's own picture goes with every call, an image more than the tiles it c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image
 
-from pagesight.answer.base import ContextItem, Reader, Reading
+from pagesight.answer.base import ContextItem, Reader, Reading, takes_on_text
 from pagesight.choices import STRATEGIES
 from pagesight.errors import PagesightError
 from pagesight.records import Box
@@ -47,10 +47,15 @@ def run(
     question: str,
     context: Sequence[ContextItem],
     image: Image.Image | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> tuple[Reading, list]:
     """Read ``context`` with ``strategy`` (and the question's ``image`` with every call); returns
-    the reading and the items the reader was shown."""
-    given = {"image": image} if image is not None else {}  # a reader may take no image
+    the reading and the items the reader was shown. ``on_text`` is given the answer's text as the
+    reader writes it, when it is one reading by a reader that can (``takes_on_text``): not with
+    weighted selection, whose answer is known only once every tile is read."""
+    given: dict = {"image": image} if image is not None else {}  # a reader may take no image
+    if on_text is not None and takes_on_text(reader):
+        given["on_text"] = on_text
     if strategy == "all" or len(context) <= 1:
         return reader.read(question, context, **given), list(context)
     if strategy == "concat":
@@ -58,6 +63,7 @@ def run(
         reading = reader.read(question, [merged], **given)
         return _split(reading, merged), [merged]
     if strategy == "weighted":
+        given.pop("on_text", None)
         return weighted_selection(reader, question, context, given), list(context)
     raise PagesightError(f"strategy must be one of {', '.join(STRATEGIES[1:])}, got '{strategy}'")
 
@@ -73,11 +79,14 @@ def weighted_selection(
     best, best_weight = None, -1.0
     declined = None  # the likeliest refusal, returned when no tile gave an answer
     usage: dict = {}
+    timings: dict[str, float] = {}
     for i, item in enumerate(context):
         reading = reader.read(question, [item], **(given or {}))
         for key, value in reading.usage.items():
-            if isinstance(value, (int, float)):
+            if isinstance(value, (int, float)) and key != "decode_tokens_per_s":
                 usage[key] = usage.get(key, 0) + value
+        for key, value in reading.timings.items():
+            timings[key] = timings.get(key, 0.0) + value
         weight = prior[i] * confidence(reader, reading)
         if not reading.answered:
             if declined is None or weight > declined[1]:
@@ -96,6 +105,7 @@ def weighted_selection(
         refused, weight = declined
         best, best_weight = Reading(refused.text, answered=False, reason=refused.reason), weight
     best.usage = {**usage, "selected": next(iter(best.cited), None), "weight": float(best_weight)}
+    best.timings = timings
     return best
 
 
@@ -168,4 +178,5 @@ def _split(reading: Reading, merged: Concatenated) -> Reading:
         reading.tokens,
         reading.answered,
         reading.reason,
+        reading.timings,
     )

@@ -17,11 +17,26 @@ input, chosen with ``inputs``:
   ablation), with numbered lines cited as ``<lines passage="N">[k, ...]</lines>``. A text-only
   causal language model can be loaded for this.
 - ``"images+text"``: both, as ViDoRe V3's hybrid contexts; citations are boxes on the images.
+- ``"auto"``: each tile's text where its text layer covers it, its image otherwise
+  (``answer.inputs``), numbered together; each cited its own way.
 
-The reading reports the log-probability of the generated tokens under the model (the sum of the
-log-softmax of the model's logits at each chosen token, before any repetition penalty of the
-model's generation config), which VisRAG's weighted selection needs. ``chat`` is a plain
-prompt-to-text completion, the callable the LLM judge of ``pagesight.eval.answers`` takes.
+Decoding uses the KV cache (``answer/vlm_generation.py``: nothing runs per token but the model and
+its generation config's logits processors), with PyTorch's SDPA attention, or FlashAttention 2 on
+a CUDA device where ``flash_attn`` is installed (``attention``); ``static_cache`` allocates the
+cache once and lets transformers compile the decoding step on CUDA. ``read`` reports the stages
+apart in ``Reading.timings`` ("preprocess": the chat template and the image processor; "prefill":
+the prompt read and the first token; "decode": the other tokens) and the decoding speed in
+``usage["decode_tokens_per_s"]``; given ``on_text``, it hands on the answer's text as it is
+written (citation tags and thinking left out). Each image is resized by the processor to at most
+``max_pixels`` (default: ``vlm_loading.MAX_IMAGE_TOKENS``, the 1,280 tokens of Qwen2-VL's own
+default, which the ``qwen2-vl`` accounting of ``answer.context`` counts with; the hub's processor
+configs allow 16,384).
+
+With ``logprobs`` the reading reports the log-probability of the generated tokens under the model
+(the sum of the log-softmax of the model's logits at each chosen token, before any repetition
+penalty of the model's generation config), which VisRAG's weighted selection needs (``ask`` asks for
+it with that strategy); the logits are kept for it only then. ``chat`` is a plain prompt-to-text
+completion, the callable the LLM judge of ``pagesight.eval.answers`` takes.
 
 ``turn`` takes part in agentic search (``answer/agent.py``) Qwen2.5's way: the search tool goes to
 the chat template (``tools=``; a template that renders no tools gets Qwen2.5's tool prompt in the
@@ -39,8 +54,8 @@ model whose code comes with it (an ``auto_map`` in its config) runs that code on
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,17 +64,19 @@ from PIL import Image
 from pagesight.answer.abstention import refusal
 from pagesight.answer.agent import TOOL_CALL, Message, ToolCall, Turn
 from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.inputs import text_items
 from pagesight.answer.prompts import (
     QUESTION_IMAGE,
     answer_logprob,
     check_options,
     instructions,
     label,
-    parse_bboxes,
-    parse_lines,
+    parse_citations,
+    passage,
     passages_prompt,
     strip_thinking,
 )
+from pagesight.answer.vlm_generation import Generation, generate
 from pagesight.answer.vlm_loading import load, one_line
 from pagesight.errors import PagesightError
 
@@ -83,19 +100,6 @@ FAMILY_COORDINATES = {
 DEFAULT_COORDINATES = "norm1000"
 
 
-@dataclass
-class Generation:
-    """One greedy generation: the reply and what it cost."""
-
-    text: str  # the new tokens decoded, special tokens left out
-    tokens: list[int]  # the new token ids
-    logprobs: list[float]  # the log-probability of each of ``tokens`` under the model
-    prompt_tokens: int
-    image_tokens: int  # image placeholder tokens in the prompt
-    cut: bool  # stopped by max_tokens rather than by an end-of-sequence token
-    seen_sizes: list[tuple[int, int]] | None  # (width, height) of each image as the model saw it
-
-
 class TransformersReader:
     """A reader running a local vision-language model with ``transformers``."""
 
@@ -116,6 +120,9 @@ class TransformersReader:
         max_pixels: int | None = None,
         adapter: str | None = None,
         trust_remote_code: bool = False,
+        logprobs: bool = False,
+        attention: str = "auto",
+        static_cache: bool = False,
     ) -> None:
         _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         if not model:
@@ -135,8 +142,23 @@ class TransformersReader:
             max_pixels=max_pixels,
             adapter=adapter,
             trust_remote_code=trust_remote_code,
+            attention=attention,
+            static_cache=static_cache,
         )
-        self._attach(loaded, processor, model, max_tokens, inputs, coordinates, number_from, max_images)
+        self._attach(
+            loaded,
+            processor,
+            model,
+            dict(
+                max_tokens=max_tokens,
+                inputs=inputs,
+                coordinates=coordinates,
+                number_from=number_from,
+                max_images=max_images,
+                logprobs=logprobs,
+                static_cache=static_cache,
+            ),
+        )
 
     @classmethod
     def from_objects(
@@ -150,27 +172,30 @@ class TransformersReader:
         coordinates: str | None = None,
         number_from: int = 1,
         max_images: int | None = None,
+        logprobs: bool = False,
+        static_cache: bool = False,
     ) -> TransformersReader:
-        """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``).
+        """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``),
+        used as they are (attention and pixel budget included).
 
         ``source`` names the model in messages.
         """
         _check_options(max_tokens, inputs, coordinates, max_images, number_from)
         reader = cls.__new__(cls)
-        reader._attach(model, processor, source, max_tokens, inputs, coordinates, number_from, max_images)
+        options = dict(
+            max_tokens=max_tokens,
+            inputs=inputs,
+            coordinates=coordinates,
+            number_from=number_from,
+            max_images=max_images,
+            logprobs=logprobs,
+            static_cache=static_cache,
+        )
+        reader._attach(model, processor, source, options)
         return reader
 
-    def _attach(
-        self,
-        model: Any,
-        processor: Any,
-        source: str,
-        max_tokens: int,
-        inputs: str,
-        coordinates: str | None,
-        number_from: int,
-        max_images: int | None,
-    ) -> None:
+    def _attach(self, model: Any, processor: Any, source: str, options: dict[str, Any]) -> None:
+        inputs = options["inputs"]
         if not getattr(processor, "chat_template", None):
             raise PagesightError(f"transformers reader: model '{source}' has no chat template")
         if inputs != "text" and not hasattr(processor, "image_processor"):
@@ -182,50 +207,56 @@ class TransformersReader:
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.source = source
-        self.max_tokens = max_tokens
+        self.max_tokens = options["max_tokens"]
         self.inputs = inputs
         family = getattr(model.config, "model_type", None)
-        self.coordinates = coordinates or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
-        self.number_from = number_from
-        self.max_images = max_images
+        self.coordinates = options["coordinates"] or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
+        self.number_from = options["number_from"]
+        self.max_images = options["max_images"]
+        self.logprobs = options["logprobs"]
+        self.static_cache = options["static_cache"]
         self._template_tools: bool | None = None  # whether the chat template renders tools
 
     def read(
-        self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
+        self,
+        question: str,
+        context: Sequence[ContextItem],
+        image: Image.Image | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Reading:
         """Answer ``question`` from ``context`` (and the question's ``image``, shown after the tiles)
-        in one generation; cited boxes are in page pixels."""
+        in one generation; cited boxes are in page pixels. ``on_text`` is given the answer's text in
+        pieces as it is written (citation tags and thinking left out)."""
         where = f"transformers reader (model '{self.source}')"
         if image is not None and self.inputs == "text":
             raise PagesightError(f"{where}: reads text (inputs text), so it is shown no question image")
-        images = [] if self.inputs == "text" else [item.image for item in context]
+        texts = text_items(self.inputs, context)
+        images = [item.image for i, item in enumerate(context) if i not in texts]
         images += [image] if image is not None else []
         if self.max_images is not None and len(images) > self.max_images:
             raise PagesightError(
                 f"{where}: takes at most {self.max_images} images, got {len(images)}; read them with the "
                 "concat or weighted strategy"
             )
-        generation = self.generate(self.messages(question, context, image), images)
+        generation = self.generate(self.messages(question, context, image), images, on_text=on_text)
         answer = strip_thinking(generation.text)
-        if self.inputs == "text":
-            text, cited, quotes, warnings = parse_lines(answer, context, self.number_from)
-        else:
-            seen = generation.seen_sizes[: len(context)] if generation.seen_sizes else None  # the tiles'
-            text, cited, warnings = parse_bboxes(answer, context, self.coordinates, seen, self.number_from)
-            quotes = {}
+        seen = generation.seen_sizes[: len(images) - (image is not None)] if generation.seen_sizes else None
+        text, cited, quotes, warnings = parse_citations(
+            answer, context, self.inputs, self.coordinates, seen, self.number_from
+        )
         if generation.cut:
             warnings.append(f"the answer was cut at max_tokens={self.max_tokens}")
-        usage: dict = {
-            "prompt_tokens": generation.prompt_tokens,
-            "completion_tokens": len(generation.tokens),
-            "image_tokens": generation.image_tokens,
-        }
+        usage = _usage(generation)
         if warnings:
             usage["warnings"] = warnings
-        pieces = [self.tokenizer.decode([token], skip_special_tokens=True) for token in generation.tokens]
-        logprob, tokens = answer_logprob(list(zip(pieces, generation.logprobs)), generation.text)
+        logprob = tokens = None
+        if generation.logprobs is not None:
+            pieces = [self.tokenizer.decode([token], skip_special_tokens=True) for token in generation.tokens]
+            logprob, tokens = answer_logprob(list(zip(pieces, generation.logprobs)), generation.text)
         reason = refusal(text)
-        return Reading(text, cited, quotes, logprob, usage, tokens, reason is None, reason)
+        return Reading(
+            text, cited, quotes, logprob, usage, tokens, reason is None, reason, generation.timings
+        )
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
         """One turn of agentic search: a generation over ``transcript`` with ``tools`` offered; the
@@ -301,9 +332,10 @@ class TransformersReader:
     def messages(
         self, question: str, context: Sequence[ContextItem], image: Image.Image | None = None
     ) -> list[dict]:
-        """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text,
-        then the question's ``image`` when given, then the question. Images are ``{"type": "image"}``
-        placeholders, given in order to the processor.
+        """The chat ``read`` sends: instructions, then each tile labelled with its image and/or text
+        (with inputs auto, its image or its numbered lines), then the question's ``image`` when
+        given, then the question. Images are ``{"type": "image"}`` placeholders, given in order to
+        the processor.
         """
         system = {
             "role": "system",
@@ -318,7 +350,11 @@ class TransformersReader:
         if self.inputs == "text":
             return [system, {"role": "user", "content": passages_prompt(question, context, self.number_from)}]
         parts: list[dict] = []
+        texts = text_items(self.inputs, context)
         for n, item in enumerate(context, self.number_from):
+            if n - self.number_from in texts:  # inputs auto: this tile as its text
+                parts.append({"type": "text", "text": f"{passage(item, n)}\n"})
+                continue
             parts.append({"type": "text", "text": f"Image {n}: {label(item)}\n"})
             parts.append({"type": "image"})
             if self.inputs == "images+text" and item.text:
@@ -349,43 +385,43 @@ class TransformersReader:
         return inputs
 
     def generate(
-        self, messages: list[dict], images: Sequence[Image.Image] = (), tools: list[dict] | None = None
+        self,
+        messages: list[dict],
+        images: Sequence[Image.Image] = (),
+        tools: list[dict] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         """Greedy generation over ``messages`` (the processor's chat template, given ``tools`` when
-        some) with ``images`` in order."""
-        import torch
-
+        some) with ``images`` in order (``answer.vlm_generation``); ``on_text`` is given the text in
+        pieces as it is written. Its timings start with "preprocess": the template and the
+        processor."""
+        start = time.perf_counter()
         inputs = self._inputs(messages, images, tools)
-        with torch.inference_mode():
-            out = self.model.generate(
-                **inputs,
-                do_sample=False,
-                max_new_tokens=self.max_tokens,
-                output_logits=True,
-                return_dict_in_generate=True,
-            )
-            steps = self.model.compute_transition_scores(
-                out.sequences, tuple(logits.float() for logits in out.logits), normalize_logits=True
-            )
-        prompt_ids = inputs["input_ids"][0]
-        tokens = out.sequences[0, prompt_ids.shape[0] :].tolist()
-        eos = self.model.generation_config.eos_token_id
-        eos = {eos} if isinstance(eos, int) else set(eos or ())
-        image_token = getattr(self.processor, "image_token_id", None)
-        grid = inputs.get("image_grid_thw")
-        seen = None
-        if grid is not None:
-            patch = self.processor.image_processor.patch_size
-            seen = [(int(w) * patch, int(h) * patch) for _, h, w in grid.tolist()]
-        return Generation(
-            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
-            tokens=tokens,
-            logprobs=[float(value) for value in steps[0].tolist()],
-            prompt_tokens=int(prompt_ids.shape[0]),
-            image_tokens=int((prompt_ids == image_token).sum()) if image_token is not None else 0,
-            cut=len(tokens) >= self.max_tokens and (not tokens or tokens[-1] not in eos),
-            seen_sizes=seen,
+        preprocess = time.perf_counter() - start
+        generation = generate(
+            self.model,
+            self.processor,
+            inputs,
+            max_tokens=self.max_tokens,
+            logprobs=self.logprobs,
+            on_text=on_text,
+            static=self.static_cache,
         )
+        generation.timings = {"preprocess": preprocess, **generation.timings}
+        return generation
+
+
+def _usage(generation: Generation) -> dict:
+    """A reading's token counts, and its decoding speed (tokens after the first, a second)."""
+    usage: dict = {
+        "prompt_tokens": generation.prompt_tokens,
+        "completion_tokens": len(generation.tokens),
+        "image_tokens": generation.image_tokens,
+    }
+    decode = generation.timings.get("decode")
+    if decode and len(generation.tokens) > 1:
+        usage["decode_tokens_per_s"] = round((len(generation.tokens) - 1) / decode, 2)
+    return usage
 
 
 def _prompt_message(prompt: str, images: Sequence[Image.Image]) -> dict:

@@ -1,6 +1,7 @@
 """The transformers reader's model and processor, loaded from a hub id or a folder (``load``):
 an image-text-to-text model, or a causal language model for text inputs, on a device in a dtype,
-with a LoRA adapter merged in; every failure one line naming the model."""
+with its attention implementation and its images' pixel budget set, a LoRA adapter merged in;
+every failure one line naming the model."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from typing import Any
 
 from pagesight.devices import resolve_device, resolve_dtype
 from pagesight.encode.visual.base import asks_for_trust, looks_like_path, remote_code_refused
+from pagesight.encode.visual.processors import set_pixel_budget
 from pagesight.errors import PagesightError
 
 INSTALL = "install torch first, then pip install 'pagesight[vlm]'"
+# The most image tokens a Qwen-VL processor gives one image unless told otherwise: Qwen2-VL's own
+# default, the budget ``answer.context``'s ``qwen2-vl`` accounting counts with (the hub's processor
+# configs allow 16,384, which a tile at a high DPI would spend).
+MAX_IMAGE_TOKENS = 1280
+MAX_PIXELS = 28 * 28 * MAX_IMAGE_TOKENS  # for Qwen2-VL and Qwen2.5-VL (14-pixel patches merged 2 x 2)
+ATTENTION = ("auto", "sdpa", "flash_attention_2", "eager")
 
 
 def load(
@@ -25,12 +33,19 @@ def load(
     max_pixels: int | None = None,
     adapter: str | None = None,
     trust_remote_code: bool = False,
+    attention: str = "auto",
+    static_cache: bool = False,
 ) -> tuple[Any, Any]:
     """The model and processor of ``name`` (hub id or local folder), on ``device`` in ``dtype``.
 
     Image-text-to-text models load with ``AutoModelForImageTextToText``; for ``inputs="text"`` a
     causal language model loads with ``AutoModelForCausalLM``. A model or processor with code of
-    its own runs it only with ``trust_remote_code``. Every failure is a one-line
+    its own runs it only with ``trust_remote_code``. ``attention``: the attention implementation,
+    ``"auto"`` for FlashAttention 2 on a CUDA device in 16 bits where ``flash_attn`` is installed
+    (not with ``static_cache``, which it does not take), else transformers' default (SDPA, or eager
+    attention for a model without it). A Qwen-VL image processor resizes each image to
+    ``min_pixels`` .. ``max_pixels`` (default: ``MAX_IMAGE_TOKENS`` tokens' worth), set on the loaded
+    processor, whose own config would otherwise override them. Every failure is a one-line
     ``PagesightError`` naming the model.
     """
     try:
@@ -47,8 +62,11 @@ def load(
     if looks_like_path(name) and not path.exists():
         raise PagesightError(f"{where}: no such folder")
     source = str(path) if path.exists() else name
+    if attention not in ATTENTION:
+        raise PagesightError(f"attention must be one of {', '.join(ATTENTION)}, got '{attention}'")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
+    implementation = _attention(attention, device, torch_dtype, static_cache)
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
 
     trust = {"trust_remote_code": trust_remote_code}  # said either way: never transformers' prompt
@@ -61,21 +79,14 @@ def load(
                 "text-only model"
             )
         processor = transformers.AutoProcessor.from_pretrained(source, **trust)
-        if min_pixels is not None or max_pixels is not None:
-            size = processor.image_processor.size
-            processor = transformers.AutoProcessor.from_pretrained(
-                source,
-                **trust,
-                size={
-                    "shortest_edge": min_pixels or size["shortest_edge"],
-                    "longest_edge": max_pixels or size["longest_edge"],
-                },
-            )
+        if vision:
+            pixel_budget(processor, min_pixels, max_pixels)
         model_class = (
             transformers.AutoModelForImageTextToText if vision else transformers.AutoModelForCausalLM
         )
+        chosen = {"attn_implementation": implementation} if implementation else {}
         model = model_class.from_pretrained(
-            source, config=config, dtype=torch_dtype, device_map={"": device}, **trust
+            source, config=config, dtype=torch_dtype, device_map={"": device}, **trust, **chosen
         )
     except PagesightError:
         raise
@@ -91,6 +102,38 @@ def load(
     if adapter:
         model = _apply_adapter(model, adapter, where)
     return model, processor
+
+
+def _attention(attention: str, device: str, dtype: Any, static_cache: bool) -> str | None:
+    """The attention implementation to load with (None: transformers' default, SDPA where the
+    model has it)."""
+    if attention != "auto":
+        return attention
+    import torch
+
+    sixteen = dtype in (torch.float16, torch.bfloat16)
+    if device.startswith("cuda") and sixteen and not static_cache and importlib.util.find_spec("flash_attn"):
+        return "flash_attention_2"
+    return None
+
+
+def pixel_budget(processor: Any, min_pixels: int | None, max_pixels: int | None) -> None:
+    """Bound the pixels a Qwen-VL image processor resizes each image to: ``min_pixels`` and
+    ``max_pixels`` when given, else at most ``MAX_IMAGE_TOKENS`` tokens (its own minimum kept);
+    other processors are told only what was given, and only when their ``size`` has the same
+    keys."""
+    image_processor = getattr(processor, "image_processor", None)
+    size = getattr(image_processor, "size", None)
+    if size is None or not {"shortest_edge", "longest_edge"} <= set(dict(size)):
+        return
+    merge = getattr(image_processor, "merge_size", None)
+    if max_pixels is None and merge:
+        budget = (image_processor.patch_size * merge) ** 2 * MAX_IMAGE_TOKENS
+        max_pixels = min(int(dict(size)["longest_edge"]), budget)
+    set_pixel_budget(image_processor, min_pixels, max_pixels)
+    for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+        if value is not None and getattr(image_processor, name, None) is not None:
+            setattr(image_processor, name, value)  # transformers 4's processors read these too
 
 
 def _apply_adapter(model: Any, adapter: str, where: str) -> Any:

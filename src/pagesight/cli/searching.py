@@ -5,6 +5,7 @@ file, an HTML file to write, the reader's endpoint)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -136,6 +137,14 @@ def ask(
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="Print the answer as the reader writes it (a reader that cannot stream: whole, once "
+            "read), then the citations.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Answer a question from the best tiles, with citations.
@@ -155,8 +164,11 @@ def ask(
         )
         if region is not None and image is None:
             raise PagesightError("--region needs --image")
+        if stream and as_json:
+            raise PagesightError("--stream prints the answer as text; --json prints it whole")
         question_image = open_image(image, str(image)) if image is not None else None
-        answer = idx.ask(request, reader, image=question_image, region=parse_region(region, "--region"))
+        asked = {"image": question_image, "region": parse_region(region, "--region")}
+        answer = _streamed(idx, request, reader, asked) if stream else idx.ask(request, reader, **asked)
         if html is not None:
             write_html(idx, answer, html)
     except PagesightError as exc:
@@ -168,7 +180,7 @@ def ask(
         out.print(
             f"[bold]Not answered: {escape(answer.reason or 'the reader declined')}[/bold]", highlight=False
         )
-    else:
+    elif not stream:
         shown = escape(answer.text) if answer.text else "No answer found in the retrieved pages."
         out.print(f"[bold]{shown}[/bold]", highlight=False)
     for citation in answer.citations:
@@ -182,10 +194,28 @@ def ask(
         err.print(f"search {n}: {json.dumps(asked, ensure_ascii=False)}: {found}", highlight=False)
     for warning in answer.usage.get("warnings", []):
         err.print(f"note: {warning}", highlight=False)
+    stages = "".join(
+        f", {name} {timing[name] * 1000:.0f} ms" for name in ("prefill", "decode") if name in timing
+    )
+    speed = answer.usage.get("decode_tokens_per_s")
     err.print(
         f"{answer.reader}, {len(answer.hits)} tiles, {answer.usage['image_tokens']} image tokens,"
-        f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms)",
+        f" {timing['total'] * 1000:.0f} ms (search {timing['search'] * 1000:.0f} ms{stages})"
+        + (f", {speed:g} tokens/s" if speed else ""),
         highlight=False,
     )
     if html is not None:
         err.print(f"cited regions: {html}", highlight=False)
+
+
+def _streamed(idx: Index, request: AskRequest, reader, asked: dict):
+    """The answer to ``request``, its text printed to stdout as the reader writes it."""
+    answer = None
+    for piece in idx.ask_stream(request, reader, **asked):
+        if isinstance(piece, str):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        else:
+            answer = piece
+    sys.stdout.write("\n")
+    return answer
