@@ -144,13 +144,17 @@ def test_ask_whole_and_streamed(keyed):
     declined = keyed.post("/api/ask", json={"question": f"{QUESTION[:-1]} in 2031?", "k": 3}).json()
     assert declined["answered"] is False and "2031" in declined["reason"] and not declined["citations"]
 
-    with keyed.stream("POST", "/api/ask", json={"question": QUESTION, "k": 3, "stream": True}) as response:
-        assert response.headers["content-type"].startswith("application/x-ndjson")
-        events = [json.loads(line) for line in response.iter_lines() if line]
-    assert [event["event"] for event in events] == ["hits", "answer"]
-    assert [hit["page_id"] for hit in events[0]["hits"]] == [hit["page_id"] for hit in answer["hits"]]
-    assert events[1]["answer"]["text"] == answer["text"]
-    assert events[1]["answer"]["citations"] == answer["citations"]
+    for path, body in (("/api/ask", {"stream": True}), ("/api/ask/stream", {})):
+        with keyed.stream("POST", path, json={"question": QUESTION, "k": 3, **body}) as response:
+            assert response.headers["content-type"].startswith("application/x-ndjson")
+            events = [json.loads(line) for line in response.iter_lines() if line]
+        kinds = [event["event"] for event in events]
+        assert kinds[0] == "hits" and kinds[-1] == "answer" and set(kinds[1:-1]) == {"text"}, kinds
+        assert [hit["page_id"] for hit in events[0]["hits"]] == [hit["page_id"] for hit in answer["hits"]]
+        written = "".join(event["text"] for event in events[1:-1])
+        assert written.split() == answer["text"].split()
+        assert events[-1]["answer"]["text"] == answer["text"]
+        assert events[-1]["answer"]["citations"] == answer["citations"]
 
 
 @pytest.mark.timeout(60)

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from pagesight.answer.ask import ask as answer
-from pagesight.answer.ask import retrieve
+from pagesight.answer.ask import ask_stream, retrieve
 from pagesight.errors import PagesightError
 from pagesight.frontends import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
@@ -115,7 +115,9 @@ def _searched(server, request: SearchRequest, tenant, compression: float) -> dic
 def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-type]
     """An answer from the best tiles, with citations (boxes on pages) and its image-token cost.
 
-    With ``stream``, NDJSON: ``{"event": "hits", ...}``, then ``{"event": "answer", ...}`` (or
+    With ``stream`` (or at ``/api/ask/stream``), NDJSON: ``{"event": "hits", ...}``, then the
+    answer's text as the reader writes it, ``{"event": "text", "text": ...}`` lines (the whole text
+    at once from a reader that cannot stream), then ``{"event": "answer", ...}`` (or
     ``{"event": "error", ...}``). A key has at most ``offer.ASKS_PER_TENANT`` answers in progress
     (429 past it); no index is held while the reader reads (``pool.Lending``)."""
     request = server.offer.check(make(AskRequest, body))
@@ -142,6 +144,12 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     return StreamingResponse(events, media_type="application/x-ndjson")
 
 
+@router.post("/api/ask/stream")
+def ask_streamed(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-type]
+    """``POST /api/ask`` with ``stream``: NDJSON events, the answer's text as it is written."""
+    return ask(server, tenant, body.model_copy(update={"stream": True}))
+
+
 def _stages(server, index: Lending, request: AskRequest, reader, image, box, slot: Slot) -> Iterator[bytes]:
     """The NDJSON lines of a streamed answer: its hits, then the answer or the error."""
     try:
@@ -149,8 +157,11 @@ def _stages(server, index: Lending, request: AskRequest, reader, image, box, slo
         if hits is not None:
             payload = hits_payload(hits, request.compression, request.token_model)
             yield _line({"event": "hits", **payload})
-        answered = answer(index, request, reader, image=image, region=box, hits=hits)
-        yield _line({"event": "answer", "answer": answered.to_dict()})
+        for piece in ask_stream(index, request, reader, image=image, region=box, hits=hits):
+            if isinstance(piece, str):
+                yield _line({"event": "text", "text": piece})
+            else:
+                yield _line({"event": "answer", "answer": piece.to_dict()})
     except PagesightError as exc:
         yield _line({"event": "error", "error": server.scrub(str(exc))})
     except Exception:
