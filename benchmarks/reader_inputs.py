@@ -14,8 +14,9 @@ the characters of the text given instead, with its tokens estimated at ``CHARS_P
 tokenizer of a reader can be loaded here). The same is counted over every tile of the index.
 
 With ``--ink`` the rule an index without layout regions uses (ink outside the text lines, which
-renders each tile) is run on the same retrieved tiles and compared with the layout detector's
-tables and figures: how many tiles each sends as text, and where they disagree.
+renders each tile) is run on the same retrieved bands (region units left out) and compared with
+the layout detector's tables and figures: how many tiles each sends as text, and where they
+disagree.
 
 Prints one JSON object.
 """
@@ -59,6 +60,7 @@ def tile_row(item) -> dict:
         "tokens": context_tokens([item]),
         "chars": len(numbered_lines(item)),
         "why": why_image(item),
+        "unit": item.hit.region is not None,  # a table or figure searched as its own unit
     }
 
 
@@ -70,6 +72,7 @@ def summary(rows: list[dict]) -> dict:
     text_tokens = round(text_chars / CHARS_PER_TOKEN)
     return {
         "tiles": len(rows),
+        "region_units": sum(row["unit"] for row in rows),
         "as_text": sum(row["why"] is None for row in rows),
         "image_because": dict(Counter(row["why"] for row in rows if row["why"] is not None)),
         "image_tokens_everywhere": everywhere,
@@ -92,6 +95,8 @@ def per_question(index: Index, dataset: Dataset, k: int, ink: bool) -> tuple[dic
         contexts.append(summary(tiles))
         if ink:
             for item, row in zip(context, tiles):
+                if row["unit"]:
+                    continue  # a table or figure unit is its region's crop: the layout's own
                 by_layout = "image" if row["why"] == "region" else "text"
                 by_ink = "image" if uncovered_ink(item) > MAX_UNCOVERED_INK else "text"
                 compared[f"layout {by_layout}, ink {by_ink}"] += 1

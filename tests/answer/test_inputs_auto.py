@@ -12,7 +12,15 @@ from PIL import Image, ImageDraw
 from pagesight.answer import ContextItem, Reading
 from pagesight.answer.ask import ask
 from pagesight.answer.context import build_context, context_tokens
-from pagesight.answer.inputs import MIN_WORDS, as_text, image_items, text_items, why_image
+from pagesight.answer.inputs import (
+    MAX_UNCOVERED_INK,
+    MIN_WORDS,
+    as_text,
+    image_items,
+    text_items,
+    uncovered_ink,
+    why_image,
+)
 from pagesight.answer.prompts import check_options, instructions, parse_citations
 from pagesight.errors import PagesightError
 from pagesight.records import Hit, Region, Span
@@ -68,6 +76,17 @@ def test_a_tile_goes_as_text_when_its_text_layer_covers_it():
 def test_without_layout_regions_ink_outside_the_lines_keeps_the_image():
     assert why_image(_item(layout=False)) is None  # every dark pixel lies under a line
     assert why_image(_item(layout=False, figure=True)) == "ink"
+    specks = _item(layout=False)
+    page = specks.image.copy()
+    for x in range(40, 360, 40):  # a speck in eight cells under the lines: dust, not a figure
+        page.putpixel((x, 200), (0, 0, 0))
+    specks._image = page
+    assert uncovered_ink(specks) == 0.0 and why_image(specks) is None
+    curve = _item(layout=False)
+    page = curve.image.copy()
+    ImageDraw.Draw(page).line([(20, 290), (200, 160), (380, 250)], fill="black", width=2)  # a chart's line
+    curve._image = page
+    assert uncovered_ink(curve) > MAX_UNCOVERED_INK and why_image(curve) == "ink"
     assert why_image(_item(layout=True, figure=True)) is None  # the layout said no figure: not rendered
     unrendered = _item(layout=True)
     unrendered.load_image = None

@@ -78,14 +78,8 @@ def ask(
     context = build_context(index, hits, request.compression)
     chosen = strategies.choose(request.strategy, reader, len(context), shown_image is not None)
     prepared = time.perf_counter()
-    streamed = _Streamed(on_text)
-    if context or closed_book:
-        reading, shown = strategies.run(chosen, reader, question, context, shown_image, streamed.piece)
-    else:
-        reading, shown = None, []
+    reading, shown = _read(chosen, reader, question, context, shown_image, closed_book, on_text)
     read = time.perf_counter()
-    if reading is not None:
-        streamed.whole(reading.text)
     usage = _usage(request, reader, chosen, shown, shown_image, reading)
     warnings = usage.get("warnings", []) + notes
     if warnings:
@@ -108,6 +102,25 @@ def ask(
         answered=reading.answered if reading else False,
         reason=reading.reason if reading else "no pages were found to answer from",
     )
+
+
+def _read(
+    chosen: str,
+    reader: Reader,
+    question: str,
+    context: list,
+    image: Image.Image | None,
+    closed_book: bool,
+    on_text: Callable[[str], None] | None,
+) -> tuple[Reading | None, list]:
+    """The reading of ``context`` by the strategy ``chosen`` (None with no tiles, unless closed
+    book) and the items shown; ``on_text`` given its text as it is written, or whole once read."""
+    if not context and not closed_book:
+        return None, []
+    streamed = _Streamed(on_text)
+    reading, shown = strategies.run(chosen, reader, question, context, image, streamed.piece)
+    streamed.whole(reading.text)
+    return reading, shown
 
 
 def _citations(reading: Reading | None, context: list) -> list[Citation]:

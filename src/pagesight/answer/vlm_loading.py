@@ -62,8 +62,6 @@ def load(
     if looks_like_path(name) and not path.exists():
         raise PagesightError(f"{where}: no such folder")
     source = str(path) if path.exists() else name
-    if attention not in ATTENTION:
-        raise PagesightError(f"attention must be one of {', '.join(ATTENTION)}, got '{attention}'")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     implementation = _attention(attention, device, torch_dtype, static_cache)
@@ -107,6 +105,8 @@ def load(
 def _attention(attention: str, device: str, dtype: Any, static_cache: bool) -> str | None:
     """The attention implementation to load with (None: transformers' default, SDPA where the
     model has it)."""
+    if attention not in ATTENTION:
+        raise PagesightError(f"attention must be one of {', '.join(ATTENTION)}, got '{attention}'")
     if attention != "auto":
         return attention
     import torch

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from pagesight.answer.base import build_reader
+from pagesight.answer.base import Answer, Reader, build_reader
 from pagesight.cli.common import (
     ApiKeyOption,
     BaseUrlOption,
@@ -187,6 +187,13 @@ def ask(
         boxes = ", ".join("[" + ", ".join(f"{v:.0f}" for v in box) + "]" for box in citation.boxes)
         quote = f' "{citation.text}"' if citation.text and citation.text != answer.text else ""
         out.print(f"  {citation.page_id} tile {citation.tile}:{quote} {boxes}", highlight=False)
+    _report(answer)
+    if html is not None:
+        err.print(f"cited regions: {html}", highlight=False)
+
+
+def _report(answer: Answer) -> None:
+    """On stderr: the searches an agent made, the answer's notes, and one line of what it cost."""
     timing = answer.timings
     for n, made in enumerate(answer.usage.get("searches", []), 1):
         asked = {key: made[key] for key in ("query", "image", "region", "k", "doc_ids") if key in made}
@@ -204,11 +211,9 @@ def ask(
         + (f", {speed:g} tokens/s" if speed else ""),
         highlight=False,
     )
-    if html is not None:
-        err.print(f"cited regions: {html}", highlight=False)
 
 
-def _streamed(idx: Index, request: AskRequest, reader, asked: dict):
+def _streamed(idx: Index, request: AskRequest, reader: Reader, asked: dict) -> Answer:
     """The answer to ``request``, its text printed to stdout as the reader writes it."""
     answer = None
     for piece in idx.ask_stream(request, reader, **asked):
