@@ -83,6 +83,7 @@ def test_every_model_call_goes_to_the_offered_endpoint_and_no_other(owls, tmp_pa
                 client.post("/api/ask", json={**question, "reader": "openai"}),
                 client.post("/api/ask", json={**question, "reader": "openai", "model": "m2", "stream": True}),
                 client.post("/api/ask", json={**question, "reader": "openai", "agent": True}),
+                client.post("/api/ask", json={**question, "reader": "openai", "inputs": "auto"}),
                 client.post("/api/ask", json={**question, "rerank": "vlm-openai", "rerank_candidates": 1}),
             ]
             for response in responses:

@@ -152,7 +152,8 @@ class Lending:
 
 
 class _LentCatalog:
-    """The catalog reads answering makes (a tile's row), each through an index borrowed for it."""
+    """The catalog reads answering makes (a tile's row, a page's layout regions), each through an
+    index borrowed for it."""
 
     def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], settings: Settings):
         self._borrow = borrow
@@ -161,6 +162,10 @@ class _LentCatalog:
     def tile_at(self, doc_id: str, page: int, tile: int):
         with self._borrow() as index:
             return index.catalog.tile_at(doc_id, page, tile)
+
+    def page_regions(self, doc_id: str, page: int):
+        with self._borrow() as index:
+            return index.catalog.page_regions(doc_id, page)
 
 
 def batched(index: Index) -> QueryBatcher | None:
