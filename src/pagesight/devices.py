@@ -1,9 +1,13 @@
 """Where torch models run and in what precision, one rule for every model pagesight loads (visual
 encoders, rerankers, the transformers reader): ``device`` and ``dtype`` given as names, "auto"
-made concrete here."""
+made concrete here; and the accelerator backends pagesight does not use left alone
+(``jax_held_off``)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pagesight.errors import PagesightError
@@ -63,3 +67,24 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
         else:
             dtype = "float16" if kind == "mps" else "float32"
     return getattr(torch, dtype)
+
+
+@contextmanager
+def jax_held_off() -> Iterator[None]:
+    """Within the block, ``import jax`` fails as if JAX were not installed, unless the process has
+    imported it already (then it is the process's own, left as it is); after it, JAX imports again.
+
+    bm25s imports JAX when it finds it, to pick its top-k, and calls it once at import, which starts
+    JAX's GPU backend and, by JAX's default, takes three quarters of the card's memory (107.9 GB of
+    an H200's, measured) in every process that imports bm25s. pagesight ranks BM25 itself
+    (``store/bm25.py``) and never calls bm25s' top-k, so bm25s is imported within this block
+    (``encode/lexical.py``) and keeps its numpy path."""
+    if "jax" in sys.modules:
+        yield
+        return
+    sys.modules["jax"] = None  # an import of jax (or jax.lax) now raises ModuleNotFoundError
+    try:
+        yield
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
