@@ -54,6 +54,27 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def free_bytes(device: str) -> int | None:
+    """The free memory of CUDA device ``device`` (a concrete one) as the driver reports it now;
+    None off CUDA, where memory is the machine's."""
+    if not device.startswith("cuda"):
+        return None
+    torch = import_torch()
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return int(free)
+
+
+def every_gpu(device: str) -> list[str]:
+    """The devices an ingestion encodes on when asked for ``device``: every CUDA device torch sees
+    (``cuda:0`` ... ``cuda:N-1``, so ``CUDA_VISIBLE_DEVICES`` chooses them) for "auto" or "cuda"
+    when it sees more than one; else ``device`` alone (a ``cuda:N`` named is that one)."""
+    if device not in ("auto", "cuda"):
+        return [device]
+    torch = import_torch()
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [f"cuda:{number}" for number in range(count)] if count > 1 else [device]
+
+
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     """The torch dtype to load weights in on ``device`` (a concrete one): "auto" is bfloat16 on a
     CUDA GPU that has it, float16 on older CUDA GPUs and on mps, float32 on cpu."""
