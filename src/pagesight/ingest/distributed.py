@@ -71,17 +71,18 @@ def read_and_encode(
     max_memory: int | None,
     options: RayOptions,
     batch: int | None = None,
+    devices: set[str] | None = None,
 ) -> Iterator[tuple[FileTask, object, dict, dict, dict | None]]:
     """(task, Document | UNCHANGED | exception, dense vectors, visual vectors, visual spec) for
     every task, in the order the cluster finishes them, the visual encoder taking ``batch`` tiles a
-    call (None: ``feeding.default_batch`` on its device). Runs inside ``cluster``."""
+    call (None: ``feeding.default_batch`` on its device); where its actors ran goes into
+    ``devices`` ("cuda (Ray GPU 3)"). Runs inside ``cluster``."""
     import ray
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller's progress callback reports per file
     logging.getLogger("ray.data").setLevel(logging.ERROR)
-    actors = ray.data.ActorPoolStrategy(size=options.encoders)
     rows = [
         {"path": str(task.path), "doc_id": task.doc_id, "known": task.known_sha256 or ""} for task in todo
     ]
@@ -98,6 +99,23 @@ def read_and_encode(
         compute=ray.data.TaskPoolStrategy(size=options.readers),
         num_cpus=1,
     )
+    dataset = _encoding(dataset, settings, options, batch)
+    by_path = {str(task.path): task for task in todo}
+    for row in dataset.iter_rows():
+        outcome = pickle.loads(row["outcome"])
+        dense = pickle.loads(row["dense"]) if row.get("dense") else {}
+        visual = pickle.loads(row["visual"]) if row.get("visual") else {}
+        spec = pickle.loads(row["spec"]) if row.get("spec") else None
+        if devices is not None and row.get("where"):
+            devices.add(row["where"])
+        yield by_path[row["path"]], outcome, dense, visual, spec
+
+
+def _encoding(dataset, settings: Settings, options: RayOptions, batch: int | None):
+    """``dataset`` of documents read, then encoded by the index's models' actor pools."""
+    import ray.data
+
+    actors = ray.data.ActorPoolStrategy(size=options.encoders)
     if settings.dense_model:
         dataset = dataset.map_batches(
             DenseStage,
@@ -119,13 +137,7 @@ def read_and_encode(
             compute=actors,
             num_gpus=visual_gpus(options, ray.cluster_resources()),
         )
-    by_path = {str(task.path): task for task in todo}
-    for row in dataset.iter_rows():
-        outcome = pickle.loads(row["outcome"])
-        dense = pickle.loads(row["dense"]) if row.get("dense") else {}
-        visual = pickle.loads(row["visual"]) if row.get("visual") else {}
-        spec = pickle.loads(row["spec"]) if row.get("spec") else None
-        yield by_path[row["path"]], outcome, dense, visual, spec
+    return dataset
 
 
 def visual_gpus(options: RayOptions, resources: dict) -> float:
@@ -198,6 +210,10 @@ class VisualStage:
             trust_remote_code=trust_remote_code,
         )
         self.batch = batch or default_batch([self.encoder])
+        import ray
+
+        gpus = ", ".join(str(gpu) for gpu in ray.get_gpu_ids())
+        self.where = f"{self.encoder.device} (Ray GPU {gpus})" if gpus else str(self.encoder.device)
 
     def __call__(self, batch: dict) -> dict:
         from pagesight.ingest.visual import encode_documents
@@ -212,4 +228,11 @@ class VisualStage:
             else:
                 vectors[row] = pickle.dumps(encoded)
         spec = pickle.dumps(self.encoder.spec())
-        return {**batch, "outcome": outcomes, "visual": vectors, "spec": [spec] * len(outcomes)}
+        where = [self.where] * len(outcomes)
+        return {
+            **batch,
+            "outcome": outcomes,
+            "visual": vectors,
+            "spec": [spec] * len(outcomes),
+            "where": where,
+        }

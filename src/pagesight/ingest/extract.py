@@ -80,26 +80,30 @@ def extract(
                 rendered[number] = png(source.render(number, settings.dpi).convert("RGB"))
             if on_page:
                 on_page(number)
-        first = document.pages[0] if document.pages else None
-        title = (
-            heading([s for t in first.tiles if t.region is None for s in t.spans], first.height)
-            if first
-            else ""
-        )
-        if title:
-            document.meta["title"] = title
-        note = blank_pages_note(blank, source.n_pages)
-        if note:
-            document.meta["notes"] = [note]
-        if isinstance(source, PdfSource) and (pdf := source.metadata()):
-            document.meta["pdf"] = pdf
-        if fields := sidecar_fields(file):
-            document.meta["fields"] = fields
+        _describe(document, source, file, blank)
         if texts is not None:
             document.meta["text_from"] = TRANSCRIPT
         return Rendered(document, rendered) if text_options.pages else document
     finally:
         source.close()
+
+
+def _describe(document: Document, source, file: Path, blank: list[int]) -> None:
+    """The document's meta from its pages read: its title, a note on blank pages, the PDF's own
+    metadata, the fields beside the file."""
+    first = document.pages[0] if document.pages else None
+    title = (
+        heading([s for t in first.tiles if t.region is None for s in t.spans], first.height) if first else ""
+    )
+    if title:
+        document.meta["title"] = title
+    note = blank_pages_note(blank, source.n_pages)
+    if note:
+        document.meta["notes"] = [note]
+    if isinstance(source, PdfSource) and (pdf := source.metadata()):
+        document.meta["pdf"] = pdf
+    if fields := sidecar_fields(file):
+        document.meta["fields"] = fields
 
 
 def png(image) -> bytes:

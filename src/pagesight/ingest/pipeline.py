@@ -184,12 +184,7 @@ def run(
     if not todo and not web_todo:
         return report
     if ray is not None:
-        from pagesight.ingest import distributed
-
-        with distributed.cluster(ray.address):
-            found = _read_on_ray(todo, settings, text_options, limit, max_memory, ray, options.visual_batch)
-            for extracted in found:
-                store(extracted)
+        _store_from_ray(store, todo, text_options, limit, options)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
     loaded = visual() if visual else []
@@ -202,12 +197,38 @@ def run(
             catalog, web_todo, web_options, text=text, keep_images=keep_images, language=options.language
         ),
     )
-    feed = VisualFeed(encoders, settings, options.visual_batch) if encoders else None
-    for extracted in feed(outcomes) if feed else outcomes:
-        store(extracted)
-    if feed:
-        report.visual = feed.summary()
+    _store_all(store, outcomes, encoders, options.visual_batch)
     return report
+
+
+def _store_all(store: Storing, outcomes: Iterable[Extracted], encoders: list, batch: int | None) -> None:
+    """Every outcome stored, the documents' tiles first encoded by ``encoders`` (one a device)."""
+    if not encoders:
+        for extracted in outcomes:
+            store(extracted)
+        return
+    feed = VisualFeed(encoders, store.catalog.settings, batch)
+    for extracted in feed(outcomes):
+        store(extracted)
+    store.report.visual = feed.summary()
+
+
+def _store_from_ray(
+    store: Storing, todo: list[FileTask], text_options: TextOptions, limit: TimeLimit, options: IngestOptions
+) -> None:
+    """The files read and encoded on Ray (``options.ray``), each stored here as it comes back."""
+    from pagesight.ingest import distributed
+
+    devices: set[str] = set()
+    with distributed.cluster(options.ray.address):
+        found = _read_on_ray(
+            todo, store.catalog.settings, text_options, limit, options.max_memory, options.ray,
+            options.visual_batch, devices,
+        )  # fmt: skip
+        for extracted in found:
+            store(extracted)
+    if devices:  # where the visual encoder's actors ran
+        store.report.visual = {"devices": sorted(devices)}
 
 
 def _read_files(
@@ -238,12 +259,20 @@ def _read_on_ray(
     max_memory,
     options: RayOptions,
     visual_batch: int | None = None,
+    devices: set[str] | None = None,
 ) -> Iterator[Extracted]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
     found = distributed.read_and_encode(
-        todo, settings, text_options, limit=limit, max_memory=max_memory, options=options, batch=visual_batch
+        todo,
+        settings,
+        text_options,
+        limit=limit,
+        max_memory=max_memory,
+        options=options,
+        batch=visual_batch,
+        devices=devices,
     )
     for task, outcome, vectors, images, spec in found:
         yield _task_extracted(task, outcome, vectors=vectors, images=images, spec=spec)
