@@ -43,6 +43,7 @@ class Index:
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
+        self._visual_copies: dict = {}  # by device: its copies on the other GPUs ingestion encodes on
         self._rerankers: dict = {}  # loaded rerankers by name and options
         self.device = device  # where the visual encoder and rerankers run: auto, cpu, cuda[:N] or mps
         # whether its models (visual encoder, rerankers, readers built by name) may run the code
@@ -175,7 +176,10 @@ class Index:
         encoder = self.visual_encoder()
         if self.catalog.visual_spec() is None:
             self.catalog.set_visual_spec(encoder.spec())
-        return [encoder] + [self._load_visual(device) for device in every_gpu(self.device)[1:]]
+        for device in every_gpu(self.device)[1:]:
+            if device not in self._visual_copies:
+                self._visual_copies[device] = self._load_visual(device)
+        return [encoder, *self._visual_copies.values()]
 
     # Searching ---------------------------------------------------------------------------------
 
