@@ -208,6 +208,19 @@ def test_a_visual_encoder_on_the_device(name, dtype, built, pages):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["colqwen2.5", "dse", "clip"])
+def test_a_batch_prepared_ahead_is_pinned_on_cuda_and_encodes_as_its_images(name, built, pages):
+    """Ingestion's two halves of an encoder call (``prepare_images`` in a thread of its own,
+    ``encode_prepared`` on the device): the inputs in pinned memory on CUDA, so their copy to the
+    device does not wait (nowhere else: pinning needs CUDA), and the vectors of ``encode_images``."""
+    encoder = make(name, built(name)[0], device=DEVICE, dtype="float32", batch_size=4)
+    prepared = encoder.prepare_images(pages)
+    tensors = [value for value in prepared.values() if isinstance(value, torch.Tensor)]
+    assert tensors and all(tensor.is_pinned() == (KIND == "cuda") for tensor in tensors)
+    agree(encoder.encode_prepared(prepared), encoder.encode_images(pages), "float32")
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["dse", "colqwen2"])
 def test_an_adapter_is_merged_on_the_device(name, built, pages, tmp_path):
     from pagesight.encode.visual import make_encoder

@@ -7,6 +7,10 @@ import os
 # longer on a loaded 2-core machine (measured: 130 s against 12 s). Passive waiting costs no time
 # measurably on an idle one. Set before torch loads its OpenMP runtime; a user's own value stays.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# JAX takes three quarters of a GPU's memory when it starts, by default. pagesight keeps bm25s from
+# starting it (devices.jax_held_off); should anything else in the process start JAX, it takes memory
+# as it needs it rather than 107.9 GB of an H200 (measured) that the visual encoder then lacks.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError, SettingsConflict
 from pagesight.records import Hit

@@ -1,9 +1,13 @@
 """Where torch models run and in what precision, one rule for every model pagesight loads (visual
 encoders, rerankers, the transformers reader): ``device`` and ``dtype`` given as names, "auto"
-made concrete here."""
+made concrete here; and the accelerator backends pagesight does not use left alone
+(``jax_held_off``)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pagesight.errors import PagesightError
@@ -50,6 +54,27 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def free_bytes(device: str) -> int | None:
+    """The free memory of CUDA device ``device`` (a concrete one) as the driver reports it now;
+    None off CUDA, where memory is the machine's."""
+    if not device.startswith("cuda"):
+        return None
+    torch = import_torch()
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return int(free)
+
+
+def every_gpu(device: str) -> list[str]:
+    """The devices an ingestion encodes on when asked for ``device``: every CUDA device torch sees
+    (``cuda:0`` ... ``cuda:N-1``, so ``CUDA_VISIBLE_DEVICES`` chooses them) for "auto" or "cuda"
+    when it sees more than one; else ``device`` alone (a ``cuda:N`` named is that one)."""
+    if device not in ("auto", "cuda"):
+        return [device]
+    torch = import_torch()
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [f"cuda:{number}" for number in range(count)] if count > 1 else [device]
+
+
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     """The torch dtype to load weights in on ``device`` (a concrete one): "auto" is bfloat16 on a
     CUDA GPU that has it, float16 on older CUDA GPUs and on mps, float32 on cpu."""
@@ -63,3 +88,24 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
         else:
             dtype = "float16" if kind == "mps" else "float32"
     return getattr(torch, dtype)
+
+
+@contextmanager
+def jax_held_off() -> Iterator[None]:
+    """Within the block, ``import jax`` fails as if JAX were not installed, unless the process has
+    imported it already (then it is the process's own, left as it is); after it, JAX imports again.
+
+    bm25s imports JAX when it finds it, to pick its top-k, and calls it once at import, which starts
+    JAX's GPU backend and, by JAX's default, takes three quarters of the card's memory (107.9 GB of
+    an H200's, measured) in every process that imports bm25s. pagesight ranks BM25 itself
+    (``store/bm25.py``) and never calls bm25s' top-k, so bm25s is imported within this block
+    (``encode/lexical.py``) and keeps its numpy path."""
+    if "jax" in sys.modules:
+        yield
+        return
+    sys.modules["jax"] = None  # an import of jax (or jax.lax) now raises ModuleNotFoundError
+    try:
+        yield
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]

@@ -43,6 +43,7 @@ class Index:
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
+        self._visual_copies: dict = {}  # by device: its copies on the other GPUs ingestion encodes on
         self._rerankers: dict = {}  # loaded rerankers by name and options
         self.device = device  # where the visual encoder and rerankers run: auto, cpu, cuda[:N] or mps
         # whether its models (visual encoder, rerankers, readers built by name) may run the code
@@ -121,7 +122,7 @@ class Index:
         try:
             options = IngestOptions.given(options, **fields)  # a bad option: a new index goes again
             with self.store.writing():
-                visual = self._ingest_encoder if self.settings.visual_encoder else None
+                visual = self._ingest_encoders if self.settings.visual_encoder else None
                 report = pipeline.run(
                     self.catalog, paths, options, progress=progress, on_planned=on_planned, visual=visual
                 )
@@ -160,19 +161,7 @@ class Index:
         if self.settings.visual_encoder is None:
             return None
         if self._visual is None:
-            from pagesight.encode.visual import check_compatible, make_encoder
-
-            encoder = make_encoder(
-                self.settings.visual_encoder,
-                model=self.settings.visual_model,
-                adapter=self.settings.visual_adapter,
-                device=self.device,
-                trust_remote_code=self.trust_remote_code,
-            )
-            recorded = self.catalog.visual_spec()
-            if recorded is not None:
-                check_compatible(recorded, encoder)
-            self._visual = encoder
+            self._visual = self._load_visual(self.device)
         return self._visual
 
     def use_visual_encoder(self, encoder) -> None:
@@ -181,12 +170,35 @@ class Index:
         ``encode.visual.batching.QueryBatcher``)."""
         self._visual = encoder
 
-    def _ingest_encoder(self):
-        """The visual encoder for ingestion, its spec recorded by the first ingestion."""
+    def _load_visual(self, device: str):
+        """The index's visual encoder loaded on ``device``, checked against the recorded one."""
+        from pagesight.encode.visual import check_compatible, make_encoder
+
+        encoder = make_encoder(
+            self.settings.visual_encoder,
+            model=self.settings.visual_model,
+            adapter=self.settings.visual_adapter,
+            device=device,
+            trust_remote_code=self.trust_remote_code,
+        )
+        recorded = self.catalog.visual_spec()
+        if recorded is not None:
+            check_compatible(recorded, encoder)
+        return encoder
+
+    def _ingest_encoders(self) -> list:
+        """The visual encoder for ingestion, its spec recorded by the first ingestion, and a copy of
+        it on every other GPU torch sees when the index's device is auto or cuda
+        (``devices.every_gpu``): ingestion encodes on each."""
+        from pagesight.devices import every_gpu
+
         encoder = self.visual_encoder()
         if self.catalog.visual_spec() is None:
             self.catalog.set_visual_spec(encoder.spec())
-        return encoder
+        for device in every_gpu(self.device)[1:]:
+            if device not in self._visual_copies:
+                self._visual_copies[device] = self._load_visual(device)
+        return [encoder, *self._visual_copies.values()]
 
     # Searching ---------------------------------------------------------------------------------
 

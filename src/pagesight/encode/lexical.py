@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
-import bm25s
-import bm25s.stopwords
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
 from pagesight.choices import LANGUAGES
+from pagesight.devices import jax_held_off
+
+with jax_held_off():  # bm25s' numpy top-k: its JAX one would take the GPU's memory (devices.py)
+    import bm25s
+    import bm25s.stopwords
+from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings

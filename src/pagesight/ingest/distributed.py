@@ -4,7 +4,9 @@
                  │               as local ingestion reads it (``workers.read_files``: time limit,
                  │               memory cap, a crash fails the file alone)
                  ├─► dense       an actor pool holding the text model (``num_gpus`` when asked)
-                 ├─► visual      an actor pool holding the visual encoder (``num_gpus`` when asked)
+                 ├─► visual      an actor pool holding the visual encoder, a GPU each when the
+                 │               cluster has GPUs (``visual_gpus``); a batch's documents' tiles
+                 │               encoded together (``visual.encode_documents``)
                  └─► the driver  commits each document into the store, one at a time
 
 The driver is the index's single writer, so the store's promises hold unchanged: whole documents
@@ -68,15 +70,19 @@ def read_and_encode(
     limit: TimeLimit,
     max_memory: int | None,
     options: RayOptions,
+    batch: int | None = None,
+    devices: set[str] | None = None,
 ) -> Iterator[tuple[FileTask, object, dict, dict, dict | None]]:
     """(task, Document | UNCHANGED | exception, dense vectors, visual vectors, visual spec) for
-    every task, in the order the cluster finishes them. Runs inside ``cluster``."""
+    every task, in the order the cluster finishes them, the visual encoder taking ``batch`` tiles a
+    call (None: ``feeding.default_batch`` on its device); where its actors ran goes into
+    ``devices`` ("cuda (Ray GPU 3)"). Runs inside ``cluster``."""
+    import ray
     import ray.data
 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller's progress callback reports per file
     logging.getLogger("ray.data").setLevel(logging.ERROR)
-    actors = ray.data.ActorPoolStrategy(size=options.encoders)
     rows = [
         {"path": str(task.path), "doc_id": task.doc_id, "known": task.known_sha256 or ""} for task in todo
     ]
@@ -93,13 +99,30 @@ def read_and_encode(
         compute=ray.data.TaskPoolStrategy(size=options.readers),
         num_cpus=1,
     )
+    dataset = _encoding(dataset, settings, options, batch)
+    by_path = {str(task.path): task for task in todo}
+    for row in dataset.iter_rows():
+        outcome = pickle.loads(row["outcome"])
+        dense = pickle.loads(row["dense"]) if row.get("dense") else {}
+        visual = pickle.loads(row["visual"]) if row.get("visual") else {}
+        spec = pickle.loads(row["spec"]) if row.get("spec") else None
+        if devices is not None and row.get("where"):
+            devices.add(row["where"])
+        yield by_path[row["path"]], outcome, dense, visual, spec
+
+
+def _encoding(dataset, settings: Settings, options: RayOptions, batch: int | None):
+    """``dataset`` of documents read, then encoded by the index's models' actor pools."""
+    import ray.data
+
+    actors = ray.data.ActorPoolStrategy(size=options.encoders)
     if settings.dense_model:
         dataset = dataset.map_batches(
             DenseStage,
             batch_size=DOCUMENTS_PER_BATCH,
             fn_constructor_kwargs={"settings": settings},
             compute=actors,
-            num_gpus=options.gpus_per_encoder,
+            num_gpus=options.gpus_per_encoder or 0,
         )
     if settings.visual_encoder:
         dataset = dataset.map_batches(
@@ -109,17 +132,21 @@ def read_and_encode(
                 "settings": settings,
                 "device": options.device,
                 "trust_remote_code": options.trust_remote_code,
+                "batch": batch,
             },
             compute=actors,
-            num_gpus=options.gpus_per_encoder,
+            num_gpus=visual_gpus(options, ray.cluster_resources()),
         )
-    by_path = {str(task.path): task for task in todo}
-    for row in dataset.iter_rows():
-        outcome = pickle.loads(row["outcome"])
-        dense = pickle.loads(row["dense"]) if row.get("dense") else {}
-        visual = pickle.loads(row["visual"]) if row.get("visual") else {}
-        spec = pickle.loads(row["spec"]) if row.get("spec") else None
-        yield by_path[row["path"]], outcome, dense, visual, spec
+    return dataset
+
+
+def visual_gpus(options: RayOptions, resources: dict) -> float:
+    """GPUs each visual encoder actor asks for: ``options.gpus_per_encoder`` when given, else one
+    when the cluster has a GPU (Ray then gives each actor a GPU of its own, ``CUDA_VISIBLE_DEVICES``
+    naming it, and ``--ray-encoders N`` spreads N actors over N GPUs), else none."""
+    if options.gpus_per_encoder is not None:
+        return options.gpus_per_encoder
+    return 1.0 if resources.get("GPU", 0) >= 1 else 0.0
 
 
 def _read(
@@ -170,8 +197,9 @@ class VisualStage:
     """An actor holding the index's visual encoder: the vectors of each document's tile images,
     rendered again on the node from the file (as local ingestion does), and the encoder's spec."""
 
-    def __init__(self, settings: Settings, device: str, trust_remote_code: bool):
+    def __init__(self, settings: Settings, device: str, trust_remote_code: bool, batch: int | None = None):
         from pagesight.encode.visual import make_encoder
+        from pagesight.ingest.feeding import default_batch
 
         self.settings = settings
         self.encoder = make_encoder(
@@ -181,16 +209,30 @@ class VisualStage:
             device=device,
             trust_remote_code=trust_remote_code,
         )
+        self.batch = batch or default_batch([self.encoder])
+        import ray
+
+        gpus = ", ".join(str(gpu) for gpu in ray.get_gpu_ids())
+        self.where = f"{self.encoder.device} (Ray GPU {gpus})" if gpus else str(self.encoder.device)
 
     def __call__(self, batch: dict) -> dict:
-        from pagesight.errors import InputError
-        from pagesight.ingest.visual import encode_tiles
+        from pagesight.ingest.visual import encode_documents
 
         outcomes, vectors = list(batch["outcome"]), [b""] * len(batch["outcome"])
-        for row, document in _documents(batch):
-            try:
-                vectors[row] = pickle.dumps(encode_tiles(document, self.encoder, self.settings))
-            except InputError as exc:  # the file changed under us: it fails alone, as locally
-                outcomes[row] = pickle.dumps(exc)
+        read = list(_documents(batch))
+        rows = [row for row, _ in read]
+        found = encode_documents([document for _, document in read], self.encoder, self.settings, self.batch)
+        for row, encoded in zip(rows, found):
+            if isinstance(encoded, Exception):  # the file changed under us: it fails alone, as locally
+                outcomes[row] = pickle.dumps(encoded)
+            else:
+                vectors[row] = pickle.dumps(encoded)
         spec = pickle.dumps(self.encoder.spec())
-        return {**batch, "outcome": outcomes, "visual": vectors, "spec": [spec] * len(outcomes)}
+        where = [self.where] * len(outcomes)
+        return {
+            **batch,
+            "outcome": outcomes,
+            "visual": vectors,
+            "spec": [spec] * len(outcomes),
+            "where": where,
+        }

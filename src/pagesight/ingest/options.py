@@ -30,9 +30,18 @@ class RayOptions:
         ge=1,
         cli=False,
     )
-    encoders: int = option(1, "With --ray: actors per encoder model.", ge=1, flags=("--ray-encoders",))
-    gpus_per_encoder: float = option(
-        0.0, "With --ray: GPUs for each encoder actor.", ge=0, flags=("--ray-gpus",)
+    encoders: int = option(
+        1,
+        "With --ray: actors per encoder model (each visual one on a GPU of its own when the cluster has GPUs).",
+        ge=1,
+        flags=("--ray-encoders",),
+    )
+    gpus_per_encoder: float | None = option(
+        None,
+        "With --ray: GPUs for each encoder actor (default: one for each visual encoder actor when the "
+        "cluster has GPUs, none for the dense text model's).",
+        ge=0,
+        flags=("--ray-gpus",),
     )
     device: str = option(
         "auto",
@@ -70,11 +79,14 @@ class TextOptions:
     """How the worker processes give a run's pages their text: ``ocr`` (auto, always, never), the
     pages' ``language`` when the run gives one, whose OCR model then reads them (None: each page's
     told from a first OCR, ``text.ocr.LanguageOcr``), and ``transcripts``, a file of the pages'
-    text (``text.transcripts``) taken instead of their text layer and OCR (None: they are read)."""
+    text (``text.transcripts``) taken instead of their text layer and OCR (None: they are read).
+    With ``pages``, the workers also render each page at the index DPI for the visual encoder, from
+    the file they read (``outcome.Rendered``), so the process that encodes does not."""
 
     ocr: str = "auto"
     language: str | None = None
     transcripts: str | None = None
+    pages: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,9 @@ class IngestOptions:
     which is its source (a server's staged upload, standing for the file it replaces once read).
     ``transcripts``: a JSON-lines file of the pages' text (``text.transcripts``: a dataset's own
     transcriptions), indexed instead of their text layer and OCR; checked when the options are
-    made. Files only: web pages keep their own text."""
+    made. Files only: web pages keep their own text. ``visual_batch``: tiles a visual encoder call
+    takes, of several documents, longest first (None: from the accelerator's free memory,
+    ``ingest.feeding.default_batch``)."""
 
     ocr: str = option(
         "auto",
@@ -144,6 +158,14 @@ class IngestOptions:
     )
     transcripts: str | None = option(
         None, "A texts.jsonl read instead of the pages' text layer and OCR (text.transcripts).", cli=False
+    )
+    # the machine's, not an uploader's: a batch too large for the card fails the server's ingestion
+    visual_batch: int | None = option(
+        None,
+        "Tiles the visual encoder takes in one call, from across documents (default: a tile a GiB of "
+        "the GPU's free memory, up to 32; 8 on the CPU; 0: the default).",
+        ge=1,
+        none=0,
     )
 
     def __post_init__(self) -> None:

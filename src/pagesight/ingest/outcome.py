@@ -41,3 +41,15 @@ class Extracted:
     # where the file is read now, when its recorded source is a path it is not at yet (a server's
     # staged upload, moved to its source only once committed): its pages are rendered from here
     read_from: str | None = None
+    # its pages as the worker that read it rendered them at the index DPI (PNG by page number), for
+    # the visual encoder: None when it did not (web pages, Ray), and they are rendered again
+    pages: dict[int, bytes] | None = field(default=None, repr=False)
+
+
+@dataclass
+class Rendered:
+    """What a worker gives for a document read with its pages rendered for the visual encoder
+    (``TextOptions.pages``): the document, and each page at the index DPI as PNG by number."""
+
+    document: Document
+    pages: dict[int, bytes]

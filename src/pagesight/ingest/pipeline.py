@@ -1,8 +1,10 @@
 """The ingestion run: expand inputs, read files in a worker pool, encode, commit one by one.
 
 Workers are separate processes (pebble) with a per-file time limit (a base plus seconds for each
-page read) and an address-space cap, so a file that hangs, crashes PDFium or eats memory fails alone with a one-line reason; the main process
-encodes dense vectors and commits each document in its own transaction.
+page read) and an address-space cap, so a file that hangs, crashes PDFium or eats memory fails alone with a one-line reason;
+with a visual encoder they also render each page for it. The main process encodes the tiles of
+several documents together on every device (``feeding.VisualFeed``, its threads), then dense
+vectors, and commits each document in its own transaction.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from pagesight.errors import InputError
 from pagesight.ingest import web as web_pages
 from pagesight.ingest.encoding import encode_text
 from pagesight.ingest.extract import UNCHANGED
+from pagesight.ingest.feeding import VisualFeed
 from pagesight.ingest.options import IngestOptions, RayOptions, TextOptions
-from pagesight.ingest.outcome import Extracted, Unchanged
-from pagesight.ingest.visual import encode_tiles
+from pagesight.ingest.outcome import Extracted, Rendered, Unchanged
 from pagesight.ingest.workers import Crashed, FileTask, TimedOut, TimeLimit, read_files
 from pagesight.records import Document
 from pagesight.render.sources import SUFFIXES
@@ -39,6 +41,9 @@ class IngestReport:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     pages: int = 0  # pages read in this run
     notes: list[tuple[str, str]] = field(default_factory=list)  # (path, note): ingested, with a caveat
+    # the visual encoding when the run had one (feeding.VisualFeed.summary: tiles, calls, batch,
+    # devices, seconds encoding, the devices' wall time and their idle share of it)
+    visual: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -52,6 +57,7 @@ class IngestReport:
             "failed": [{"path": p, "reason": r} for p, r in self.failed],
             "pages": self.pages,
             "notes": [{"path": p, "note": n} for p, n in self.notes],
+            **({"visual": self.visual} if self.visual is not None else {}),
         }
 
 
@@ -133,13 +139,14 @@ def run(
     *,
     progress: Progress | None = None,
     on_planned: Callable[[int], None] | None = None,
-    visual: Callable[[], VisualEncoder] | None = None,
+    visual: Callable[[], VisualEncoder | list[VisualEncoder]] | None = None,
 ) -> IngestReport:
     """Ingest ``paths`` with ``options`` (``IngestOptions``): PDFs and images in worker processes,
     then web pages in one browser, or both read and encoded on Ray.
 
-    ``visual`` loads the index's visual encoder, which encodes every tile image stored; it is
-    called only when some input is new or changed, so an unchanged re-ingest loads no model.
+    ``visual`` loads the index's visual encoder (or a copy of it on each device to encode on), which
+    encodes every tile image stored, ``options.visual_batch`` tiles a call; it is called only when
+    some input is new or changed, so an unchanged re-ingest loads no model.
     ``progress(path, outcome, pages)`` is told of each input as it ends; ``on_planned(n)`` of how
     many inputs are to be read.
     """
@@ -177,23 +184,51 @@ def run(
     if not todo and not web_todo:
         return report
     if ray is not None:
-        from pagesight.ingest import distributed
-
-        with distributed.cluster(ray.address):
-            for extracted in _read_on_ray(todo, settings, text_options, limit, max_memory, ray):
-                store(extracted)
+        _store_from_ray(store, todo, text_options, limit, options)
         return report
     store.text = dense_model(settings.dense_model) if settings.dense_model else None
-    store.visual = visual() if visual else None
-    outcomes = itertools.chain(
+    loaded = visual() if visual else []
+    encoders = loaded if isinstance(loaded, list) else [loaded]
+    if encoders:  # the workers render the pages for the visual encoder, from the file they read
+        text_options = dataclasses.replace(text_options, pages=True)
+    outcomes: Iterable[Extracted] = itertools.chain(
         _read_files(todo, settings, text_options, options.jobs, limit, max_memory, options.nice),
         web_pages.render(
             catalog, web_todo, web_options, text=text, keep_images=keep_images, language=options.language
         ),
     )
-    for extracted in outcomes:
-        store(extracted)
+    _store_all(store, outcomes, encoders, options.visual_batch)
     return report
+
+
+def _store_all(store: Storing, outcomes: Iterable[Extracted], encoders: list, batch: int | None) -> None:
+    """Every outcome stored, the documents' tiles first encoded by ``encoders`` (one a device)."""
+    if not encoders:
+        for extracted in outcomes:
+            store(extracted)
+        return
+    feed = VisualFeed(encoders, store.catalog.settings, batch)
+    for extracted in feed(outcomes):
+        store(extracted)
+    store.report.visual = feed.summary()
+
+
+def _store_from_ray(
+    store: Storing, todo: list[FileTask], text_options: TextOptions, limit: TimeLimit, options: IngestOptions
+) -> None:
+    """The files read and encoded on Ray (``options.ray``), each stored here as it comes back."""
+    from pagesight.ingest import distributed
+
+    devices: set[str] = set()
+    with distributed.cluster(options.ray.address):
+        found = _read_on_ray(
+            todo, store.catalog.settings, text_options, limit, options.max_memory, options.ray,
+            options.visual_batch, devices,
+        )  # fmt: skip
+        for extracted in found:
+            store(extracted)
+    if devices:  # where the visual encoder's actors ran
+        store.report.visual = {"devices": sorted(devices)}
 
 
 def _read_files(
@@ -223,12 +258,21 @@ def _read_on_ray(
     limit: TimeLimit,
     max_memory,
     options: RayOptions,
+    visual_batch: int | None = None,
+    devices: set[str] | None = None,
 ) -> Iterator[Extracted]:
     """The same files read and encoded on Ray; the visual encoder's spec comes back from its actors."""
     from pagesight.ingest import distributed
 
     found = distributed.read_and_encode(
-        todo, settings, text_options, limit=limit, max_memory=max_memory, options=options
+        todo,
+        settings,
+        text_options,
+        limit=limit,
+        max_memory=max_memory,
+        options=options,
+        batch=visual_batch,
+        devices=devices,
     )
     for task, outcome, vectors, images, spec in found:
         yield _task_extracted(task, outcome, vectors=vectors, images=images, spec=spec)
@@ -237,6 +281,9 @@ def _read_on_ray(
 def _task_extracted(task: FileTask, outcome, **encoded) -> Extracted:
     """What a file's worker gave, as the loop takes it; the same content under a new mtime is unchanged, the
     mtime noted so the next run skips it."""
+    if isinstance(outcome, Rendered):  # the pages its worker rendered for the visual encoder
+        encoded["pages"] = outcome.pages
+        outcome = outcome.document
     if outcome == UNCHANGED:
         recorded = task.recorded or task.path
         outcome = Unchanged(str(recorded), recorded.stat().st_mtime_ns)
@@ -258,7 +305,6 @@ class Storing:
         self.fields = dict(fields or {})  # the run's own fields (IngestOptions.meta) for every document
         self.language = language  # the run's language for every page (None: detected a page)
         self.text = None  # the dense text model, when the index has one
-        self.visual: VisualEncoder | None = None
 
     def __call__(self, extracted: Extracted) -> None:
         outcome = extracted.outcome
@@ -282,11 +328,7 @@ class Storing:
         document.meta["languages"] = dict(Counter(page.language for page in document.pages))
         if extracted.spec is not None:
             _record_spec(self.catalog, extracted.spec)
-        images = (
-            extracted.images
-            if extracted.images is not None
-            else encode_tiles(document, self.visual, settings, extracted.read_from)
-        )
+        images = extracted.images if extracted.images is not None else {}  # no visual encoder: none
         if not extracted.keep_images:
             for page in document.pages:
                 for tile in page.tiles:

@@ -322,8 +322,12 @@ class TorchEncoder:
     L2-normalised numpy output, the spec.
 
     Subclasses load their model in ``__init__`` (so ``dim`` is known once built) and implement
-    ``_embed_images`` and ``_embed_queries`` for one batch, returning one tensor per input
-    (``(dim,)`` or ``(n_tokens, dim)``). ``_embed_image_queries`` defaults to ``_embed_images``.
+    ``_embed_queries`` and, for pages, either ``_embed_images`` or its two halves:
+    ``_prepare_images`` (the processor's work on the CPU, which ingestion runs in another thread,
+    ahead of the model) and ``_embed_prepared`` (the model on what it prepared); each gives one
+    tensor per input (``(dim,)`` or ``(n_tokens, dim)``). ``_embed_image_queries`` defaults to
+    ``_embed_images``. ``prepare_images`` and ``encode_prepared`` are those halves for one batch,
+    as ingestion calls them (``ingest/feeding.py``); ``encode_images`` is both, batch after batch.
     """
 
     name: ClassVar[str]
@@ -390,11 +394,12 @@ class TorchEncoder:
         return apply_adapter(model, self.adapter, self.adapter_key_mapping).to(self.device).eval()
 
     def _to_device(self, batch: Any) -> dict:
-        """Tensors of a processor's output moved to the device; floating ones cast to the model dtype."""
+        """Tensors of a processor's output moved to the device (from pinned memory without waiting,
+        ``prepare_images``); floating ones cast to the model dtype there."""
         moved = {}
         for key, value in dict(batch).items():
             if isinstance(value, self.torch.Tensor):
-                value = value.to(self.device)
+                value = value.to(self.device, non_blocking=value.is_pinned())
                 if value.is_floating_point():
                     value = value.to(self.dtype)
             moved[key] = value
@@ -405,6 +410,24 @@ class TorchEncoder:
     ) -> list[np.ndarray]:
         return self._batched(_rgb(images), self._embed_images, progress)
 
+    def prepare_images(self, images: Sequence[Image.Image]) -> Any:
+        """The CPU half of encoding one batch of page images (the processor's resizing and
+        patching), safe to run in a thread of its own beside ``encode_prepared`` (not beside another
+        ``prepare_images`` of this encoder: its tokenizer is not); on CUDA its tensors are in pinned
+        memory, so the copy to the device does not wait for them."""
+        prepared = self._prepare_images(_rgb(images))
+        if self.device.startswith("cuda") and hasattr(prepared, "keys"):
+            for key in list(prepared.keys()):
+                if isinstance(prepared[key], self.torch.Tensor):
+                    prepared[key] = prepared[key].pin_memory()
+        return prepared
+
+    def encode_prepared(self, prepared: Any) -> list[np.ndarray]:
+        """The vectors of a batch ``prepare_images`` prepared: the same as ``encode_images`` gives
+        for those images in one batch."""
+        with self.torch.inference_mode():
+            return [normalize(tensor.float().cpu().numpy()) for tensor in self._embed_prepared(prepared)]
+
     def encode_queries(self, texts: Sequence[str], progress: Progress | None = None) -> list[np.ndarray]:
         return self._batched(list(texts), self._embed_queries, progress)
 
@@ -414,7 +437,17 @@ class TorchEncoder:
         return self._batched(_rgb(images), self._embed_image_queries, progress)
 
     def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        raise NotImplementedError
+        if type(self)._prepare_images is TorchEncoder._prepare_images:
+            raise NotImplementedError
+        return self._embed_prepared(self._prepare_images(images))
+
+    def _prepare_images(self, images: list[Image.Image]) -> Any:
+        """A batch of page images as the model takes them (here: the images, for an encoder that
+        implements ``_embed_images`` alone)."""
+        return images
+
+    def _embed_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        return self._embed_images(prepared)
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         raise NotImplementedError

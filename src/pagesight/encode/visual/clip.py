@@ -54,8 +54,11 @@ class DualEncoder(TorchEncoder):
         self.image_size = (side, side)
         self.max_pixels = side * side
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        pixels = self._to_device(self.processor.image_processor(images=images, return_tensors="pt"))
+    def _prepare_images(self, images: list[Image.Image]) -> Any:
+        return self.processor.image_processor(images=images, return_tensors="pt")
+
+    def _embed_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        pixels = self._to_device(prepared)
         return list(self.model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output)
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:

@@ -31,8 +31,8 @@ class DSEEncoder(JointQueries, QwenVLEmbedder):
     name: ClassVar[str] = "dse"
     default_model: ClassVar[str | None] = "MrLight/dse-qwen2-2b-mrl-v1"
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        return self._pooled([PAGE_PROMPT] * len(images), images)
+    def _page_prompts(self, count: int) -> list[str]:
+        return [PAGE_PROMPT] * count
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         dummies = [Image.new("RGB", (DUMMY_SIDE, DUMMY_SIDE)) for _ in texts]

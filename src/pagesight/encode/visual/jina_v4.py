@@ -38,8 +38,10 @@ class JinaV4Encoder(QwenVLEmbedder):
     backbone_class: ClassVar[str] = "Qwen2_5_VLModel"
     processor_class: ClassVar[str] = "Qwen2_5_VLProcessor"
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        hidden, batch = self._forward([PAGE_PROMPT] * len(images), images)
+    def _page_prompts(self, count: int) -> list[str]:
+        return [PAGE_PROMPT] * count
+
+    def _page_vectors(self, hidden: torch.Tensor, batch: dict) -> list[torch.Tensor]:
         config = self.model.config
         mask = span_mask(batch["input_ids"], config.vision_start_token_id, config.vision_end_token_id)
         return self._vectors(mean_pool(hidden, mask))

@@ -94,8 +94,11 @@ class LateInteractionEncoder(TorchEncoder):
         mask = batch["attention_mask"].bool()
         return [vectors[keep] for vectors, keep in zip(output, mask)]
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        return self._embed(self.processor.process_images(images))
+    def _prepare_images(self, images: list[Image.Image]) -> Any:
+        return self.processor.process_images(images)
+
+    def _embed_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        return self._embed(prepared)
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         return self._embed(self.processor.process_queries(texts))

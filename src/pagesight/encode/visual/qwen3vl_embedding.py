@@ -41,8 +41,8 @@ class Qwen3VLEmbeddingEncoder(JointQueries, QwenVLEmbedder):
         self.page_instruction = page_instruction
         self.query_instruction = query_instruction
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        return self._pooled([chat(IMAGE, self.page_instruction)] * len(images), images)
+    def _page_prompts(self, count: int) -> list[str]:
+        return [chat(IMAGE, self.page_instruction)] * count
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         return self._pooled([chat(text, self.query_instruction) for text in texts])

@@ -72,13 +72,34 @@ class QwenVLEmbedder(TorchEncoder):
         self.truncate_dim = truncate_dim
         self.dim = truncate_dim or hidden_size
 
-    def _forward(self, texts: list[str], images: list[Image.Image] | None = None, **images_kwargs: Any):
-        """The backbone's last hidden states ``(batch, seq, hidden)`` and the model inputs."""
-        batch = self.processor(
+    def _inputs(self, texts: list[str], images: list[Image.Image] | None = None, **images_kwargs: Any):
+        """The processor's inputs for ``texts`` (and ``images``), on the CPU."""
+        return self.processor(
             text=texts, images=images or None, padding=True, return_tensors="pt", **images_kwargs
         )
-        batch = self._to_device(batch)
+
+    def _run(self, inputs: Any):
+        """The backbone's last hidden states ``(batch, seq, hidden)`` and the model inputs on its device."""
+        batch = self._to_device(inputs)
         return self.model(**batch).last_hidden_state, batch
+
+    def _forward(self, texts: list[str], images: list[Image.Image] | None = None, **images_kwargs: Any):
+        """The backbone's last hidden states ``(batch, seq, hidden)`` and the model inputs."""
+        return self._run(self._inputs(texts, images, **images_kwargs))
+
+    def _page_prompts(self, count: int) -> list[str]:
+        """The prompts of ``count`` pages, each holding its image."""
+        raise NotImplementedError
+
+    def _page_vectors(self, hidden: torch.Tensor, batch: dict) -> list[torch.Tensor]:
+        """The pages' vectors from their hidden states (by default ``pool``'s)."""
+        return self._vectors(self.pool(hidden, batch["attention_mask"]))
+
+    def _prepare_images(self, images: list[Image.Image]) -> Any:
+        return self._inputs(self._page_prompts(len(images)), images)
+
+    def _embed_prepared(self, prepared: Any) -> list[torch.Tensor]:
+        return self._page_vectors(*self._run(prepared))
 
     def _pooled(
         self, prompts: list[str], images: list[Image.Image] | None = None, **images_kwargs: Any

@@ -35,8 +35,8 @@ class VisRAGRetEncoder(QwenVLEmbedder):
 
     pool: ClassVar[Callable] = staticmethod(position_weighted_mean_pool)
 
-    def _embed_images(self, images: list[Image.Image]) -> list[torch.Tensor]:
-        return self._pooled([IMAGE] * len(images), images)
+    def _page_prompts(self, count: int) -> list[str]:
+        return [IMAGE] * count
 
     def _embed_queries(self, texts: list[str]) -> list[torch.Tensor]:
         return self._pooled([QUERY_INSTRUCTION + text for text in texts])
