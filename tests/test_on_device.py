@@ -294,7 +294,9 @@ def test_the_transformers_reader_on_the_device(dtype, reader_folder, pages):
     from pagesight.search.rerank import Candidate
     from tests.answer.test_vlm_reader import QUESTION
 
-    reader = TransformersReader(model=str(reader_folder), device=DEVICE, dtype=dtype, max_tokens=6)
+    reader = TransformersReader(
+        model=str(reader_folder), device=DEVICE, dtype=dtype, max_tokens=6, logprobs=True
+    )  # log-probabilities are kept only when asked
     on_device(reader.model, dtype)
     reading = reader.read(QUESTION, reader_context(), image=pages[2])
     assert isinstance(reading.text, str) and 1 <= reading.usage["completion_tokens"] <= 6
@@ -323,6 +325,7 @@ def test_the_transformers_reader_on_the_device(dtype, reader_folder, pages):
         dtype=dtype,
         max_tokens=3,
         adapter=str(reader_folder / "adapter"),
+        logprobs=True,
     )
     on_device(adapted.model, dtype)
     assert math.isfinite(adapted.read(QUESTION, reader_context()).logprob)
