@@ -247,17 +247,18 @@ class Jobs:
         found = (self.get(path.stem) for path in sorted(self.folder.glob("*.json"), key=written))
         return [job for job in found if job is not None]
 
-    def recover(self) -> None:
+    def recover(self, sweep: bool = True) -> None:
         """Take over the pending jobs whose process is gone: their files still to do are queued
         again here; a job whose staged files are all gone fails, saying so. Then what killed
-        servers left is removed (``sweep``). Several processes starting at once take each job once
-        (a lock on the jobs folder)."""
+        servers left is removed (``sweep``), with ``sweep`` or when a job was taken over (the
+        periodic look passes False: the uploads folder is not read every few seconds for
+        nothing). Several processes starting at once take each job once (a lock on the jobs
+        folder)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         with open(self.folder / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            for job in self.all():
-                if job.state not in PENDING or alive(job.worker):
-                    continue
+            orphans = [job for job in self.all() if job.state in PENDING and not alive(job.worker)]
+            for job in orphans:
                 staged = self._staging(job.id)
                 job.remaining = [name for name in job.remaining if (staged / name).exists()]
                 job.worker = this_process()
@@ -270,7 +271,8 @@ class Jobs:
                     job.state, job.error = "failed", "the server stopped before ingesting it; upload it again"
                     self._save(job)
                     shutil.rmtree(staged, ignore_errors=True)
-            self.sweep()
+            if sweep or orphans:
+                self.sweep()
 
     def sweep(self) -> None:
         """Remove what killed servers left under ``uploads/``, and nothing a running process writes
@@ -284,7 +286,7 @@ class Jobs:
     def _recover_quietly(self) -> None:
         """``recover``, a failure logged: the ingestion thread goes on."""
         try:
-            self.recover()
+            self.recover(sweep=False)
         except Exception:
             log.exception("taking over orphaned ingestion jobs failed")
 
