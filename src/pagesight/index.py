@@ -245,6 +245,34 @@ class Index:
         from pagesight.search import engine
         from pagesight.search.rerank import rerank_stage
 
+        request, reranker = self.search_request(query, k, image=image, region=region, rerank=rerank, **options)
+        reranking = None
+        if reranker is not None:
+            reranking = rerank_stage(
+                self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates
+            )
+        return engine.search_text(
+            self.store,
+            request,
+            visual_encoder=self.visual_encoder,
+            evidence=evidence,
+            rerank=reranking,
+            timings=timings,
+        )
+
+    def search_request(
+        self,
+        query: str | SearchRequest,
+        k: int | None = None,
+        *,
+        image: Image.Image | None = None,
+        region: tuple[float, float, float, float] | None = None,
+        rerank: str | Reranker | None = None,
+        **options: Any,
+    ) -> tuple[SearchRequest, Reranker | None]:
+        """The request ``search`` makes of these arguments, its candidates widened to what its
+        reranker reads, and that reranker (loaded: ``reranker``), or None. For a caller that runs
+        the search's stages itself (``serve.pool.Lending``)."""
         reranker = None
         if rerank is not None and not isinstance(rerank, str):
             reranker, rerank = rerank, None
@@ -256,21 +284,10 @@ class Index:
             raise PagesightError(
                 "an image alone is searched by its visual run, without rerank; give a query too"
             )
-        reranking = None
-        if reranker is not None or request.rerank is not None:
-            reranker = reranker or self.reranker(request.rerank, request.rerank_model)
-            reranking = rerank_stage(
-                self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates
-            )
-            request = request.replace(candidates=max(request.candidates, request.rerank_candidates))
-        return engine.search_text(
-            self.store,
-            request,
-            visual_encoder=self.visual_encoder,
-            evidence=evidence,
-            rerank=reranking,
-            timings=timings,
-        )
+        if reranker is None and request.rerank is None:
+            return request, None
+        reranker = reranker or self.reranker(request.rerank, request.rerank_model)
+        return request.replace(candidates=max(request.candidates, request.rerank_candidates)), reranker
 
     def reranker(self, name: str, model: str | None = None) -> Reranker:
         """The reranker ``name`` with ``model`` (``search.rerank.make_reranker``) on this index's

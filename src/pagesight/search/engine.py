@@ -1,15 +1,19 @@
 """Search over a store: a text or image query to ranked tiles with their evidence.
 
-    query -> encode (BM25 terms with the thesaurus's words, the dense text model, the visual encoder)
-          -> each retriever's run over the store's vector stores, limited to the allowed tiles,
-             as widely as the request's ef, nprobe and ef_search say (``store.base.Effort``)
-          -> fusion (relative score or reciprocal rank)                    ``search.fusion``
-          -> each tile's score fused with its document's                  ``search.documents``
-          -> the head reordered by the learned ranker (hybrid text search)  ``search.ranking``
-          -> hits: the tile's records from the catalog, the score per retriever, and the lines
-             that match the query as snippet and boxes
+    check     the request against the index: mode, picture, k, documents, filter, ranker file
+    retrieve  encode (BM25 terms with the thesaurus's words, the dense text model, the visual
+              encoder), then each retriever's run over the store's vector stores, limited to the
+              allowed tiles, as widely as the request's ef, nprobe and ef_search say
+    fuse      relative score or reciprocal rank fusion                    ``search.fusion``
+    weigh     each tile's score fused with its document's                 ``search.documents``
+    rank      the head reordered by the learned ranker (hybrid text)      ``search.ranking``
+    reranked  the head reordered by a reranker                            ``search.rerank``
+    finish    hits: the tile's records from the catalog, the score per retriever, and the lines
+              that match the query as snippet and boxes
 
-``Index.search`` calls these with the index's store and visual encoder. A question about a picture
+``first_stage`` runs check to rank and ``search_text`` all of them; ``Index.search`` calls it with
+the index's store and visual encoder, and a server's ``pool.Lending`` calls the stages around a
+rerank one by one, so that a model reranking holds no index. A question about a picture
 (an ``ImageSearchRequest`` with a query) is searched as the question and the picture together: the
 text runs read the question, the visual run the picture (with the question when the encoder embeds
 both as one query, ``image_vector``), and fusion weighs them as ever; a picture alone is ranked by
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
@@ -54,19 +59,78 @@ def search_text(
     rerank: Callable[[str, Run], tuple[Run, Run]] | None = None,
     timings: dict[str, float] | None = None,
 ) -> list[Hit]:
-    """The ``request.k`` best tiles for a query; see ``Index.search`` and ``SearchRequest``.
-    ``visual_encoder`` returns the index's loaded visual encoder (called only when needed). An
-    ``ImageSearchRequest`` is searched by its picture (its region): with its question, by the
-    visual run instead of the text alone (a mode that reads images, ``reads_images``), or alone,
-    by the visual run alone (PixSearch). ``evidence=False`` leaves out snippets and boxes;
-    ``rerank`` reorders the fused ranking: it returns the new ranking and the reranked head, whose
-    scores the hits carry as "rerank" (``search.rerank``). ``timings``, when given, gets the
+    """The ``request.k`` best tiles for a query; see ``Index.search`` and ``SearchRequest``: its
+    first stage (``first_stage``), reranked when ``rerank`` is given (``reranked``), as hits
+    (``finish``). ``visual_encoder`` returns the index's loaded visual encoder (called only when
+    needed). ``evidence=False`` leaves out snippets and boxes. ``timings``, when given, gets the
     seconds each stage took (``Laps``)."""
+    ranking = first_stage(store, request, visual_encoder=visual_encoder, timings=timings)
+    if rerank is not None:
+        ranking = reranked(ranking, rerank, timings)
+    return finish(store.catalog, ranking, evidence, timings)
+
+
+@dataclass
+class Ranking:
+    """A search's ranking between its stages: the fused, weighed and ranked (tile id, score) pairs,
+    each retriever's run (the hits carry their scores), and what the hits are made for: the query,
+    ``k`` and the language the query was read in."""
+
+    query: str
+    k: int
+    language: str
+    ranked: Run
+    runs: dict[str, Run]
+
+
+@dataclass
+class _Plan:
+    """What ``check`` settles before any retriever runs."""
+
+    mode: str
+    image: Image.Image | None  # the picture searched by (its region), in RGB
+    alone: bool  # the picture alone: its visual run ranks
+    allowed: Allowed | None  # None: every tile
+    language: str
+    current: Retrievers
+    given_ranker: object | None
+
+
+def first_stage(
+    store: Store,
+    request: SearchRequest,
+    *,
+    visual_encoder: Callable[[], object] | None = None,
+    timings: dict[str, float] | None = None,
+) -> Ranking:
+    """The stages before a rerank, each timed (``Laps``): check the request against the index,
+    retrieve each run (bm25, dense, encode, visual), fuse them, weigh tiles with their documents
+    and rank the head with the learned ranker (both timed as rank). An ``ImageSearchRequest`` is
+    searched by its picture (its region): with its question, by the visual run instead of the text
+    alone (a mode that reads images, ``reads_images``), or alone, by the visual run alone
+    (PixSearch)."""
     lap = Laps(timings)
+    plan = check(store, request)
+    lap("check")
+    if plan.allowed is not None and not plan.allowed.doc_ids:
+        return Ranking(request.query, request.k, plan.language, [], {})
+    runs = retrieve(store, request, plan, visual_encoder, lap)
+    ranked = fuse(store, request, plan.mode, runs)
+    lap("fuse")
+    ranked = weigh(store, request, plan, ranked)
+    ranked = rank(store, request, plan, ranked, runs)
+    lap("rank")
+    return Ranking(request.query, request.k, plan.language, ranked, runs)
+
+
+def check(store: Store, request: SearchRequest) -> _Plan:
+    """The request checked against the index (its mode, picture, k, documents, filter and ranker
+    file, each refused with a ``PagesightError`` naming it), and what follows from it: the tiles
+    allowed, the language the query is read in and the retrievers every run searches."""
     settings = store.catalog.settings
-    query, k, doc_ids = request.query, request.k, request.doc_ids
+    query, doc_ids = request.query, request.doc_ids
     image = getattr(request, "image", None)
-    alone = image is not None and not query.strip()  # the picture alone: its visual run ranks
+    alone = image is not None and not query.strip()
     mode = check_mode(store, "visual" if alone else request.mode)
     if not query.strip() and image is None:
         raise PagesightError("the query is empty")
@@ -79,67 +143,101 @@ def search_text(
                 else f"mode {mode} searches by text alone: a question image needs mode visual or hybrid"
             )
         image = query_image(image, request.region)
-    check_request(store, k, doc_ids, request.where)
+    check_request(store, request.k, doc_ids, request.where)
     # a missing or malformed ranker file is refused before any search, read once a search
     given_ranker = ranker(request.ranker_file) if request.ranker_file is not None else None
     given, doc_ids = doc_ids, passing(store, doc_ids, request.where)
     current = store.retrievers()
-    allowed = _allowed(store, doc_ids, given, request.where)
-    lap("check")
-    if allowed is not None and not allowed.doc_ids:
-        return []
-    pool = max(request.candidates, k)
-    runs: dict[str, Run] = {}
-    # the language the question is read in, by BM25 and for the lines that quote it
     language = request.language or (
         query_language(query, current.lexical.languages) if query.strip() else "en"
     )
-    if mode in ("lexical", "hybrid"):
+    allowed = _allowed(store, doc_ids, given, request.where)
+    return _Plan(mode, image, alone, allowed, language, current, given_ranker)
+
+
+def retrieve(
+    store: Store, request: SearchRequest, plan: _Plan, visual_encoder: Callable[[], object] | None, lap: Laps
+) -> dict[str, Run]:
+    """Each retriever's run of the mode: BM25 over the query with its thesaurus words, the dense
+    text model's, the visual encoder's over the query or its picture; ``candidates`` tiles each."""
+    settings = store.catalog.settings
+    query, pool, current = request.query, max(request.candidates, request.k), plan.current
+    runs: dict[str, Run] = {}
+    if plan.mode in ("lexical", "hybrid"):
         query_text = lexical_query(settings, query)
-        runs["bm25"] = current.lexical.search(query_text, pool, allowed, language=language)
+        runs["bm25"] = current.lexical.search(query_text, pool, plan.allowed, language=plan.language)
         lap("bm25")
     effort = Effort(request.ef, request.nprobe, request.ef_search)
-    if mode == "dense" or (mode == "hybrid" and settings.dense_model):
-        runs["dense"] = current.dense.search(dense_query(settings, query), pool, allowed, effort=effort)
+    if plan.mode == "dense" or (plan.mode == "hybrid" and settings.dense_model):
+        runs["dense"] = current.dense.search(dense_query(settings, query), pool, plan.allowed, effort=effort)
         lap("dense")
-    if reads_images(store, mode):
+    if reads_images(store, plan.mode):
         encoder = visual_encoder()
+        image = plan.image
         vector = encoder.encode_queries([query])[0] if image is None else image_vector(encoder, image, query)
         lap("encode")
-        runs["visual"] = visual_run(current, vector, pool, allowed, effort)
+        runs["visual"] = visual_run(current, vector, pool, plan.allowed, effort)
         lap("visual")
-    if mode == "hybrid":
-        alpha = request.alpha
-        if (
-            alpha is None
-            and request.fusion == "rsf"
-            and settings.dense_model in ACROSS_ALPHA
-            and runs.get("dense")
-        ):
-            alpha = dense_weight(store.catalog, request.language, query, runs["dense"])
-        weights = fusion_weights(request.fusion, runs, alpha, request.visual_weight, settings.dense_model)
-        if request.fusion == "rrf":
-            ranked = reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
-        else:
-            ranked = relative_score_fusion(runs, weights)
-    else:
-        ranked = next(iter(runs.values()))
-    lap("fuse")
+    return runs
+
+
+def fuse(store: Store, request: SearchRequest, mode: str, runs: dict[str, Run]) -> Run:
+    """One ranking of the runs: in hybrid ``mode`` their relative score fusion or reciprocal rank
+    fusion, weighed by the request (``search.fusion``); in another, its one run."""
+    if mode != "hybrid":
+        return next(iter(runs.values()))
+    settings = store.catalog.settings
+    alpha = request.alpha
+    if alpha is None and request.fusion == "rsf" and settings.dense_model in ACROSS_ALPHA and runs.get("dense"):
+        alpha = dense_weight(store.catalog, request.language, request.query, runs["dense"])
+    weights = fusion_weights(request.fusion, runs, alpha, request.visual_weight, settings.dense_model)
+    if request.fusion == "rrf":
+        return reciprocal_rank_fusion(runs, k=request.rrf_k, weights=weights)
+    return relative_score_fusion(runs, weights)
+
+
+def weigh(store: Store, request: SearchRequest, plan: _Plan, ranked: Run) -> Run:
+    """Each tile's score fused with its document's (``search.documents``); a picture alone is not,
+    by default: its best match is the page it shows, not its siblings."""
     document_weight = request.document_weight
-    if document_weight is None:  # a picture alone: its best match is the page it shows, not its siblings
-        document_weight = 0.0 if alone else DEFAULT_DOCUMENT_WEIGHT
-    if document_weight > 0 and ranked:
-        pages = store.catalog.tile_pages([tile_id for tile_id, _ in ranked])
-        ranked = document_fusion(ranked, pages, document_weight)
-    if request.ranker and mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked:
-        chosen = given_ranker or ranker()
-        bursts = current.lexical.bursts
-        ranked, runs["ranker"] = learned_ranking(store.catalog, chosen, query, ranked, runs, bursts, language)
-    lap("rank")
-    if rerank is not None:
-        ranked, runs["rerank"] = rerank(query, ranked)
-        lap("rerank")
-    found = hits(store.catalog, ranked, runs, query, evidence, k, language)
+    if document_weight is None:
+        document_weight = 0.0 if plan.alone else DEFAULT_DOCUMENT_WEIGHT
+    if document_weight <= 0 or not ranked:
+        return ranked
+    pages = store.catalog.tile_pages([tile_id for tile_id, _ in ranked])
+    return document_fusion(ranked, pages, document_weight)
+
+
+def rank(store: Store, request: SearchRequest, plan: _Plan, ranked: Run, runs: dict[str, Run]) -> Run:
+    """The head reordered by the learned ranker (``search.ranking``), for a hybrid search of text
+    by BM25 and dense runs; its scores join ``runs`` as "ranker"."""
+    if not (request.ranker and plan.mode == "hybrid" and set(runs) == {"bm25", "dense"} and ranked):
+        return ranked
+    chosen = plan.given_ranker or ranker()
+    bursts = plan.current.lexical.bursts
+    ranked, runs["ranker"] = learned_ranking(
+        store.catalog, chosen, request.query, ranked, runs, bursts, plan.language
+    )
+    return ranked
+
+
+def reranked(
+    ranking: Ranking, rerank: Callable[[str, Run], tuple[Run, Run]], timings: dict[str, float] | None = None
+) -> Ranking:
+    """``ranking`` reordered by ``rerank`` (``search.rerank.rerank_stage``), which returns the new
+    ranking and the reranked head, whose scores the hits carry as "rerank"."""
+    lap = Laps(timings)
+    ranked, head = rerank(ranking.query, ranking.ranked)
+    lap("rerank")
+    return Ranking(ranking.query, ranking.k, ranking.language, ranked, {**ranking.runs, "rerank": head})
+
+
+def finish(
+    catalog: Catalog, ranking: Ranking, evidence: bool = True, timings: dict[str, float] | None = None
+) -> list[Hit]:
+    """The first ``k`` of the ranking as hits, with their evidence (``hits``), timed as evidence."""
+    lap = Laps(timings)
+    found = hits(catalog, ranking.ranked, ranking.runs, ranking.query, evidence, ranking.k, ranking.language)
     lap("evidence")
     return found
 
