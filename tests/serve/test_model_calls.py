@@ -102,23 +102,49 @@ def test_every_model_call_goes_to_the_offered_endpoint_and_no_other(owls, tmp_pa
     assert {sent["body"]["model"] for sent in offered.requests} == {"m1", "m2"}
 
 
-def _mcp_calls(url: str) -> list:
-    """A search and an ask through /mcp, each reranked by the offered model."""
+@pytest.mark.timeout(180)
+def test_a_slow_reranked_search_holds_no_tool_of_the_mcp_server(owls):
+    delay = 8.0
+    slow = ChatServer([Reply(judged(), delay=delay)])
+    offer = Offer(readers=("openai",), models=("m1",), base_url=slow.base_url, rerankers=("vlm-openai",))
+    live = LiveServer(create_app(owls, api_key=OPERATOR, offer=offer, mcp_app=http_app(owls, offer=offer)))
+    rerank = {"rerank": "vlm-openai", "rerank_candidates": 1}
+    waiting: list = []
+    reranked = threading.Thread(target=lambda: waiting.extend(_mcp_calls(live.url, [("search", rerank)])))
+    try:
+        reranked.start()
+        until(lambda: len(slow.requests) == 1, 30, "the reranked search waiting on the model")
+        start = time.perf_counter()
+        plain = _mcp_calls(live.url, [("search", {}), ("list_documents", {})])
+        took = time.perf_counter() - start
+        assert reranked.is_alive() and took < delay / 2, took  # answered while the model judged
+        assert not any(result.is_error for result in plain), plain
+        reranked.join(timeout=60)
+        assert len(waiting) == 1 and not waiting[0].is_error, waiting
+        assert waiting[0].structured_content["hits"][0]["scores"]["rerank"] > 0.5
+    finally:
+        slow.close()
+        live.stop()
+
+
+def _mcp_calls(url: str, calls: list[tuple[str, dict]] | None = None) -> list:
+    """Tool calls through /mcp (a tool's name and arguments besides a query about owls): by
+    default a search and an ask, each reranked by the offered model."""
     httpx2 = pytest.importorskip("httpx2")
     import anyio
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    rerank = {"rerank": "vlm-openai", "rerank_candidates": 1}
+    calls = calls or [("search", rerank), ("ask", rerank)]
+    query = {"search": {"query": "owls"}, "ask": {"question": "Where do owls nest?"}}
+
     async def session():
         async with (
-            httpx2.AsyncClient(headers=as_(OPERATOR)) as http,
+            httpx2.AsyncClient(headers=as_(OPERATOR), timeout=60) as http,
             Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=60) as client,
         ):
-            rerank = {"rerank": "vlm-openai", "rerank_candidates": 1}
-            return [
-                await client.call_tool("search", {"query": "owls", **rerank}),
-                await client.call_tool("ask", {"question": "Where do owls nest?", **rerank}),
-            ]
+            return [await client.call_tool(name, {**query.get(name, {}), **more}) for name, more in calls]
 
     return anyio.run(session)
 
@@ -126,11 +152,11 @@ def _mcp_calls(url: str) -> list:
 @pytest.mark.timeout(180)
 def test_slow_answers_hold_no_index_and_a_tenants_answers_are_bounded(owls, tmp_path):
     delay = 8.0
-    slow = ChatServer([Reply(completion("Owls nest in basalt cliffs."), delay=delay)])
+    slow = ChatServer([Reply(judged(), delay=delay)])
     keys = keys_file(tmp_path, {key: {"name": name, "where": "type = pdf"} for key, name in TENANTS.items()})
     red, blue, green = list(TENANTS)
-    offer = Offer(readers=("openai",), models=("m1",), base_url=slow.base_url)
-    app = create_app(owls, api_key=OPERATOR, keys=keys, readers=4, offer=offer)
+    offer = Offer(readers=("openai",), models=("m1",), base_url=slow.base_url, rerankers=("vlm-openai",))
+    app = create_app(owls, api_key=OPERATOR, keys=keys, readers=2, offer=offer)  # each slow one would hold one
     live = LiveServer(app)
     owls_ask = {"question": "Where do owls nest?", "reader": "openai"}
     answers: list[httpx.Response] = []
@@ -138,7 +164,12 @@ def test_slow_answers_hold_no_index_and_a_tenants_answers_are_bounded(owls, tmp_
     def ask(key: str) -> None:
         answers.append(httpx.post(f"{live.url}/api/ask", json=owls_ask, headers=as_(key), timeout=60))
 
-    waiting = [threading.Thread(target=ask, args=(key,)) for key in (red, red, blue, blue)]
+    def reranked(key: str) -> None:  # its model judges the tile while the search waits
+        params = {"q": "owls", "rerank": "vlm-openai"}
+        answers.append(httpx.get(f"{live.url}/api/search", params=params, headers=as_(key), timeout=60))
+
+    waiting = [threading.Thread(target=ask, args=(red,)) for _ in range(2)]
+    waiting += [threading.Thread(target=reranked, args=(blue,)) for _ in range(2)]
     try:
         for thread in waiting:
             thread.start()
@@ -159,7 +190,10 @@ def test_slow_answers_hold_no_index_and_a_tenants_answers_are_bounded(owls, tmp_
         for thread in waiting:
             thread.join(timeout=60)
         assert [answer.status_code for answer in answers] == [200] * 4
-        assert all(json.loads(answer.text)["answered"] for answer in answers)
+        bodies = [answer.json() for answer in answers]
+        assert sum(body.get("answered", False) for body in bodies) == 2
+        searched = [body for body in bodies if "answered" not in body]
+        assert len(searched) == 2 and all(body["hits"][0]["scores"]["rerank"] > 0.5 for body in searched)
         assert app.state.served.asks.running() == 0  # each answer gave its slot back
     finally:
         slow.close()

@@ -20,8 +20,9 @@ Results carry boxes in page pixels at the index DPI, as everywhere in pagesight;
 image content. ``search`` and ``ask`` take a picture the query is about as base64 PNG or JPEG
 (``image``, and a ``region`` of it), searched with the query and shown to the ask tool's reader. The tools' parameters are the request fields (``request.py``) the HTTP API and the
 CLI take too. The SDK runs synchronous tools in worker threads; they take one lock, as the index's
-SQLite connection and its page cache are shared; an ask takes it for each search and tile it reads,
-never while its reader reads (PDFium has a lock of its own, for the process). An index error (an
+SQLite connection and its page cache are shared; an ask, and a search, take it for each stage and
+tile they read, never while a model reads (the ask's reader, a reranker's: ``pool.Lending``;
+PDFium has a lock of its own, for the process). An index error (an
 unknown document, a page out of range) is a tool error the agent reads, never a crash of the server.
 """
 
@@ -125,20 +126,21 @@ class _Tools:
         tenant = caller(arguments.pop("ctx"))
         images, compression = arguments.pop("images"), arguments.pop("compression")
         picture, region = arguments.pop("image"), arguments.pop("region")
-        with self.using_index():
+        lent = Lending(self.lent, self.index)  # a reranker's model reads with the index free
+        with self.tool_errors():
             request = tool_request(SearchRequest, arguments)
             if self.offer is not None:
                 request = self.offer.check(request)
             image, box = _query_image(picture, region)
             if image is not None:  # the picture alone, or with the query (a question about it)
                 request = ImageSearchRequest.of(request, image, box)
-            hits = self.index.search(request.replace(where=tenant.within(request.where)))
+            hits = lent.search(tenant.narrowed(request))
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
             if images:
                 for n, hit in enumerate(hits, 1):
                     content.append(TextContent(type="text", text=f"Hit {n}: {hit.page_id} tile {hit.tile}"))
-                    content.append(_png(self.index.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
+                    content.append(_png(lent.tile_image(hit.doc_id, hit.page, hit.tile, compression)))
         return CallToolResult(content=content, structured_content=found)
 
     def ask(self, arguments: dict) -> CallToolResult:
@@ -153,7 +155,7 @@ class _Tools:
             image, box = _query_image(picture, region)
             answer = ask(
                 Lending(self.lent, self.index),
-                request.replace(where=tenant.within(request.where)),
+                tenant.narrowed(request),
                 self.readers.get(request),
                 image=image,
                 region=box,

@@ -138,9 +138,24 @@ class Lending:
     def settings(self) -> Settings:
         return self.catalog.settings
 
-    def search(self, *args: Any, **options: Any) -> list[Hit]:
+    def search(
+        self, query: Any, k: int | None = None, *, evidence: bool = True, timings: dict | None = None, **options: Any
+    ) -> list[Hit]:
+        """``Index.search``, its stages before and after a rerank each on an index borrowed for
+        them, and the rerank on none: the reranker's model reads the candidates, their rows and
+        images lent call by call, while other requests have every index."""
+        from pagesight.search import engine
+        from pagesight.search.rerank import rerank_stage
+
         with self._borrow() as index:
-            return index.search(*args, **options)
+            request, reranker = index.search_request(query, k, **options)
+            if reranker is None:
+                return index.search(request, evidence=evidence, timings=timings)
+            first = engine.first_stage(index.store, request, visual_encoder=index.visual_encoder, timings=timings)
+        stage = rerank_stage(self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates)
+        ranking = engine.reranked(first, stage, timings)
+        with self._borrow() as index:
+            return engine.finish(index.catalog, ranking, evidence, timings)
 
     def search_image(self, *args: Any, **options: Any) -> list[Hit]:
         with self._borrow() as index:
@@ -152,8 +167,9 @@ class Lending:
 
 
 class _LentCatalog:
-    """The catalog reads answering makes (a tile's row, a page's layout regions), each through an
-    index borrowed for it."""
+    """The catalog reads answering makes (a tile's row, a page's layout regions) and a rerank's (the
+    candidates' rows, their stored visual vectors and their encoder's spec), each through an index
+    borrowed for it."""
 
     def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], settings: Settings):
         self._borrow = borrow
@@ -166,6 +182,18 @@ class _LentCatalog:
     def page_regions(self, doc_id: str, page: int):
         with self._borrow() as index:
             return index.catalog.page_regions(doc_id, page)
+
+    def tiles(self, tile_ids, spans: bool = False):
+        with self._borrow() as index:
+            return index.catalog.tiles(tile_ids, spans=spans)
+
+    def visual_spec(self):
+        with self._borrow() as index:
+            return index.catalog.visual_spec()
+
+    def visual_vectors(self, tile_ids):
+        with self._borrow() as index:
+            return index.catalog.visual_vectors(tile_ids)
 
 
 def batched(index: Index) -> QueryBatcher | None:

@@ -61,6 +61,12 @@ class Tenant:
             )
         return f"{self.where} and {where}"
 
+    def narrowed(self, request):
+        """``request`` (a ``SearchRequest`` or an ``AskRequest``) narrowed to this tenant's documents
+        (``within``); the same object for a tenant that sees everything (a request is checked again
+        when replaced)."""
+        return request if self.where is None else request.replace(where=self.within(request.where))
+
 
 OPERATOR = Tenant("operator", None, True)  # the --api-key: everything
 PUBLIC = Tenant("public", None, False)  # no key configured: reads open, writes refused

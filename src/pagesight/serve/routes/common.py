@@ -68,12 +68,6 @@ async def writable(tenant: Caller) -> None:
         raise ApiError(403, NO_WRITES if tenant is PUBLIC else f"the key of '{tenant.name}' may not write")
 
 
-def narrowed(request, tenant: Tenant):
-    """``request`` (a ``SearchRequest``) narrowed to ``tenant``'s documents (``Tenant.within``);
-    the same object for a key that sees everything (a request is checked again when replaced)."""
-    return request if tenant.where is None else request.replace(where=tenant.within(request.where))
-
-
 def lookup(index: Index, doc_id: str, tenant: Tenant):
     """The catalog row of ``doc_id`` when ``tenant`` may see it: ids are looked up, never used as
     paths, and another tenant's document is answered as absent."""

@@ -23,7 +23,7 @@ from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
 from pagesight.serve.offer import ENDPOINT_RERANKERS, Slot
 from pagesight.serve.pool import Lending
-from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes, narrowed
+from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["search"])
@@ -70,7 +70,7 @@ def search(server: Server, tenant: Caller, query: Annotated[SearchQuery, Query()
     """The best tiles for a text query, with snippets and evidence boxes (page pixels). One
     reranked by a model behind the endpoint counts among the key's answers in progress (``ask``)."""
     request = server.offer.check(make(SearchRequest, query))
-    request = narrowed(request, tenant)
+    request = tenant.narrowed(request)
     calls_model = request.rerank in ENDPOINT_RERANKERS
     with server.asks.take(tenant) if calls_model else nullcontext():
         return _searched(server, request, tenant, query.c)
@@ -93,18 +93,23 @@ def search_image(
     except PagesightError as exc:
         raise ApiError(415, str(exc)) from None
     request = server.offer.check(make(ImageSearchRequest, form, image=query, region=box))
-    return _searched(server, narrowed(request, tenant), tenant, form.c)
+    return _searched(server, tenant.narrowed(request), tenant, form.c)
 
 
 def _searched(server, request: SearchRequest, tenant, compression: float) -> dict:
     """The hits of ``request`` as JSON, with ``timings``: the milliseconds of each stage
-    (``Index.search``'s, and ``wait``, for an index of the pool) and the ``total``."""
+    (``Index.search``'s, and ``wait``, for an index of the pool) and the ``total``. A search
+    reranked by a model behind the endpoint holds no index while that model reads
+    (``pool.Lending``)."""
     start = time.perf_counter()
     timings: dict[str, float] = {}
     with server.pool.reading() as idx:
         timings["wait"] = time.perf_counter() - start
         check_documents(idx, request.doc_ids, tenant)
-        hits = idx.search(request, timings=timings)
+        if request.rerank not in ENDPOINT_RERANKERS:
+            hits = idx.search(request, timings=timings)
+    if request.rerank in ENDPOINT_RERANKERS:
+        hits = Lending(server.pool.reading, server.pool.index).search(request, timings=timings)
     payload = hits_payload(hits, compression)
     timings["total"] = time.perf_counter() - start
     payload["timings"] = {stage: round(seconds * 1000, 3) for stage, seconds in timings.items()}
@@ -121,7 +126,7 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     ``{"event": "error", ...}``). A key has at most ``offer.ASKS_PER_TENANT`` answers in progress
     (429 past it); no index is held while the reader reads (``pool.Lending``)."""
     request = server.offer.check(make(AskRequest, body))
-    request = narrowed(request, tenant)
+    request = tenant.narrowed(request)
     reader = server.readers.get(request)
     image = box = None
     if body.image is not None:
