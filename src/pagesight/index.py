@@ -245,7 +245,9 @@ class Index:
         from pagesight.search import engine
         from pagesight.search.rerank import rerank_stage
 
-        request, reranker = self.search_request(query, k, image=image, region=region, rerank=rerank, **options)
+        request, reranker = self.search_request(
+            query, k, image=image, region=region, rerank=rerank, **options
+        )
         reranking = None
         if reranker is not None:
             reranking = rerank_stage(

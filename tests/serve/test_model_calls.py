@@ -5,7 +5,6 @@ tenant's searches answer at once, and a tenant's answers in progress are bounded
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -156,7 +155,9 @@ def test_slow_answers_hold_no_index_and_a_tenants_answers_are_bounded(owls, tmp_
     keys = keys_file(tmp_path, {key: {"name": name, "where": "type = pdf"} for key, name in TENANTS.items()})
     red, blue, green = list(TENANTS)
     offer = Offer(readers=("openai",), models=("m1",), base_url=slow.base_url, rerankers=("vlm-openai",))
-    app = create_app(owls, api_key=OPERATOR, keys=keys, readers=2, offer=offer)  # each slow one would hold one
+    app = create_app(
+        owls, api_key=OPERATOR, keys=keys, readers=2, offer=offer
+    )  # each slow one would hold one
     live = LiveServer(app)
     owls_ask = {"question": "Where do owls nest?", "reader": "openai"}
     answers: list[httpx.Response] = []

@@ -188,7 +188,12 @@ def fuse(store: Store, request: SearchRequest, mode: str, runs: dict[str, Run]) 
         return next(iter(runs.values()))
     settings = store.catalog.settings
     alpha = request.alpha
-    if alpha is None and request.fusion == "rsf" and settings.dense_model in ACROSS_ALPHA and runs.get("dense"):
+    if (
+        alpha is None
+        and request.fusion == "rsf"
+        and settings.dense_model in ACROSS_ALPHA
+        and runs.get("dense")
+    ):
         alpha = dense_weight(store.catalog, request.language, request.query, runs["dense"])
     weights = fusion_weights(request.fusion, runs, alpha, request.visual_weight, settings.dense_model)
     if request.fusion == "rrf":

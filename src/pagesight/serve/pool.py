@@ -139,7 +139,13 @@ class Lending:
         return self.catalog.settings
 
     def search(
-        self, query: Any, k: int | None = None, *, evidence: bool = True, timings: dict | None = None, **options: Any
+        self,
+        query: Any,
+        k: int | None = None,
+        *,
+        evidence: bool = True,
+        timings: dict | None = None,
+        **options: Any,
     ) -> list[Hit]:
         """``Index.search``, its stages before and after a rerank each on an index borrowed for
         them, and the rerank on none: the reranker's model reads the candidates, their rows and
@@ -151,8 +157,12 @@ class Lending:
             request, reranker = index.search_request(query, k, **options)
             if reranker is None:
                 return index.search(request, evidence=evidence, timings=timings)
-            first = engine.first_stage(index.store, request, visual_encoder=index.visual_encoder, timings=timings)
-        stage = rerank_stage(self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates)
+            first = engine.first_stage(
+                index.store, request, visual_encoder=index.visual_encoder, timings=timings
+            )
+        stage = rerank_stage(
+            self.catalog, self.settings, self.tile_image, reranker, request.rerank_candidates
+        )
         ranking = engine.reranked(first, stage, timings)
         with self._borrow() as index:
             return engine.finish(index.catalog, ranking, evidence, timings)
