@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pagesight.devices import resolve_device, resolve_dtype
-from pagesight.encode.visual.base import asks_for_trust, looks_like_path, remote_code_refused
+from pagesight.encode.models import asks_for_trust, looks_like_path, remote_code_refused
 from pagesight.encode.visual.processors import set_pixel_budget
 from pagesight.errors import PagesightError
 

@@ -117,7 +117,7 @@ class SentenceEncoder:
                 raise PagesightError(f"dense model '{self.trained}': no such folder")
             self._model = SentenceTransformer(str(model_dir), device=self.device)
             if self.adapter is not None:
-                from pagesight.encode.visual.base import apply_adapter
+                from pagesight.encode.models import apply_adapter
 
                 self._model[0].model = apply_adapter(self._model[0].model, str(self.adapter))
             # sentence-transformers 6 renamed the method; older releases have only the first name
@@ -289,7 +289,7 @@ def check_dense_model(name: str) -> None:
 def model_folder(name: str) -> Path:
     """The folder of dense model ``name``: a local folder, or a hub id's snapshot in the local
     Hugging Face cache (downloaded first where the hub can be reached)."""
-    from pagesight.encode.visual.base import check_available, looks_like_path
+    from pagesight.encode.models import check_available, looks_like_path
 
     if looks_like_path(name):
         folder = Path(name).expanduser()

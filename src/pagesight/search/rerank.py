@@ -241,7 +241,7 @@ class CrossEncoderReranker(TimedReranker):
             raise PagesightError(
                 "the cross-encoder reranker needs the 'dense' extra: pip install torch 'pagesight[dense]'"
             ) from None
-        from pagesight.encode.visual.base import load_pretrained
+        from pagesight.encode.models import load_pretrained
 
         self.batch_size = batch_size
         self.model = load_pretrained(
@@ -352,7 +352,7 @@ class JinaM0Reranker(TimedReranker):
     ):
         super().__init__()
         from pagesight.devices import import_torch, resolve_device, resolve_dtype
-        from pagesight.encode.visual.base import load_pretrained, remote_code_refused, require
+        from pagesight.encode.models import load_pretrained, remote_code_refused, require
 
         model = model or self.default_model
         if not trust_remote_code:

@@ -365,7 +365,7 @@ def train_cross_encoder(
     from sentence_transformers.cross_encoder import CrossEncoder
     from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss
 
-    from pagesight.encode.visual.base import quiet_transformers
+    from pagesight.encode.models import quiet_transformers
 
     with quiet_transformers():  # its load report lists the new head, which is expected
         model = CrossEncoder(str(base), num_labels=1, max_length=max_length, device=device)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from pagesight.devices import resolve_device, resolve_dtype
+from pagesight.encode.models import load_pretrained
 from pagesight.encode.visual import ENCODERS, check_compatible, describe_spec, make_encoder
-from pagesight.encode.visual.base import load_pretrained, normalize
+from pagesight.encode.visual.base import normalize
 from pagesight.errors import PagesightError
 
 torch = pytest.importorskip("torch")

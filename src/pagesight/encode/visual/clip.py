@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from pagesight.encode.visual.base import TorchEncoder, require
+from pagesight.encode.models import require
+from pagesight.encode.visual.base import TorchEncoder
 
 if TYPE_CHECKING:
     import torch

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from pagesight.encode.visual.base import TorchEncoder, normalize, require
+from pagesight.encode.models import require
+from pagesight.encode.visual.base import TorchEncoder, normalize
 from pagesight.encode.visual.processors import image_only
 from pagesight.errors import PagesightError
 

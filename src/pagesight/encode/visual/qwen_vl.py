@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 
-from pagesight.encode.visual.base import TorchEncoder, require
+from pagesight.encode.models import require
+from pagesight.encode.visual.base import TorchEncoder
 from pagesight.encode.visual.pooling import last_token_pool
 from pagesight.encode.visual.processors import image_only, set_pixel_budget
 from pagesight.errors import PagesightError

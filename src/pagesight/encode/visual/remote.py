@@ -18,14 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pagesight.encode.visual.base import (
-    TorchEncoder,
-    VisualEncoder,
-    first_line,
-    load_pretrained,
-    remote_code_refused,
-    require,
-)
+from pagesight.encode.models import first_line, load_pretrained, remote_code_refused, require
+from pagesight.encode.visual.base import TorchEncoder, VisualEncoder
 from pagesight.errors import PagesightError
 
 
