@@ -17,7 +17,7 @@ import os
 from collections import OrderedDict
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from PIL import Image
 
@@ -29,7 +29,6 @@ from pagesight.render.web.sites import WEB_SOURCES
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
-    from pagesight.store.base import Catalog
     from pagesight.store.rows import DocumentRow, TileRow
 
 PAGE_CACHE_BYTES = 48 << 20  # pages kept rendered, in pixels' bytes; the least recently used goes first
@@ -104,13 +103,29 @@ def _within(image: Image.Image, max_pixels: int | None) -> Image.Image:
     return image.resize((max(1, int(image.width * factor)), max(1, int(image.height * factor))))
 
 
+class TileLookup(Protocol):
+    """What rendering again reads of an index (its catalog has it): a document's row (its source,
+    type, hash and pages), a tile's row (its box and page size), a page's tiles, and a web tile's
+    kept image."""
+
+    def document(self, doc_id: str) -> DocumentRow | None: ...
+
+    def tile_at(self, doc_id: str, page: int, idx: int) -> TileRow | None: ...
+
+    def page_tiles(self, doc_id: str, page: int) -> list[TileRow]: ...
+
+    def tile_image(self, tile_id: int) -> bytes | None:
+        """The PNG kept for a web tile, or None when it must be rendered again."""
+        ...
+
+
 class PageRenderer:
     """Pages and tiles of an index rendered again: pages are cached up to ``PAGE_CACHE_BYTES``
     (a larger one is not kept), a tile of a page over ``LARGE_PAGE`` pixels is rendered alone,
     and one browser is started for web tiles the index did not keep (``close`` stops it); so what
     a render holds is bounded by the tile asked for, or by the ``max_pixels`` a page is asked at."""
 
-    def __init__(self, catalog: Catalog, settings: Settings, location: str | os.PathLike = "index"):
+    def __init__(self, catalog: TileLookup, settings: Settings, location: str | os.PathLike = "index"):
         self.catalog = catalog
         self.settings = settings
         self.location = location  # names the index in errors
