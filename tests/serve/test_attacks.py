@@ -27,7 +27,7 @@ import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from pagesight.serve.app import create_app  # noqa: E402
-from pagesight.serve.offer import KEPT_READERS, Offer, Readers  # noqa: E402
+from pagesight.serve.offer import KEPT_READERS, Offer, OfferedReaders  # noqa: E402
 
 OPERATOR = "operator-key-0123456789"
 RED = "red-key-0123456789abcdef"
@@ -144,7 +144,7 @@ def test_upload_fields_cannot_forge_a_documents_path_or_type(tenants, tmp_path: 
     assert refused.returncode == 2 and "catalog's own field" in refused.stderr
 
 
-# Readers, models, rerankers ---------------------------------------------------------------------
+# Readers, models, rerankers ---------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(120)
@@ -237,7 +237,7 @@ def test_a_model_reader_is_offered_only_with_its_models_and_endpoint(monkeypatch
 def test_the_readers_a_server_keeps_are_bounded():
     from pagesight.request import AskRequest
 
-    readers = Readers(Offer(readers=("openai",), models=("m",), base_url="http://127.0.0.1:9/v1"))
+    readers = OfferedReaders(Offer(readers=("openai",), models=("m",), base_url="http://127.0.0.1:9/v1"))
     for tokens in range(1, 3 * KEPT_READERS):
         readers.get(AskRequest("q", reader="openai", model="m", max_tokens=tokens))
     assert len(readers) == KEPT_READERS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pagesight.answer.openai_chat import OpenAIReader
-from pagesight.train.corpus import Tile
+from pagesight.train.corpus import TrainingTile
 from pagesight.train.queries import (
     FilterReport,
     Vocabulary,
@@ -23,7 +23,7 @@ from tests.answer.test_openai_reader import ChatServer, Reply, completion
 
 from .conftest import PAGES
 
-TILES = [Tile(n, f"topic-{n}", 1, 0, "\n".join(lines)) for n, lines in enumerate(PAGES)]
+TILES = [TrainingTile(n, f"topic-{n}", 1, 0, "\n".join(lines)) for n, lines in enumerate(PAGES)]
 VOCABULARY = Vocabulary(t.text for t in TILES)
 
 

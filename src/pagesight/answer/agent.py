@@ -43,7 +43,7 @@ from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit
 from pagesight.request import AskRequest
 
-MAX_K = 10  # the most tiles one search may return to the model
+MAX_AGENT_K = 10  # the most tiles one search may return to the model
 
 SEARCH_TOOL = {
     "type": "function",
@@ -71,7 +71,12 @@ SEARCH_TOOL = {
                     "description": "With image: [x0, y0, x1, y1] of the part to search by, on the "
                     "same scale as your citations.",
                 },
-                "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "description": "How many tiles."},
+                "k": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_AGENT_K,
+                    "description": "How many tiles.",
+                },
                 "doc_ids": {
                     "type": "array",
                     "items": {"type": "string"},
@@ -179,7 +184,7 @@ class _Conversation:
     def __init__(self, index: Searchable, request: AskRequest, reader: Reader, image: Image.Image | None):
         self.index, self.question, self.reader = index, request.query, reader
         self.k, self.max_searches, self.compression = (
-            min(request.k, MAX_K),
+            min(request.k, MAX_AGENT_K),
             request.max_searches,
             request.compression,
         )
@@ -439,8 +444,8 @@ def _arguments(call: ToolCall) -> dict:
         ):
             raise _BadCall(f"region must be [x0, y0, x1, y1], got {region!r:.100}")
     k = arguments.get("k")
-    if k is not None and not (_is_int(k) and 1 <= k <= MAX_K):
-        raise _BadCall(f"k must be a whole number from 1 to {MAX_K}")
+    if k is not None and not (_is_int(k) and 1 <= k <= MAX_AGENT_K):
+        raise _BadCall(f"k must be a whole number from 1 to {MAX_AGENT_K}")
     doc_ids = arguments.get("doc_ids")
     if doc_ids is not None and not (isinstance(doc_ids, list) and all(isinstance(d, str) for d in doc_ids)):
         raise _BadCall("doc_ids must be a list of document ids")

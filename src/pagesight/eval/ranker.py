@@ -30,7 +30,7 @@ PROTOCOLS = ("whole", "within")
 
 
 @dataclass
-class Question:
+class JudgedSearch:
     """One search of a judged question: its candidates' pages in fused order, features, relevance."""
 
     protocol: str
@@ -43,7 +43,7 @@ class Question:
 
 def collect(
     dataset: Dataset, index: Index, depth: int = ranking.DEPTH, progress: Callable[[int], None] | None = None
-) -> list[Question]:
+) -> list[JudgedSearch]:
     """Each judged question's candidates in each protocol."""
     if not (index.settings.dense_model and not index.settings.visual_encoder):
         raise PagesightError(
@@ -71,7 +71,7 @@ def collect(
             ]
             weights = ranking.question_weights(text, bursts)
             found.append(
-                Question(
+                JudgedSearch(
                     protocol,
                     qid,
                     [hit.page_id for hit in hits],
@@ -87,7 +87,7 @@ def collect(
     return found
 
 
-def measure(questions: Sequence[Question], chosen: ranking.Ranker | None) -> dict[str, dict[str, float]]:
+def measure(questions: Sequence[JudgedSearch], chosen: ranking.Ranker | None) -> dict[str, dict[str, float]]:
     """Mean metrics per protocol of the candidates in fused order, or reordered by ``chosen``."""
     result = {}
     for protocol in PROTOCOLS:
@@ -119,7 +119,7 @@ class Fitted:
         return {"about": self.ranker.about, "left_out": self.left_out}
 
 
-def fit_rankers(sets: dict[str, list[Question]], depth: int = ranking.DEPTH, C: float = 1.0) -> Fitted:
+def fit_rankers(sets: dict[str, list[JudgedSearch]], depth: int = ranking.DEPTH, C: float = 1.0) -> Fitted:
     """Fit on every set of ``sets`` (name -> its questions' candidates, ``collect``), and, with two
     sets or more, measure each with a ranker fitted on the others."""
 

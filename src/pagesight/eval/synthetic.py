@@ -94,7 +94,7 @@ FONT, SIZE, LEADING = "Helvetica", 11, 16
 
 
 @dataclass
-class Question:
+class SyntheticQuestion:
     id: str
     question: str
     answer: str
@@ -137,7 +137,7 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     names = rng.sample([f"{stem} {suffix}" for stem in STEMS for suffix in SUFFIXES], n_documents * pages * 3)
-    questions: list[Question] = []
+    questions: list[SyntheticQuestion] = []
     for d in range(n_documents):
         doc_id = f"company-register-{d + 1}"
         pdf = canvas.Canvas(str(folder / f"{doc_id}.pdf"), pagesize=(PAGE_W, PAGE_H), invariant=1)
@@ -168,7 +168,7 @@ class _Page:
     scale: float
     doc_id: str
     number: int
-    questions: list[Question]
+    questions: list[SyntheticQuestion]
     y: float = PAGE_H - MARGIN
 
     def box(self, x: float, baseline: float, text: str) -> Box:
@@ -182,7 +182,7 @@ class _Page:
     def ask(self, question: str, answer: str, region: Box, kind: str) -> None:
         number = len(self.questions) + 1
         self.questions.append(
-            Question(f"q{number}", question, answer, self.doc_id, self.number, region, kind)
+            SyntheticQuestion(f"q{number}", question, answer, self.doc_id, self.number, region, kind)
         )
 
     def paragraph(self, facts: list[tuple[str, str, str]], rng: random.Random) -> None:

@@ -371,15 +371,15 @@ def check_request(store: Store, k: int, doc_ids: Sequence[str] | None, where: st
 def check_mode(store: Store, mode: str | None) -> str:
     """``mode`` (None: the default of this index) checked against what the index holds."""
     settings = store.catalog.settings
-    where = store.location
+    location = store.location
     mode = mode or ("hybrid" if settings.dense_model or settings.visual_encoder else "lexical")
     if mode == "dense" and not settings.dense_model:
-        raise PagesightError(f"{where}: index has no dense vectors; use --mode lexical")
+        raise PagesightError(f"{location}: index has no dense vectors; use --mode lexical")
     if mode == "hybrid" and not (settings.dense_model or settings.visual_encoder):
-        raise PagesightError(f"{where}: index has no dense vectors to fuse with; use --mode lexical")
+        raise PagesightError(f"{location}: index has no dense vectors to fuse with; use --mode lexical")
     if mode == "visual" and not settings.visual_encoder:
         raise PagesightError(
-            f"{where}: index has no visual vectors (create it with a visual encoder: --encoder)"
+            f"{location}: index has no visual vectors (create it with a visual encoder: --encoder)"
         )
     return mode
 

@@ -49,7 +49,7 @@ from pagesight.frontends import Scrub
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
-from pagesight.serve.offer import NotOffered, Offer, Readers, TooManyAsks
+from pagesight.serve.offer import NotOffered, Offer, OfferedReaders, TooManyAsks
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
@@ -115,7 +115,7 @@ def create_app(
         Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb, loopback_only=loopback_only
     )
 
-    app.state.served = Served(pool, jobs, Readers(offer), uploads, offer, scrub)
+    app.state.served = Served(pool, jobs, OfferedReaders(offer), uploads, offer, scrub)
     for router in ROUTERS:  # serve/routes/: each reads the state above through Depends
         app.include_router(router)
 

@@ -114,7 +114,7 @@ class Offer:
         )
 
 
-class Readers(base.Readers):
+class OfferedReaders(base.Readers):
     """The readers a server built for requests, by reader and options, at most ``KEPT_READERS``
     (a model reader holds a connection pool, a model in memory): built on a request's first use,
     a model reader calling the offer's endpoint."""

@@ -36,7 +36,7 @@ from pathlib import Path
 from pagesight.encode.dense import best_chunk, quiet_offline
 from pagesight.errors import PagesightError
 from pagesight.search.rerank import PASSAGE_FILE
-from pagesight.train.corpus import Tile
+from pagesight.train.corpus import TrainingTile
 from pagesight.train.queries import SyntheticQuery
 
 # LoRA targets: BERT-style text models (MiniLM) and the projections of Qwen, SigLIP, CLIP and
@@ -124,7 +124,7 @@ Progress = Callable[[int, float], None]  # (steps done, loss of the last step)
 def make_examples(
     queries: Sequence[SyntheticQuery],
     negatives: Sequence[Sequence[int]],
-    tiles: dict[int, Tile],
+    tiles: dict[int, TrainingTile],
     n_negatives: int,
     chunk_words: int,
     chunk_overlap: int,

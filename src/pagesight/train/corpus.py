@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Tile:
+class TrainingTile:
     id: int
     doc_id: str
     page: int
@@ -19,10 +19,11 @@ class Tile:
         return (self.doc_id, self.page, self.idx)
 
 
-def load_tiles(catalog) -> list[Tile]:
+def load_tiles(catalog) -> list[TrainingTile]:
     """Every tile of the catalog with its text, in id order."""
     texts = dict(catalog.tile_texts())
     rows = catalog.tiles(list(texts), spans=False)
     return [
-        Tile(tile_id, row.doc_id, row.page, row.idx, texts[tile_id]) for tile_id, row in sorted(rows.items())
+        TrainingTile(tile_id, row.doc_id, row.page, row.idx, texts[tile_id])
+        for tile_id, row in sorted(rows.items())
     ]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pagesight.encode.lexical import terms
-from pagesight.train.corpus import Tile
+from pagesight.train.corpus import TrainingTile
 from pagesight.train.queries import SyntheticQuery, contains
 
 
@@ -59,7 +59,7 @@ class MiningReport:
 def mine(
     index,
     queries: Sequence[SyntheticQuery],
-    tiles: Sequence[Tile],
+    tiles: Sequence[TrainingTile],
     modes: Sequence[str] = ("hybrid",),
     per_query: int = 3,
     depth: int = 30,
@@ -84,7 +84,9 @@ def mine(
     return mined, report
 
 
-def _pick(query: SyntheticQuery, runs: dict[str, list[tuple[Tile, float]]], n: int, report: MiningReport):
+def _pick(
+    query: SyntheticQuery, runs: dict[str, list[tuple[TrainingTile, float]]], n: int, report: MiningReport
+):
     page = (query.doc_id, query.page)
     bounds = {}
     for mode, run in runs.items():

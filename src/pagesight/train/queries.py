@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from PIL import Image
 
 from pagesight.encode.lexical import terms
-from pagesight.train.corpus import Tile
+from pagesight.train.corpus import TrainingTile
 
 WORD = re.compile(r"[A-Za-z][A-Za-z\-']+")
 NUMBER = re.compile(
@@ -40,7 +40,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 CITATION = re.compile(
     r"arXiv|https?://|doi\.|\bProceedings\b|\bIn Proc|\bpp\.\s*\d|\bVol\.|Conference on|Association for"
 )
-YEAR = re.compile(r"\b(?:19|20)\d{2}[a-z]?\b")
+CITATION_YEAR = re.compile(r"\b(?:19|20)\d{2}[a-z]?\b")  # a year as papers cite it: 2019, 2019a
 OPENERS = re.compile(
     r"^(?:However|Moreover|Furthermore|In addition|Additionally|Thus|Therefore|Hence|Finally|"
     r"Specifically|In particular|Similarly|Overall|Notably|Indeed|First|Second|Third|Also)\s*,?\s+",
@@ -200,11 +200,11 @@ def informative(sentence: str, min_words: int = 8, max_words: int = 45) -> bool:
         return False
     if sum(w[0].islower() for w in alphabetic) < 0.4 * len(alphabetic):  # names, titles, headings
         return False
-    return not CITATION.search(sentence) and len(YEAR.findall(sentence)) < 2
+    return not CITATION.search(sentence) and len(CITATION_YEAR.findall(sentence)) < 2
 
 
 def offline_queries(
-    tiles: Sequence[Tile],
+    tiles: Sequence[TrainingTile],
     vocabulary: Vocabulary,
     per_tile: int = 2,
     keyword_share: float = 0.25,
@@ -287,8 +287,8 @@ PROMPT = (
 
 def model_queries(
     reader,
-    tiles: Sequence[Tile],
-    image: Callable[[Tile], Image.Image],
+    tiles: Sequence[TrainingTile],
+    image: Callable[[TrainingTile], Image.Image],
     per_tile: int = 2,
     report: FilterReport | None = None,
 ) -> list[SyntheticQuery]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pagesight.errors import PagesightError
 from pagesight.train import contrastive, dataset
-from pagesight.train.corpus import Tile, load_tiles
+from pagesight.train.corpus import TrainingTile, load_tiles
 from pagesight.train.negatives import mine
 from pagesight.train.queries import FilterReport, SyntheticQuery, Vocabulary, model_queries, offline_queries
 
@@ -164,7 +164,7 @@ def _save(out: Path, report: dict) -> None:
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
-def _sample(tiles: list[Tile], n: int, seed: int) -> list[Tile]:
+def _sample(tiles: list[TrainingTile], n: int, seed: int) -> list[TrainingTile]:
     if not n or n >= len(tiles):
         return tiles
     return sorted(random.Random(seed).sample(tiles, n), key=lambda t: t.id)
@@ -180,7 +180,7 @@ def _queries(
         progress("queries", len(chosen), len(chosen), f"{len(queries)} queries")
         return queries, {"source": "offline"}
 
-    def image(tile: Tile):
+    def image(tile: TrainingTile):
         return index.tile_image(tile.doc_id, tile.page, tile.idx)
 
     filters = FilterReport()  # shared, so a question repeated on another tile is dropped too

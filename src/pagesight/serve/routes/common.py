@@ -17,7 +17,7 @@ from pagesight.frontends import MAX_BOXES, parse_boxes
 from pagesight.index import Index
 from pagesight.records import Box
 from pagesight.serve.jobs import Jobs
-from pagesight.serve.offer import Asks, Offer, Readers
+from pagesight.serve.offer import Asks, Offer, OfferedReaders
 from pagesight.serve.pool import IndexPool
 from pagesight.serve.tenants import PUBLIC, Tenant
 
@@ -40,7 +40,7 @@ class Served:
 
     pool: IndexPool
     jobs: Jobs
-    readers: Readers
+    readers: OfferedReaders
     uploads: Path
     offer: Offer
     scrub: Callable[[str], str]
