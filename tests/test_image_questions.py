@@ -37,7 +37,7 @@ from mcp import Client  # noqa: E402
 from pagesight import frontends  # noqa: E402
 from pagesight.encode.visual import make_encoder  # noqa: E402
 from pagesight.eval.dataset import Dataset  # noqa: E402
-from pagesight.eval.runner import evaluate_dataset  # noqa: E402
+from pagesight.eval.runner import SearchGrid, evaluate_dataset  # noqa: E402
 from pagesight.serve.app import create_app  # noqa: E402
 from pagesight.serve.mcp import build_server  # noqa: E402
 from tests import test_visual_index as visual  # noqa: E402
@@ -327,7 +327,7 @@ def test_a_dataset_with_a_question_image_loads_and_evaluates(tmp_path, corpus, c
     Index.open(tmp_path / "ix", settings=settings, device="cpu").close()
     server = serve(Reply(completion("Warehouse Delta.")))
     evaluation = evaluate_dataset(
-        data, index=tmp_path / "ix", modes=["visual", "lexical"], reader="openai",
+        data, index=tmp_path / "ix", searches=SearchGrid(modes=("visual", "lexical")), reader="openai",
         reader_options={"base_url": server.base_url, "model": "tiny-vl"},
     )  # fmt: skip
     visual, lexical = evaluation.results

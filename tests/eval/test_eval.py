@@ -60,13 +60,13 @@ def test_eval_samples_reports_metrics_runs_and_plots(tmp_path: Path, sample_inde
 
 
 def test_an_evaluation_runs_from_the_library_as_from_the_command_line(tmp_path: Path, sample_index):
-    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.eval.runner import SearchGrid, evaluate_dataset
 
     seen = []
     evaluation = evaluate_dataset(
         ROOT / "samples",
         index=sample_index.root,
-        modes=["lexical", "rrf"],
+        searches=SearchGrid(modes=("lexical", "rrf")),
         reader="extractive",
         report=tmp_path / "report",
         progress=lambda config, done, total: seen.append((config.name, done, total)),

@@ -21,7 +21,7 @@ from pagesight.eval.dataset import Dataset
 from pagesight.eval.grid import DECOMPOSITION, AnswerGrid, evaluate_grid
 from pagesight.eval.harness import Config
 from pagesight.eval.judges import openai_judge
-from pagesight.eval.runner import evaluate_dataset
+from pagesight.eval.runner import SearchGrid, evaluate_dataset
 from pagesight.request import AskRequest
 from tests.answer.test_openai_reader import MODEL, completion
 from tests.conftest import ROOT, cli
@@ -215,7 +215,7 @@ def test_a_model_reader_and_the_simpleqa_judge_grade_multiple_choice_aliases_and
     evaluation = evaluate_dataset(
         data,
         index=sample_index.root,
-        modes=["lexical"],
+        searches=SearchGrid(modes=("lexical",)),
         grid=AnswerGrid(request, contexts=("retrieved", "none"), ks=(2,), inputs=("text",)),
         reader_options={"base_url": server.base_url, "api_key": "sk-test"},
         judge=openai_judge("simpleqa", "judge-model", server.base_url, "sk-test"),
@@ -268,8 +268,7 @@ def test_declined_answers_are_not_attempted_and_unanswerable_questions_are_count
     evaluation = evaluate_dataset(
         data,
         index=sample_index.root,
-        modes=["lexical"],
-        within_document=True,
+        searches=SearchGrid(modes=("lexical",), within_document=True),
         grid=AnswerGrid(AskRequest(reader="openai", model=MODEL, max_tokens=64), ks=(2,), inputs=("text",)),
         reader_options={"base_url": server.base_url, "api_key": "sk-test"},
         judge=openai_judge("simpleqa", "judge-model", server.base_url, "sk-test"),
@@ -421,7 +420,7 @@ def test_a_model_readers_boxes_are_scored_against_the_samples_gold_zones(sample_
         evaluation = evaluate_dataset(
             ROOT / "samples",
             index=sample_index.root,
-            modes=["lexical"],
+            searches=SearchGrid(modes=("lexical",)),
             grid=AnswerGrid(request, contexts=("oracle",), ks=(3,), inputs=("images",)),
             reader_options={"base_url": server.base_url, "api_key": "sk-test"},
         )

@@ -65,7 +65,7 @@ def test_eval_scores_the_extractive_readers_boxes_against_the_lines_the_generato
     from reportlab.lib.pagesizes import letter
     from reportlab.pdfbase.pdfmetrics import stringWidth
 
-    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.eval.runner import SearchGrid, evaluate_dataset
     from tests.conftest import make_pdf
 
     pages = {
@@ -111,7 +111,9 @@ def test_eval_scores_the_extractive_readers_boxes_against_the_lines_the_generato
 
     def grounding(box_row: dict[str, int]) -> dict:
         write(box_row)
-        found = evaluate_dataset(data, index=tmp_path / "ix", modes=["lexical"], reader="extractive")
+        found = evaluate_dataset(
+            data, index=tmp_path / "ix", searches=SearchGrid(modes=("lexical",)), reader="extractive"
+        )
         return found.answers.summary()
 
     right = grounding({q: row for q, (_, _, row, _) in questions.items()})

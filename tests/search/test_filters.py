@@ -108,11 +108,13 @@ def test_the_command_line_takes_fields_and_filters(tmp_path: Path):
 
 @pytest.mark.timeout(120)
 def test_eval_searches_every_configuration_within_the_filter(lexical_samples):
-    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.eval.runner import SearchGrid, evaluate_dataset
     from tests.conftest import SAMPLES
 
     def recall(where):
-        result = evaluate_dataset(SAMPLES.parent, index=lexical_samples.root, modes=["lexical"], where=where)
+        result = evaluate_dataset(
+            SAMPLES.parent, index=lexical_samples.root, searches=SearchGrid(modes=("lexical",), where=where)
+        )
         return result.summaries()[0]["recall@5"]
 
     whole, none = recall(None), recall("id = nothing-at-all")

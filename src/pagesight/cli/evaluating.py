@@ -176,7 +176,7 @@ def evaluate(
     from pagesight.eval.dataset import Dataset
     from pagesight.eval.harness import default_index_dir
     from pagesight.eval.judges import openai_judge
-    from pagesight.eval.runner import evaluate_dataset
+    from pagesight.eval.runner import SearchGrid, evaluate_dataset
     from pagesight.store.base import store_exists
 
     asked = answers or reader is not None
@@ -192,8 +192,16 @@ def evaluate(
     with progress_bar(transient=True) as progress:
         searched, answered = _progress_reporters(progress)
         try:
-            if rerank_model is not None and rerank is None:
-                raise PagesightError("--rerank-model needs --rerank")
+            searches = SearchGrid(
+                modes=tuple(mode or ()),
+                sweep=sweep,
+                vary=swept(vary or []),
+                rerank=rerank,
+                rerank_candidates=rerank_candidates,
+                rerank_model=rerank_model,
+                within_document=within_document,
+                where=where,
+            ).check()
             grid = _eval_grid(asked, reader, agent, options, lists, local)
             scorer = None
             if judge_model:
@@ -206,16 +214,9 @@ def evaluate(
             evaluation = evaluate_dataset(
                 data,
                 index=path,
-                modes=mode or (),
-                sweep=sweep,
-                vary=swept(vary or []),
+                searches=searches,
                 depth=depth,
                 primary=primary,
-                rerank=rerank,
-                rerank_candidates=rerank_candidates,
-                rerank_model=rerank_model,
-                within_document=within_document,
-                where=where,
                 grid=grid,
                 reader_options=local,
                 judge=scorer,

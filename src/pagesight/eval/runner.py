@@ -1,7 +1,8 @@
 """One evaluation from start to end, as ``pagesight eval`` runs it and as a library call.
 
-    from pagesight.eval.runner import evaluate_dataset
-    evaluation = evaluate_dataset("datasets/irpapers", modes=["lexical", "hybrid"], report="out/")
+    from pagesight.eval.runner import SearchGrid, evaluate_dataset
+    searches = SearchGrid(modes=("lexical", "hybrid"))
+    evaluation = evaluate_dataset("datasets/irpapers", searches=searches, report="out/")
     print(evaluation.best.config.name, evaluation.best.means["recall@5"])
 
 The dataset's index is made or brought up to date (``harness.prepare_index``; the pages' text
@@ -86,49 +87,58 @@ class Evaluation:
         }
 
 
-def configurations(
-    modes: Iterable[str] = (),
-    sweep: bool = False,
-    rerank: str | None = None,
-    rerank_candidates: int | None = None,
-    rerank_model: str | None = None,
-    within_document: bool = False,
-    where: str | None = None,
-    vary: Mapping[str, Sequence[str | float]] | None = None,
-) -> list[harness.Config]:
-    """The configurations named (hybrid when none), the alpha sweep when asked, each one searched
-    with each value of every setting ``vary`` names instead (``harness.SETTINGS``: every
-    combination, named ``CONFIG/NAME:VALUE``), each of those reranked by ``rerank`` too, and each
-    of those searched within its questions' documents too when ``within_document``."""
-    configs = [harness.Config.parse(text) for text in modes]
-    if sweep:
-        configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
-    configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
-    for name, values in (vary or {}).items():
-        configs = [config.setting(name, value) for config in configs for value in values]
-    if rerank:
-        configs += [config.reranked(rerank, rerank_candidates, rerank_model) for config in configs]
-    if within_document:
-        configs += [config.within() for config in configs if not config.within_document]
-    if where is not None:  # every configuration over the documents that pass
-        configs = [replace(config, request=config.request.replace(where=where)) for config in configs]
-    return list(dict.fromkeys(configs))
+@dataclass(frozen=True)
+class SearchGrid:
+    """What eval searches: the configurations named in ``modes`` (``harness.Config.parse``; hybrid
+    when none), the alpha sweep when ``sweep``, each one searched with each value of every setting
+    ``vary`` names instead (``harness.SETTINGS``: every combination, named ``CONFIG/NAME:VALUE``),
+    each of those reranked by ``rerank`` too (with ``rerank_candidates`` and ``rerank_model``),
+    each of those searched within its questions' documents too when ``within_document``, and all of
+    them over the documents passing ``where``. ``check`` refuses options that need another."""
+
+    modes: tuple[str, ...] = ()
+    sweep: bool = False
+    vary: Mapping[str, Sequence[str | float]] = field(default_factory=dict)
+    rerank: str | None = None
+    rerank_candidates: int | None = None
+    rerank_model: str | None = None
+    within_document: bool = False
+    where: str | None = None
+
+    def check(self) -> SearchGrid:
+        if self.rerank_model is not None and self.rerank is None:
+            raise PagesightError("--rerank-model needs --rerank")
+        return self
+
+    def configs(self) -> list[harness.Config]:
+        """Every configuration, in order, each once."""
+        self.check()
+        configs = [harness.Config.parse(text) for text in self.modes]
+        if self.sweep:
+            configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
+        configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
+        for name, values in self.vary.items():
+            configs = [config.setting(name, value) for config in configs for value in values]
+        if self.rerank:
+            configs += [
+                config.reranked(self.rerank, self.rerank_candidates, self.rerank_model) for config in configs
+            ]
+        if self.within_document:
+            configs += [config.within() for config in configs if not config.within_document]
+        if self.where is not None:  # every configuration over the documents that pass
+            configs = [
+                replace(config, request=config.request.replace(where=self.where)) for config in configs
+            ]
+        return list(dict.fromkeys(configs))
 
 
 def evaluate_dataset(
     dataset: Dataset | str | os.PathLike,
     *,
     index: str | os.PathLike | None = None,
-    modes: Iterable[str] = (),
-    sweep: bool = False,
+    searches: SearchGrid | None = None,
     depth: int = 100,
     primary: str = "ndcg@10",
-    rerank: str | None = None,
-    rerank_candidates: int | None = None,
-    rerank_model: str | None = None,
-    within_document: bool = False,
-    where: str | None = None,
-    vary: Mapping[str, Sequence[str | float]] | None = None,
     reader: Reader | str | None = None,
     answer_k: int = AskRequest.k,
     grid: AnswerGrid | None = None,
@@ -141,15 +151,15 @@ def evaluate_dataset(
     answer_progress: AnswerProgress | None = None,
     trust_remote_code: bool = False,
 ) -> Evaluation:
-    """Score search on ``dataset`` under each configuration of ``modes`` (see ``configurations``)
-    in ``index`` (default: a folder cached per dataset, made on first use). With ``reader`` (a
+    """Score search on ``dataset`` under each configuration of ``searches`` (a ``SearchGrid``;
+    default: hybrid) in ``index`` (default: a folder cached per dataset, made on first use). With ``reader`` (a
     reader or its name) or a ``grid``, also answer the questions of answers.jsonl under the best
     configuration, once per configuration of ``grid`` (default: the retrieved ``answer_k`` tiles;
     a named reader is built for each configuration's request with ``reader_options``: base URL, API
-    key, device), graded by ``judge`` when given (``judges.Judge``). ``within_document`` also runs
-    every configuration with each question searched inside its own documents only (``/within``);
-    ``vary`` sweeps settings of the search (``configurations``), as IRPAPERS sweeps the weight of
-    the image run or MUVERA's ``ef``.
+    key, device), graded by ``judge`` when given (``judges.Judge``). The search grid's
+    ``within_document`` also runs every configuration with each question searched inside its own
+    documents only (``/within``); its ``vary`` sweeps settings of the search, as IRPAPERS sweeps
+    the weight of the image run or MUVERA's ``ef``.
     ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers. ``by``:
     fields of the questions (``Dataset.field_names``: queries.jsonl's ``fields`` and ``pages``) to
     break every score down by. ``text_from``: 'documents' (the pages' text layer or OCR) or
@@ -160,9 +170,7 @@ def evaluate_dataset(
     groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = configurations(
-        modes, sweep, rerank, rerank_candidates, rerank_model, within_document, where, vary
-    )
+    configs = (searches or SearchGrid()).configs()
     if judge is not None and reader is None and grid is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if (reader is not None or grid is not None) and not data.answers:
