@@ -56,40 +56,9 @@ def stages(
     paths: Sequence[str | os.PathLike], settings: Settings, max_pages: int = 100, ocr_pages: int = 5
 ) -> dict:
     """Pages per second of each ingestion stage, on the first ``max_pages`` pages."""
-    files = expand(paths, IngestReport())
     timings = {"render": 0.0, "text": 0.0, "ocr": 0.0}
-    texts: list[str] = []
-    pages = ocr_done = 0
-    for path in files:
-        if pages >= max_pages:
-            break
-        try:
-            source = open_source(path)
-        except InputError:
-            continue
-        try:
-            for number in range(1, source.n_pages + 1):
-                if pages >= max_pages:
-                    break
-                start = time.perf_counter()
-                source.render(number, settings.dpi)
-                timings["render"] += time.perf_counter() - start
-                start = time.perf_counter()
-                spans = source.text_layer(number, settings.dpi)
-                timings["text"] += time.perf_counter() - start
-                if ocr_done < ocr_pages:
-                    dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
-                    start = time.perf_counter()
-                    found = ocr_spans(source.render(number, dpi), engine=settings.ocr_engine)
-                    timings["ocr"] += time.perf_counter() - start
-                    ocr_done += 1
-                    spans = spans or found
-                texts.append(" ".join(span.text for span in spans))
-                pages += 1
-        except InputError:
-            pass
-        finally:
-            source.close()
+    texts, ocr_done = _read_pages(expand(paths, IngestReport()), settings, max_pages, ocr_pages, timings)
+    pages = len(texts)
     result = {
         "pages": pages,
         "render_pages_per_s": _rate(pages, timings["render"]),
@@ -119,6 +88,46 @@ def stages(
             }
         )
     return result
+
+
+def _read_pages(
+    files, settings: Settings, max_pages: int, ocr_pages: int, timings: dict
+) -> tuple[list[str], int]:
+    """The text of the first ``max_pages`` pages of ``files``, each rendered, its text layer read
+    and, for the first ``ocr_pages``, OCR'd too, each stage's seconds added into ``timings``; and
+    how many pages were OCR'd. Files that cannot be read are passed over."""
+    texts: list[str] = []
+    ocr_done = 0
+    for path in files:
+        if len(texts) >= max_pages:
+            break
+        try:
+            source = open_source(path)
+        except InputError:
+            continue
+        try:
+            for number in range(1, source.n_pages + 1):
+                if len(texts) >= max_pages:
+                    break
+                start = time.perf_counter()
+                source.render(number, settings.dpi)
+                timings["render"] += time.perf_counter() - start
+                start = time.perf_counter()
+                spans = source.text_layer(number, settings.dpi)
+                timings["text"] += time.perf_counter() - start
+                if ocr_done < ocr_pages:
+                    dpi = settings.ocr_dpi if source.type == "pdf" else settings.dpi
+                    start = time.perf_counter()
+                    found = ocr_spans(source.render(number, dpi), engine=settings.ocr_engine)
+                    timings["ocr"] += time.perf_counter() - start
+                    ocr_done += 1
+                    spans = spans or found
+                texts.append(" ".join(span.text for span in spans))
+        except InputError:
+            pass
+        finally:
+            source.close()
+    return texts, ocr_done
 
 
 def end_to_end(paths: Sequence[str | os.PathLike], index_dir: Path, settings: Settings, **options) -> dict:

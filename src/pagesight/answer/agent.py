@@ -198,17 +198,8 @@ class _Conversation:
 
     def run(self) -> Answer:
         start = time.perf_counter()
-        system = instructions(self.reader.inputs, self.reader.coordinates, sizes_labelled=True)
-        transcript = [Message("system", [f"{system}\n{_AGENT.format(max_searches=self.max_searches)}"])]
-        opening: list[str | Image.Image] = []
-        if self.image is not None:
-            opening += [
-                f"Question image (image 0, {self.image.width}x{self.image.height} pixels):",
-                self.image,
-            ]
-        transcript.append(Message("user", [*opening, f"Question: {self.question}"]))
+        transcript = self._opening()
         usage: dict = {"prompt_tokens": 0, "completion_tokens": 0}
-        warnings: list[str] = []
         turns = 0
         while True:
             final = self.calls >= self.max_searches
@@ -228,10 +219,29 @@ class _Conversation:
                 transcript.append(Message("user", self._show(shown)))
             if self.calls >= self.max_searches:
                 transcript.append(Message("user", [_FINAL.format(n=self.max_searches)]))
+        warnings: list[str] = []
         if final and turn.calls:
             warnings.append("the model called a tool after its last search was spent; the call was ignored")
         if turn.cut:
             warnings.append("the answer was cut at the reader's max_tokens")
+        usage["turns"] = turns
+        return self._answer(turn, usage, warnings, time.perf_counter() - start)
+
+    def _opening(self) -> list[Message]:
+        """The system's instructions with the tool's, and the question (with its image)."""
+        system = instructions(self.reader.inputs, self.reader.coordinates, sizes_labelled=True)
+        transcript = [Message("system", [f"{system}\n{_AGENT.format(max_searches=self.max_searches)}"])]
+        opening: list[str | Image.Image] = []
+        if self.image is not None:
+            opening += [
+                f"Question image (image 0, {self.image.width}x{self.image.height} pixels):",
+                self.image,
+            ]
+        transcript.append(Message("user", [*opening, f"Question: {self.question}"]))
+        return transcript
+
+    def _answer(self, turn: Turn, usage: dict, warnings: list[str], total: float) -> Answer:
+        """The last turn's text as the answer, cited, with what the run spent and read."""
         text, citations, problems = self._cite(TOOL_CALL.sub(" ", strip_thinking(turn.text)), turn.seen_sizes)
         shown_images = [] if self.reader.inputs == "text" else self.read
         spent = context_tokens(shown_images, self.token_model)
@@ -244,11 +254,9 @@ class _Conversation:
             image_tokens=spent,
             searches=self.searches,
             tiles_read=len(self.read),
-            turns=turns,
         )
         if warnings + problems:
             usage["warnings"] = warnings + problems
-        total = time.perf_counter() - start
         return Answer(
             question=self.question,
             text=text,

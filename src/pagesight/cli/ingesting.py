@@ -91,6 +91,24 @@ def _annotation(option: _Option) -> tuple[Any, Any]:
     return Annotated[base | None if optional else base, typer.Option(*flags, help=rules.help + note)], default
 
 
+def _read_setting(ctx, option, offered, taken: dict, settings: dict, flags: dict) -> None:
+    """A setting's value into ``settings`` (None when its toggle turned it off, its default when
+    only the toggle was given) and the option given into ``flags``, when it or its toggle was
+    given: those are checked against an existing index."""
+    f = option.field
+    toggle = next((o for o in offered if o.toggle and o.field is f), None)
+    chosen = [o.name for o in (option, toggle) if o is not None and is_given(ctx, o.name)]
+    if not chosen:
+        return
+    flags[f.name] = chosen[0]
+    if toggle is not None and not taken[toggle.name]:
+        settings[f.name] = None
+    elif is_given(ctx, option.name):
+        settings[f.name] = given_value(f, taken[option.name], flag_of(ctx, option.name))
+    else:
+        settings[f.name] = f.default
+
+
 def ingest_options(command):
     """Decorate ``ingest``: the ingestion options and the index settings their fields' ``Spec``
     offers become its options, after ``index``; the command is called with ``options`` (an
@@ -125,19 +143,8 @@ def ingest_options(command):
             for option in offered:
                 f, value = option.field, taken[option.name]
                 if option.setting:
-                    if option.toggle:
-                        continue
-                    toggle = next((o for o in offered if o.toggle and o.field is f), None)
-                    on = toggle is None or taken[toggle.name]
-                    chosen = [o.name for o in (option, toggle) if o is not None and is_given(ctx, o.name)]
-                    if chosen:  # the setting given (or its toggle): checked against an existing index
-                        flags[f.name] = chosen[0]
-                        if not on:
-                            settings[f.name] = None
-                        elif is_given(ctx, option.name):
-                            settings[f.name] = given_value(f, value, flag_of(ctx, option.name))
-                        else:
-                            settings[f.name] = f.default
+                    if not option.toggle:
+                        _read_setting(ctx, option, offered, taken, settings, flags)
                     continue
                 if value is None or (spec(f).parts is not None and spec(f).taken_as is bool):
                     continue  # not given (the field's default), or a part's on/off (below)

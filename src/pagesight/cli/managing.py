@@ -50,31 +50,7 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
         ),
         ("lexical", "BM25 over the tiles' text"),
     ]
-    if settings["dense_model"]:
-        rows.append(
-            (
-                "dense",
-                f"{settings['dense_model']}: {data['vectors']:,} vectors of {settings['chunk_words']}-word "
-                f"chunks ({settings['chunk_overlap']} overlapping)",
-            )
-        )
-    else:
-        rows.append(("dense", "none (made with --no-dense)"))
-    if data["visual_encoder"]:
-        from pagesight.encode.visual import describe_spec
-
-        rows.append(
-            (
-                "visual",
-                f"{describe_spec(data['visual_encoder'])}: {data['visual_vectors']:,} tiles embedded, "
-                f"{data['visual_index']} index; query image: {data['query_image']}",
-            )
-        )
-    elif settings["visual_encoder"]:
-        model = settings["visual_model"] or "its default model"
-        rows.append(("visual", f"'{settings['visual_encoder']}' ({model}): no tile embedded yet"))
-    else:
-        rows.append(("visual", "none"))
+    rows += [("dense", _dense_row(data)), ("visual", _visual_row(data))]
     rows.append(
         (
             "rendering",
@@ -99,6 +75,31 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
     )
     rows.append(("retrievers", f"{state} (generation {data['generation']})"))
     return rows
+
+
+def _dense_row(data: dict) -> str:
+    settings = data["settings"]
+    if not settings["dense_model"]:
+        return "none (made with --no-dense)"
+    return (
+        f"{settings['dense_model']}: {data['vectors']:,} vectors of {settings['chunk_words']}-word "
+        f"chunks ({settings['chunk_overlap']} overlapping)"
+    )
+
+
+def _visual_row(data: dict) -> str:
+    settings = data["settings"]
+    if data["visual_encoder"]:
+        from pagesight.encode.visual import describe_spec
+
+        return (
+            f"{describe_spec(data['visual_encoder'])}: {data['visual_vectors']:,} tiles embedded, "
+            f"{data['visual_index']} index; query image: {data['query_image']}"
+        )
+    if settings["visual_encoder"]:
+        model = settings["visual_model"] or "its default model"
+        return f"'{settings['visual_encoder']}' ({model}): no tile embedded yet"
+    return "none"
 
 
 def _size(n_bytes: int) -> str:

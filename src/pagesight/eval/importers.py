@@ -189,6 +189,21 @@ def _image_bytes(cell: object, source: Path, corpus_id: str) -> bytes:
     raise InputError(f"corpus item '{corpus_id}': image is neither bytes, base64 nor a file under {source}")
 
 
+def _page_file(data: bytes, corpus_id: str) -> tuple[bytes, str]:
+    """A corpus image's bytes and file suffix: as they are in a format pages are read in, else
+    converted to PNG; an unreadable image is refused naming its corpus id."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            suffix = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}.get(image.format)
+            if suffix is not None:
+                return data, suffix
+            buffer = io.BytesIO()
+            image.convert("RGB").save(buffer, "PNG")
+            return buffer.getvalue(), ".png"
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise InputError(f"corpus item '{corpus_id}': not a readable image ({exc})") from None
+
+
 def _import_tables(source: Path, out: Path, split: str, languages: Sequence[str]) -> dict:
     pages = out / "pages"
     pages.mkdir(parents=True)
@@ -203,17 +218,9 @@ def _import_tables(source: Path, out: Path, split: str, languages: Sequence[str]
     for row in _table(source, "corpus", split):
         column, value = _named(row, ID_COLUMNS, "corpus")
         corpus_id = _safe_id(value, "corpus")
-        data = _image_bytes(_column(row, ("image",), "corpus"), source, corpus_id)
-        try:
-            with Image.open(io.BytesIO(data)) as image:
-                suffix = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "TIFF": ".tif"}.get(image.format)
-                if suffix is None:
-                    suffix = ".png"
-                    buffer = io.BytesIO()
-                    image.convert("RGB").save(buffer, "PNG")
-                    data = buffer.getvalue()
-        except (OSError, Image.DecompressionBombError) as exc:
-            raise InputError(f"corpus item '{corpus_id}': not a readable image ({exc})") from None
+        data, suffix = _page_file(
+            _image_bytes(_column(row, ("image",), "corpus"), source, corpus_id), corpus_id
+        )
         (pages / f"{corpus_id}{suffix}").write_bytes(data)
         n_pages += 1
         if isinstance(row.get("markdown"), str):

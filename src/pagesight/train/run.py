@@ -104,6 +104,49 @@ def train(index, out: Path, config: TrainConfig, progress: Progress | None = Non
 
     tiles = load_tiles(index.catalog)
     by_id = {tile.id: tile for tile in tiles}
+    queries, splits = _written(index, tiles, out, config, progress, report)
+    mined, mining = mine(
+        index,
+        queries,
+        tiles,
+        config.negatives_from,
+        per_query=config.negatives,
+        depth=config.depth,
+        margin=config.margin,
+        progress=_counter(progress, "hard negatives", len(queries)),
+    )
+    report["negatives"] = mining.to_dict()
+
+    def examples(passage: tuple[int, int]) -> tuple[list, list]:
+        """The training and held-out examples, with passages of ``passage`` (words, overlap)."""
+        made = contrastive.make_examples(queries, mined, by_id, config.negatives, *passage, config.seed)
+        return (
+            [e for e, s in zip(made, splits) if s == "train"],
+            [e for e, s in zip(made, splits) if s == "heldout"],
+        )
+
+    chunking = (settings.chunk_words, settings.chunk_overlap)
+    train_set, test_set = examples(chunking)
+    _save(out, report)  # after each stage, so a long run stopped part way keeps what it measured
+    if config.dense:
+        report["dense"] = _train_dense(index, train_set, test_set, out, config, progress)
+        _save(out, report)
+    if config.cross_encoder:
+        passage = config.cross_passage or chunking
+        if passage != chunking:
+            train_set, test_set = examples(passage)
+        report["cross_encoder"] = _train_cross(train_set, test_set, out, config, passage, progress)
+        _save(out, report)
+    if config.visual:
+        report["visual"] = _train_visual(index, train_set, out, config, progress)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    _save(out, report)
+    return report
+
+
+def _written(index, tiles: list, out: Path, config: TrainConfig, progress: Progress, report: dict):
+    """Training queries written from a sample of the tiles, split into training and held-out ones,
+    saved as datasets under ``out`` (queries, heldout) and counted in ``report``."""
     chosen = _sample([t for t in tiles if len(t.text.split()) >= MIN_WORDS], config.sample, config.seed)
     queries, made = _queries(index, tiles, chosen, config, progress)
     if len(queries) < 2:
@@ -121,43 +164,7 @@ def train(index, out: Path, config: TrainConfig, progress: Progress | None = Non
         "heldout": len(held),
         **made,
     }
-
-    mined, mining = mine(
-        index,
-        queries,
-        tiles,
-        config.negatives_from,
-        per_query=config.negatives,
-        depth=config.depth,
-        margin=config.margin,
-        progress=_counter(progress, "hard negatives", len(queries)),
-    )
-    report["negatives"] = mining.to_dict()
-    examples = contrastive.make_examples(
-        queries, mined, by_id, config.negatives, settings.chunk_words, settings.chunk_overlap, config.seed
-    )
-    train_set = [e for e, s in zip(examples, splits) if s == "train"]
-    test_set = [e for e, s in zip(examples, splits) if s == "heldout"]
-
-    _save(out, report)  # after each stage, so a long run stopped part way keeps what it measured
-    if config.dense:
-        report["dense"] = _train_dense(index, train_set, test_set, out, config, progress)
-        _save(out, report)
-    if config.cross_encoder:
-        passage = config.cross_passage or (settings.chunk_words, settings.chunk_overlap)
-        if passage != (settings.chunk_words, settings.chunk_overlap):
-            examples = contrastive.make_examples(
-                queries, mined, by_id, config.negatives, *passage, config.seed
-            )
-            train_set = [e for e, s in zip(examples, splits) if s == "train"]
-            test_set = [e for e, s in zip(examples, splits) if s == "heldout"]
-        report["cross_encoder"] = _train_cross(train_set, test_set, out, config, passage, progress)
-        _save(out, report)
-    if config.visual:
-        report["visual"] = _train_visual(index, train_set, out, config, progress)
-    report["seconds"] = round(time.perf_counter() - started, 1)
-    _save(out, report)
-    return report
+    return queries, splits
 
 
 def _save(out: Path, report: dict) -> None:
