@@ -138,6 +138,8 @@ def test_answer_format_words_are_no_constraints():
     assert asked(question) == ["Parts and Features"]
     assert asked("What is the gap? Please write the answer in float format.") == []
     assert asked("How many items are there, answer 'Yes' or 'No' in the list format") == []
+    assert asked("Which country has the highest share, in JSON format?") == []
+    assert asked("Do both styles have an egg bin, 'yes' or 'no'?") == []
     answer = read(question, [tile("fridge", 6, FRIDGE), tile("fridge", 1, OTHER, 0.5)])
     assert answer.answered and "egg bin" in answer.text
 
