@@ -25,7 +25,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -152,8 +152,8 @@ class Lending:
 
 
 class _LentCatalog:
-    """The catalog reads answering makes (a tile's row, a page's layout regions), each through an
-    index borrowed for it."""
+    """The catalog reads answering makes (a tile's row, a page's layout regions, a document's
+    tiles for the extractive reader's check), each through an index borrowed for it."""
 
     def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], settings: Settings):
         self._borrow = borrow
@@ -166,6 +166,14 @@ class _LentCatalog:
     def page_regions(self, doc_id: str, page: int):
         with self._borrow() as index:
             return index.catalog.page_regions(doc_id, page)
+
+    def tile_ids_of(self, doc_ids: Iterable[str]):
+        with self._borrow() as index:
+            return index.catalog.tile_ids_of(doc_ids)
+
+    def tiles(self, tile_ids: list[int], spans: bool = True):
+        with self._borrow() as index:
+            return index.catalog.tiles(tile_ids, spans)
 
 
 def batched(index: Index) -> QueryBatcher | None:
