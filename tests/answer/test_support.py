@@ -140,6 +140,7 @@ def test_answer_format_words_are_no_constraints():
     assert asked("How many items are there, answer 'Yes' or 'No' in the list format") == []
     assert asked("Which country has the highest share, in JSON format?") == []
     assert asked("Do both styles have an egg bin, 'yes' or 'no'?") == []
+    assert asked("How many figures are shown, give your answer in Arabic numerals?") == []
     answer = read(question, [tile("fridge", 6, FRIDGE), tile("fridge", 1, OTHER, 0.5)])
     assert answer.answered and "egg bin" in answer.text
 
