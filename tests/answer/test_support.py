@@ -87,6 +87,14 @@ def test_an_adjective_finds_its_noun():
     assert not declined.answered and "Nigerian" in declined.reason
 
 
+@pytest.mark.timeout(10)
+def test_hyphens_and_line_break_hyphenation_are_no_difference():
+    assert Evidence("sales on the e-commerce site").holds("Ecommerce")
+    assert Evidence("sales on the ecommerce site").holds("E-Commerce")
+    assert Evidence("polled Ameri-\ncan adults").holds("Americans")
+    assert not Evidence("the Uni-\nted Nations").holds("University")
+
+
 PAPER = [
     "Results",
     "Fig. 3: recall of the dense retriever grows to 0.82 with 64 negatives.",
