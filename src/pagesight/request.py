@@ -225,6 +225,13 @@ class AskRequest(SearchRequest):
         ge=0,
         le=1,
     )
+    min_support: float | None = _field(
+        None,
+        "Extractive reader: decline when the probability that its answer is supported by the pages "
+        "is under this (default: the fitted model's threshold, 0.77); 0: never decline.",
+        ge=0,
+        le=1,
+    )
     agent: bool = _field(False, "Model readers: the reader searches itself, then answers.")
     max_searches: int = _field(
         3, "With agent: the most searches it may make (MoNaCo's agent makes up to 20).", ge=1, le=20
@@ -245,7 +252,7 @@ class AskRequest(SearchRequest):
 
 
 # the fields of an ``AskRequest`` a reader is built with
-READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from")
+READER_OPTIONS = ("model", "max_tokens", "inputs", "coordinates", "number_from", "min_support")
 
 
 # The search fields that rank by the question's text or fuse runs: an image searched alone has

@@ -1,5 +1,5 @@
 """Issue 40: a model reader's refusal is recognised as not answering (``answer.abstention``), and
-the question's constraints the extractive reader checks its evidence for
+the question's constraints the extractive reader looks for in its evidence
 (``answer.extractive.support``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from pagesight.answer import make_reader
 from pagesight.answer.abstention import refusal
-from pagesight.answer.extractive.support import asked, unsupported
+from pagesight.answer.extractive.support import Evidence, asked
 from tests.answer.test_openai_reader import MODEL
 from tests.eval.test_grid import Endpoint
 
@@ -56,13 +56,13 @@ def test_answers_that_only_sound_like_refusals_are_answers(text):
 def test_the_constraints_of_a_question_leave_out_pages_and_instructions():
     assert asked("What was Best Buy's revenue in FY2019? Answer in USD millions.") == ["2019", "Best", "Buy"]
     assert asked("How many figures are provided in Pages 400-640?") == []
-    assert asked("What is the title of Figure 7? Please give your answer such as 100, 200 or 300.") == ["7"]
+    assert asked("What is the title of Figure 7? Please give your answer such as 100, 200 or 300.") == [
+        "Figure 7"
+    ]
     assert asked("Tell me the prompt template used for label 'Contact.Meet'.") == ["Contact.Meet"]
-    assert (
-        unsupported("How many Americans were polled in 2020?", "American adults polled in 2020: 1,003") == []
-    )
-    assert unsupported("What did Shopee sell in FY2021?", "Sales in fiscal 2021 were strong") == ["Shopee"]
-    assert unsupported("What was revenue in 2021?", "Revenue FY2021 ... FY21 ...") == []
+    assert Evidence("American adults polled in 2020: 1,003").holds("Americans")
+    assert not Evidence("Sales in fiscal 2021 were strong").holds("Shopee")
+    assert Evidence("Revenue FY2021 ... FY21 ...").holds("2021")
 
 
 @pytest.mark.timeout(30)

@@ -219,7 +219,7 @@ def test_the_reader_declines_when_the_year_asked_about_is_not_on_the_pages(index
     assert present.answered and present.reason is None and present.text == "$11.8 Billion"
     absent = index.ask("What were Larchmont's net sales for fiscal 2019?", k=5)
     assert not absent.answered and absent.text == "" and not absent.citations
-    assert absent.reason == 'the pages found do not mention "2019"'
+    assert absent.reason.startswith('the document does not mention "2019" (support ')
     entity = index.ask("What were Quorlan Industries' net sales for fiscal 2022?", k=5)
     assert not entity.answered and "Quorlan" in entity.reason
     question = "What were Larchmont's net sales for fiscal 2019?"

@@ -101,6 +101,7 @@ def ask(
         logprob=reading.logprob if reading else None,
         answered=reading.answered if reading else False,
         reason=reading.reason if reading else "no pages were found to answer from",
+        support=reading.support if reading else None,
     )
 
 

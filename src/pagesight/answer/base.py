@@ -63,6 +63,9 @@ class ContextItem:
     regions: list[Region] = field(default_factory=list)
     layout: bool = False
     _as_text: bool | None = field(default=None, repr=False)  # inputs auto's choice, once made
+    # its document's text page by page (page -> text), read when first called: what the extractive
+    # reader looks for a question's names in beyond the tile (None: the context's tiles alone)
+    load_document: Callable[[], dict[int, str]] | None = field(default=None, repr=False)
 
     @property
     def image(self) -> Image.Image:
@@ -106,6 +109,8 @@ class Reading:
     tokens: int | None = None  # how many answer tokens ``logprob`` sums over
     answered: bool = True  # False: the reader declined (its evidence does not hold an answer)
     reason: str | None = None  # why it declined
+    # how likely the answer is supported by the pages (0..1), when the reader can tell (extractive)
+    support: float | None = None
     # seconds of the reading's own stages, when the reader times them: "prefill" (the prompt read,
     # images encoded, the first token chosen) and "decode" (the other tokens); ``Answer.timings``
     timings: dict[str, float] = field(default_factory=dict)
@@ -138,6 +143,8 @@ class Answer:
     # False: not answered; the reader declined (the pages do not hold an answer), ``reason`` says why
     answered: bool = True
     reason: str | None = None
+    # how likely the answer is supported by the pages (0..1), when the reader can tell (extractive)
+    support: float | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -9,22 +9,29 @@ is resized to multiples of 28 px within a pixel budget, one token per 28 x 28 pa
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
 from pagesight.answer.base import ContextItem, Searchable
 from pagesight.choices import TOKEN_MODELS
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Region, Span
 
+if TYPE_CHECKING:
+    from pagesight.store.base import Catalog
+
 
 def build_context(index: Searchable, hits: Sequence[Hit], compression: float = 1.0) -> list[ContextItem]:
     """One context item per hit: the tile's text spans now, its image when a reader asks for it,
-    the first line of its document's first page (its title, for the extractive reader's check), and
-    the layout regions that overlap the tile (an index made with layout regions)."""
+    the first line of its document's first page (its title, for the extractive reader's check), its
+    document's text when the reader asks for it (``ContextItem.load_document``), and the layout
+    regions that overlap the tile (an index made with layout regions)."""
     if compression < 1:
         raise PagesightError(f"compression must be at least 1, got {compression}")
     items = []
     titles: dict[str, str] = {}
+    documents: dict[str, Callable[[], dict[int, str]]] = {}
     layout = bool(index.settings.layout)
     regions: dict[tuple[str, int], list[Region]] = {}
     for hit in hits:
@@ -39,12 +46,30 @@ def build_context(index: Searchable, hits: Sequence[Hit], compression: float = 1
 
         item = ContextItem(hit=hit, spans=spans, compression=compression, load_image=load, layout=layout)
         item.title = titles[hit.doc_id]
+        if hit.doc_id not in documents:
+            documents[hit.doc_id] = _document_reader(index.catalog, hit.doc_id)
+        item.load_document = documents[hit.doc_id]
         if layout:
             if (hit.doc_id, hit.page) not in regions:
                 regions[hit.doc_id, hit.page] = index.catalog.page_regions(hit.doc_id, hit.page)
             item.regions = [r for r in regions[hit.doc_id, hit.page] if _overlaps(r.box, hit.tile_box)]
         items.append(item)
     return items
+
+
+def _document_reader(catalog: Catalog, doc_id: str) -> Callable[[], dict[int, str]]:
+    """A function giving ``doc_id``'s text page by page (page -> its tiles' lines), read from the
+    catalog on its first call and kept."""
+
+    @cache
+    def read() -> dict[int, str]:
+        rows = catalog.tiles([int(i) for i in catalog.tile_ids_of([doc_id])]).values()
+        pages: dict[int, list[str]] = {}
+        for row in sorted(rows, key=lambda row: (row.page, row.idx)):
+            pages.setdefault(row.page, []).extend(span[0] for span in row.spans)
+        return {page: "\n".join(lines) for page, lines in pages.items()}
+
+    return read
 
 
 def _overlaps(a: Box, b: Box) -> bool:

@@ -161,7 +161,10 @@ class _Tools:
                 region=box,
             )
         data = answer.to_dict()
-        result = {key: data[key] for key in ("text", "answered", "reason", "citations", "reader", "usage")}
+        result = {
+            key: data[key]
+            for key in ("text", "answered", "reason", "support", "citations", "reader", "usage")
+        }
         return CallToolResult(content=[_text(result)], structured_content=result)
 
     def get_page(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -177,9 +177,9 @@ class Lending:
 
 
 class _LentCatalog:
-    """The catalog reads answering makes (a tile's row, a page's layout regions) and a rerank's (the
-    candidates' rows, their stored visual vectors and their encoder's spec), each through an index
-    borrowed for it."""
+    """The catalog reads answering makes (a tile's row, a page's layout regions, a document's
+    tiles for the extractive reader's check) and a rerank's (the candidates' rows, their stored
+    visual vectors and their encoder's spec), each through an index borrowed for it."""
 
     def __init__(self, borrow: Callable[[], AbstractContextManager[Index]], settings: Settings):
         self._borrow = borrow
@@ -193,9 +193,13 @@ class _LentCatalog:
         with self._borrow() as index:
             return index.catalog.page_regions(doc_id, page)
 
-    def tiles(self, tile_ids, spans: bool = False):
+    def tiles(self, tile_ids: list[int], spans: bool = True):
         with self._borrow() as index:
-            return index.catalog.tiles(tile_ids, spans=spans)
+            return index.catalog.tiles(tile_ids, spans)
+
+    def tile_ids_of(self, doc_ids: Iterable[str]):
+        with self._borrow() as index:
+            return index.catalog.tile_ids_of(doc_ids)
 
     def visual_spec(self):
         with self._borrow() as index:

@@ -29,8 +29,13 @@ words), when it is a quotation and the question asks for a figure or a date, or 
 year other than the one the question asks about. The answer is cited with the boxes of the lines
 it came from, cut to the sentence's part of a line in proportion to its characters.
 
+The reader declines when the chosen line is unlikely to be a supported answer: the probability
+(``Reading.support``) of a logistic model over what of the question's specific constraints its
+tile, the pages beside it and its document name, and the line's lead over the next.
+
 Modules: ``lines.py`` (the layout and the candidates), ``questions.py`` (what a question asks
-for) and ``reader.py`` (the scorer).
+for), ``reader.py`` (the scorer), ``support.py`` (a question's constraints, found however they are
+worded) and ``confidence.py`` (the probability of support; its model in ``support.json``).
 """
 
 from pagesight.answer.extractive.reader import WEIGHTS, ExtractiveReader

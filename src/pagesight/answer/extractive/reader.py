@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.extractive.confidence import judge, model
 from pagesight.answer.extractive.lines import (
     YEAR,
     AnswerCandidate,
@@ -29,7 +30,6 @@ from pagesight.answer.extractive.questions import (
     other_years,
     subject_terms,
 )
-from pagesight.answer.extractive.support import MIN_SCORE, unsupported
 from pagesight.encode.lexical import terms
 from pagesight.errors import PagesightError
 
@@ -55,15 +55,18 @@ class ExtractiveReader:
         dense_pool: int = 3,
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
+        min_support: float | None = None,
     ):
         """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
         ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
         did (benchmarks/reader.py 47/48, benchmarks/answers.py 90/90 and 13/13) at half the cost of
-        an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the chosen
-        line's tile lacks what the question asks about or the line scores too low (``support``);
-        False: always quote the best line."""
+        an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the
+        probability that the chosen line is a supported answer (``confidence``) is under
+        ``min_support`` (None: the fitted model's threshold), the answer carrying that probability
+        (``Reading.support``); False: always quote the best line, unjudged."""
         self.dense_pool = dense_pool
         self.abstain = abstain
+        self.min_support = min_support
         self._model = None
         if dense is not False:
             from pagesight.encode.dense import dense_model as load
@@ -86,39 +89,29 @@ class ExtractiveReader:
         scores = total(features)
         chosen = int(np.argmax(scores))
         best = candidates[chosen]
-        reason = self.declines(question, context, best, features, chosen) if self.abstain else None
-        if reason is not None:
-            usage = {"candidates": len(candidates), "declined_answer": answer_text(best, question)}
-            return Reading(text="", usage=usage, answered=False, reason=reason)
+        support = None
+        if self.abstain:
+            without_dense = total(features, without=("dense",))[chosen]
+            judged = judge(question, context, best.item, scores, chosen, without_dense)
+            support = judged.support
+            threshold = model()["threshold"] if self.min_support is None else self.min_support
+            if support < threshold:
+                usage = {"candidates": len(candidates), "declined_answer": answer_text(best, question)}
+                return Reading(
+                    "", usage=usage, answered=False, reason=judged.reason(threshold), support=support
+                )
         answer = answer_text(best, question)
         return Reading(
             text=answer,
             cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
             quotes={best.item: best.text},
             usage={"candidates": len(candidates)},
+            support=support,
         )
 
     def score(self, question: str, candidates: list[AnswerCandidate], n_items: int) -> np.ndarray:
         """One score per candidate; the highest is the answer."""
         return total(self.features(question, candidates, n_items))
-
-    def declines(
-        self,
-        question: str,
-        context: Sequence[ContextItem],
-        best: AnswerCandidate,
-        features: dict[str, np.ndarray],
-        chosen: int,
-    ) -> str | None:
-        """Why the best line is no answer (None: it is one): the question asks about something its
-        tile, its document's name and title do not name, or it holds too little of the question."""
-        missing = unsupported(question, _evidence(context, best.item))
-        if missing:
-            return f"the pages found do not mention {_listed(missing)}"
-        without_dense = total(features, without=("dense",))[chosen]
-        if without_dense < MIN_SCORE:
-            return f"no line of the pages found matches enough of the question (score {without_dense:.2f})"
-        return None
 
     def features(
         self, question: str, candidates: list[AnswerCandidate], n_items: int
@@ -191,21 +184,6 @@ def total(features: dict[str, np.ndarray], without: tuple[str, ...] = ()) -> np.
     """Each candidate's score: the weighted signals (less those ``without``), set back by its factors."""
     score = sum(WEIGHTS[name] * features[name] for name in WEIGHTS if name not in without)
     return score * features["penalty"]
-
-
-def _evidence(context: Sequence[ContextItem], item: int) -> str:
-    """What an answer from ``context[item]`` stands on: its tile's text, its document's name and
-    title (the first line of its first page), and the first line of each of that document's first
-    tiles in the context (their pages' titles)."""
-    doc_id = context[item].hit.doc_id
-    titles = [c.spans[0].text for c in context if c.hit.doc_id == doc_id and c.hit.tile == 0 and c.spans]
-    own = context[item]
-    return "\n".join([own.text, doc_id.replace("_", " ").replace("-", " "), own.title, *titles])
-
-
-def _listed(missing: list[str]) -> str:
-    quoted = [f'"{m}"' for m in missing]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def _dense_text(c: AnswerCandidate) -> str:
