@@ -27,7 +27,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from PIL import Image
@@ -107,6 +107,7 @@ class Reading:
     logprob: float | None = None  # sum over the answer tokens, when the reader can tell
     usage: dict = field(default_factory=dict)  # tokens in and out when the reader reports them
     tokens: int | None = None  # how many answer tokens ``logprob`` sums over
+    _: KW_ONLY  # the rest by name, so a field added among them cannot take another's value
     answered: bool = True  # False: the reader declined (its evidence does not hold an answer)
     reason: str | None = None  # why it declined
     # how likely the answer is supported by the pages (0..1), when the reader can tell (extractive)

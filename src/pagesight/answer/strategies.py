@@ -176,7 +176,8 @@ def _split(reading: Reading, merged: Concatenated) -> Reading:
         reading.logprob,
         reading.usage,
         reading.tokens,
-        reading.answered,
-        reading.reason,
-        reading.timings,
+        answered=reading.answered,
+        reason=reading.reason,
+        support=reading.support,
+        timings=reading.timings,
     )

@@ -255,7 +255,15 @@ class TransformersReader:
             logprob, tokens = answer_logprob(list(zip(pieces, generation.logprobs)), generation.text)
         reason = refusal(text)
         return Reading(
-            text, cited, quotes, logprob, usage, tokens, reason is None, reason, generation.timings
+            text,
+            cited,
+            quotes,
+            logprob,
+            usage,
+            tokens,
+            answered=reason is None,
+            reason=reason,
+            timings=generation.timings,
         )
 
     def turn(self, transcript: Sequence[Message], tools: list[dict], final: bool) -> Turn:
