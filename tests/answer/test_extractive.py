@@ -7,6 +7,7 @@ import pytest
 from pagesight import Index
 from pagesight.answer.extractive import ExtractiveReader
 from pagesight.eval.synthetic import generate, iou, union
+from tests.conftest import make_pdf
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +78,24 @@ def test_no_text_no_answer(tmp_path: Path):
     index.add([blank], ocr="never")
     answer = index.ask("What is on this page?", k=3)
     assert answer.text == "" and answer.citations == []
+
+
+@pytest.mark.timeout(120)
+def test_a_passage_that_starts_inside_a_sentence_opens_with_an_ellipsis(tmp_path: Path):
+    """A page that begins inside a sentence (the one before it ends on the previous page): the
+    answer quotes it with an ellipsis in front, and cites where the quoted words stand."""
+    continued = "documents, reaching up to 71.1% overlap at a pool depth of 100."
+    make_pdf(
+        tmp_path / "pooling.pdf",
+        [["Pooling depth", "The runs overlap on many"], [continued, "Assessors judged every pool."]],
+    )
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    assert index.add([tmp_path / "pooling.pdf"]).ok
+    answer = index.ask("What percentage overlap was reached at a pool depth of 100?", min_support=0.0)
+    assert answer.text == f"… {continued}"
+    (citation,) = answer.citations
+    assert citation.page == 2 and citation.text == continued
+    row = next(span for span in index.catalog.tile_at(citation.doc_id, 2, 0).spans if span[0] == continued)
+    assert [tuple(box) for box in citation.boxes] == [tuple(row[1])]
+    whole = index.ask("What do assessors judge?", min_support=0.0)
+    assert whole.text == "Assessors judged every pool."  # a sentence read whole has none

@@ -4,6 +4,7 @@ back by named factors; the best one is the answer, cited with its boxes."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -102,7 +103,7 @@ class ExtractiveReader:
                 )
         answer = answer_text(best, question)
         return Reading(
-            text=answer,
+            text=read_whole(answer) if answer == best.answer and best.prose else answer,
             cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
             quotes={best.item: best.text},
             usage={"candidates": len(candidates)},
@@ -192,3 +193,16 @@ def _dense_text(c: AnswerCandidate) -> str:
     if len(words) <= 8 and c.title and c.title != c.text:
         return f"{c.title}: {c.text}"
     return " ".join(words[:48])
+
+
+# what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
+_MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
+
+
+def read_whole(answer: str) -> str:
+    """``answer`` (a sentence of the page) as a reader reads it: a passage that starts inside a
+    sentence (its block began mid-sentence: a tile cut, a column, a page turned) opens with an
+    ellipsis, so it never reads as if the words before it were not there."""
+    if _MID_SENTENCE.match(answer) and len(answer.split()) > 1:
+        return "… " + answer.lstrip(",;:)] ")
+    return answer
