@@ -157,28 +157,44 @@ class ExtractiveReader:
         subject = subject_terms(question) if asked != "quantity" else []
         f["subject"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
         f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
-        penalty = np.ones(len(candidates))
-        novel = np.array([novel_words(c.own or c.answer, question_words) for c in candidates])
-        penalty[novel == 0] *= REPEATS_QUESTION
-        if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
-            penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
-        years = set(YEAR.findall(question))
-        if years:  # about another year than the one asked for
-            penalty[np.array([other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
-
-        f["dense"] = np.zeros(len(candidates))
-        if self._model is not None:
-            # MiniLM settles what the other signals leave close: it reads the best candidate and
-            # those that its full weight could lift above it
-            partial = sum(WEIGHTS[name] * f[name] for name in WEIGHTS if name != "dense") * penalty
-            order = np.argsort(-partial, kind="stable")
-            reach = partial + WEIGHTS["dense"] * penalty >= partial[order[0]]
-            pool = [i for i in order[: self.dense_pool] if reach[i]]
-            if len(pool) > 1:
-                vectors = self._model.encode_queries([question] + [_dense_text(candidates[i]) for i in pool])
-                f["dense"][pool] = vectors[1:] @ vectors[0]
+        penalty = _penalty(question, candidates, asked, question_words)
+        f["dense"] = self._dense(question, candidates, f, penalty)
         f["penalty"] = penalty
         return f
+
+    def _dense(
+        self, question: str, candidates: list[AnswerCandidate], f: dict[str, np.ndarray], penalty: np.ndarray
+    ) -> np.ndarray:
+        """MiniLM's similarity of the question to the candidates it may decide between: it settles
+        what the other signals leave close, so it reads the best candidate and those that its full
+        weight could lift above it (``dense_pool`` at most); 0 for the rest."""
+        found = np.zeros(len(candidates))
+        if self._model is None:
+            return found
+        partial = sum(WEIGHTS[name] * f[name] for name in WEIGHTS if name != "dense") * penalty
+        order = np.argsort(-partial, kind="stable")
+        reach = partial + WEIGHTS["dense"] * penalty >= partial[order[0]]
+        pool = [i for i in order[: self.dense_pool] if reach[i]]
+        if len(pool) > 1:
+            vectors = self._model.encode_queries([question] + [_dense_text(candidates[i]) for i in pool])
+            found[pool] = vectors[1:] @ vectors[0]
+        return found
+
+
+def _penalty(
+    question: str, candidates: list[AnswerCandidate], asked: str | None, question_words: set[str]
+) -> np.ndarray:
+    """The factor setting each candidate back: it repeats the question, quotes where a figure or a
+    date is asked for, or is about another year than the one asked for."""
+    penalty = np.ones(len(candidates))
+    novel = np.array([novel_words(c.own or c.answer, question_words) for c in candidates])
+    penalty[novel == 0] *= REPEATS_QUESTION
+    if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
+        penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
+    years = set(YEAR.findall(question))
+    if years:  # about another year than the one asked for
+        penalty[np.array([other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
+    return penalty
 
 
 def total(features: dict[str, np.ndarray], without: tuple[str, ...] = ()) -> np.ndarray:
