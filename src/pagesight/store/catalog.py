@@ -173,45 +173,49 @@ class Catalog:
                     [(document.id, page.number, r.kind, *r.box, r.score) for r in page.regions],
                 )
                 for tile in page.tiles:
-                    spans, links = span_rows(tile.spans), link_rows(tile.links)
-                    region = json.dumps(region_row(tile)) if tile.region else ""
-                    cursor = self.db.execute(
-                        "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links, region) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            document.id,
-                            page.number,
-                            tile.index,
-                            *tile.box,
-                            packed(tile.text),
-                            packed(json.dumps(spans)),
-                            tile.kind,
-                            json.dumps(links),
-                            region,
-                        ),
-                    )
-                    if tile.image is not None:
-                        self.db.execute(
-                            "INSERT INTO tile_images (tile_id, format, data) VALUES (?, 'png', ?)",
-                            (cursor.lastrowid, tile.image),
-                        )
-                    image_vectors = visual.get((page.number, tile.index))
-                    if image_vectors is not None:
-                        rows = np.atleast_2d(np.asarray(image_vectors, dtype=np.float16))
-                        self.db.execute(
-                            "INSERT INTO visual_vectors (tile_id, rows, vector) VALUES (?, ?, ?)",
-                            (cursor.lastrowid, len(rows), rows.tobytes()),
-                        )
-                    matrix = vectors.get((page.number, tile.index))
-                    if matrix is not None:
-                        self.db.executemany(
-                            "INSERT INTO vectors (tile_id, chunk, vector, half) VALUES (?, ?, ?, 1)",
-                            [
-                                (cursor.lastrowid, i, np.asarray(v, dtype=np.float16).tobytes())
-                                for i, v in enumerate(matrix)
-                            ],
-                        )
+                    key = (page.number, tile.index)
+                    self._put_tile(document.id, page.number, tile, vectors.get(key), visual.get(key))
             self._bump_generation()
+
+    def _put_tile(self, doc_id: str, page: int, tile, chunks: np.ndarray | None, image_vectors) -> None:
+        """A tile's row (its text and lines packed), its kept image, its visual vector(s) and its
+        chunks' vectors, in the transaction open."""
+        spans, links = span_rows(tile.spans), link_rows(tile.links)
+        region = json.dumps(region_row(tile)) if tile.region else ""
+        cursor = self.db.execute(
+            "INSERT INTO tiles (doc_id, page, idx, x0, y0, x1, y1, text, spans, kind, links, region) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc_id,
+                page,
+                tile.index,
+                *tile.box,
+                packed(tile.text),
+                packed(json.dumps(spans)),
+                tile.kind,
+                json.dumps(links),
+                region,
+            ),
+        )
+        if tile.image is not None:
+            self.db.execute(
+                "INSERT INTO tile_images (tile_id, format, data) VALUES (?, 'png', ?)",
+                (cursor.lastrowid, tile.image),
+            )
+        if image_vectors is not None:
+            rows = np.atleast_2d(np.asarray(image_vectors, dtype=np.float16))
+            self.db.execute(
+                "INSERT INTO visual_vectors (tile_id, rows, vector) VALUES (?, ?, ?)",
+                (cursor.lastrowid, len(rows), rows.tobytes()),
+            )
+        if chunks is not None:
+            self.db.executemany(
+                "INSERT INTO vectors (tile_id, chunk, vector, half) VALUES (?, ?, ?, 1)",
+                [
+                    (cursor.lastrowid, i, np.asarray(v, dtype=np.float16).tobytes())
+                    for i, v in enumerate(chunks)
+                ],
+            )
 
     def touch_document(self, doc_id: str, source: str, mtime_ns: int) -> None:
         """Record a new path or modification time for a document whose content is unchanged."""

@@ -153,9 +153,6 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
         visual: dict[tuple[int, int], np.ndarray] | None = None,
     ) -> None:
         """Store ``document`` whole, replacing any earlier version (see the module docstring)."""
-        from pagesight.encode.lexical import indexed_text, tokenize
-        from pagesight.text.titles import context, tile_fields
-
         models = qdrant_models()
         self.load()
         ensure_tiles_collection(
@@ -169,13 +166,7 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
         self._index["next_tile_id"] = first_id + len(tiles)
         self._save_index()  # tile ids are never reused, even by a write that dies
 
-        fields = tile_fields(
-            context(document.id, document.meta),
-            [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
-        )
-        texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
-        languages = [page.language for page, _ in tiles]
-        terms = tokenize(texts, self.settings.phrases, languages) if tiles else []
+        fields, terms = self._tile_terms(document, tiles)
         stats = self._index["bm25"]
         old_terms = previous.get("bm25_terms", 0) if previous else 0
         old_tiles = previous.get("tiles", 0) if previous else 0
@@ -208,9 +199,28 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
             [models.PointStruct(id=self._document_point(document.id), vector={}, payload=record)],
         )  # the commit
         self._finish(document.id, version)
+        self._committed(document, stats)
+
+    def _tile_terms(self, document: Document, tiles: list) -> tuple[list, list]:
+        """Each tile's fields (its document's context, its page's title) and the BM25 terms of its
+        text read with them, in its page's language."""
+        from pagesight.encode.lexical import indexed_text, tokenize
+        from pagesight.text.titles import context, tile_fields
+
+        fields = tile_fields(
+            context(document.id, document.meta),
+            [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
+        )
+        texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
+        languages = [page.language for page, _ in tiles]
+        return fields, tokenize(texts, self.settings.phrases, languages) if tiles else []
+
+    def _committed(self, document: Document, stats: dict) -> None:
+        """The index file after a document's commit: the collection's BM25 counts, the languages
+        of its pages ever (a query is read in one of them, ``text.language``), the next generation,
+        the document no longer pending, the writer's lease renewed."""
         self.load()
         self._index["bm25"] = stats
-        # the languages of its pages, ever: a query is read in one of them (text.language)
         held = set(self._index.get("languages", ["en"])) | {page.language for page in document.pages}
         self._index["languages"] = sorted(held)
         self._index["generation"] += 1
