@@ -41,7 +41,7 @@ import numpy as np
 from pagesight import Index
 from pagesight.encode.lexical import indexed_text, query_weights, tokenize
 from pagesight.eval.metrics import mean, per_query
-from pagesight.store.bm25 import LexicalRetriever, Segment, segment
+from pagesight.store.local.bm25 import LexicalRetriever, Segment, segment
 from pagesight.text.language import query_language
 
 JOIN = "\x1f"  # a phrase term's space, for tantivy's whitespace tokenizer

@@ -27,8 +27,8 @@ import numpy as np
 
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
-from pagesight.store import merging
 from pagesight.store.base import open_store
+from pagesight.store.local import merging
 
 
 def document(number: int, tiles: int) -> Document:

@@ -18,7 +18,7 @@ from pagesight.encode.lexical import (
     tokenize,
     with_phrases,
 )
-from pagesight.store.bm25 import LexicalRetriever, Segment
+from pagesight.store.local.bm25 import LexicalRetriever, Segment
 
 
 def test_each_line_counts_the_distinct_query_terms_it_holds():

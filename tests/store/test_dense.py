@@ -6,9 +6,9 @@ import faiss
 import numpy as np
 import pytest
 
-from pagesight.store import dense as dense_module
 from pagesight.store.base import Effort
-from pagesight.store.dense import CHUNKS, DenseRetriever
+from pagesight.store.local import dense as dense_module
+from pagesight.store.local.dense import CHUNKS, DenseRetriever
 
 pytestmark = pytest.mark.timeout(60)
 

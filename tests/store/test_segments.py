@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pagesight import Index
-from pagesight.store import bm25
-from pagesight.store.bm25 import LexicalRetriever, Segment, plan_merges
+from pagesight.store.local import bm25
+from pagesight.store.local.bm25 import LexicalRetriever, Segment, plan_merges
 from tests.conftest import make_pdf
 
 pytestmark = pytest.mark.timeout(240)
@@ -203,7 +203,7 @@ def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkey
     """MaxScore (store/maxscore.py) leaves common terms unscanned once a threshold is known; the
     best tiles and their float32 scores are those of scoring every posting, filters and tombstones
     honoured, and the pruning happens (the threshold scan made small for a small collection)."""
-    from pagesight.store import maxscore
+    from pagesight.store.local import maxscore
 
     rng = np.random.default_rng(3)
     vocabulary = [f"w{i}" for i in range(400)]
@@ -242,7 +242,7 @@ KILL_IN_MERGE = """
 import os, signal, sys
 from pathlib import Path
 from pagesight import Index
-from pagesight.store import bm25
+from pagesight.store.local import bm25
 
 bm25.MERGE_FACTOR = 3
 save = bm25.Segment.save
@@ -287,9 +287,12 @@ def test_a_merge_killed_midway_leaves_the_previous_set(tmp_path: Path, monkeypat
     assert leftovers  # the merged segment written before the kill, named by nothing
     with Index.open(root, create=False) as index:
         assert index.catalog.document(files[2].stem) is not None  # committed before the merge
-        found = ranked(index)  # the files repaired by this first reader: the new tiles searched
+        found = ranked(index)  # built in memory by this reader: the new tiles searched
         assert found != expected
-    assert not ({p.name for p in (root / "retrievers").iterdir()} & leftovers)  # tidied by the repair
+        assert pointer(root) == before  # a reader writes nothing: the repair is the next writer's
+        index.refresh()
+        assert ranked(index) == found
+    assert not ({p.name for p in (root / "retrievers").iterdir()} & leftovers)  # tidied by the writer
     with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
         assert once.add(files, jobs=1).ok
         assert ranked(once) == found
@@ -345,6 +348,8 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
     }
     (tmp_path / "ix" / "retrievers" / "current.json").write_text(json.dumps(old))
     with Index.open(tmp_path / "ix", create=False) as index:
+        assert ranked(index) == expected  # built in memory by the reader
+        index.refresh()  # the next writer writes them
         assert ranked(index) == expected
     assert "segments" in pointer(tmp_path / "ix")
 
@@ -352,7 +357,7 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
 def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
     """Five documents, the first three committed one by one into ``ix`` (BM25 only) and the first
     deleted again, every merge left to a merging process the test runs itself."""
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
     monkeypatch.setattr(merging, "INLINE_MERGE", 0)  # every merge left to the merging process
@@ -366,7 +371,7 @@ def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
 
 
 def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -393,7 +398,7 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
 
 
 def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     monkeypatch.setattr(merging, "INLINE_MERGE", 0)
     monkeypatch.setattr(merging, "start", lambda root: None)
@@ -404,7 +409,7 @@ def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
         assert len(pointer(index.root)["segments"]) == bm25.MERGE_FACTOR
         expected = ranked(index)
     done = subprocess.run(
-        [sys.executable, "-m", "pagesight.store.merging", str(tmp_path / "ix")],
+        [sys.executable, "-m", "pagesight.store.local.merging", str(tmp_path / "ix")],
         capture_output=True,
         timeout=200,
     )
@@ -466,7 +471,7 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
 
     from pagesight.ingest.extract import extract
     from pagesight.ingest.options import TextOptions
-    from pagesight.store import merging
+    from pagesight.store.local import layout, merging
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -477,10 +482,10 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             merger = threading.Thread(target=lambda: done.append(merging.merge_due(writer.root)))
             merger.start()
             deadline = time.monotonic() + 120
-            while not list(folder.glob(f"{merging.PREFIX}*{merging.READY}")):
+            while not list(folder.glob(f"{layout.MERGED_PREFIX}*{layout.READY}")):
                 assert time.monotonic() < deadline and merger.is_alive(), "no merge was made ready"
                 time.sleep(0.05)
-            (manifest,) = folder.glob(f"{merging.PREFIX}*{merging.READY}")
+            (manifest,) = folder.glob(f"{layout.MERGED_PREFIX}*{layout.READY}")
             ready = json.loads(manifest.read_text())  # the mostly deleted segment, merged alone
             assert pointer(writer.root)["segments"] == parts  # not swapped in: the lock is held
             for path in files[3:]:  # a commit of the writer's own, under its lock
@@ -493,7 +498,7 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             assert pointer(writer.root)["removed"] == []  # the merge left the deleted tiles out
         merger.join(timeout=120)  # its next merge (the new tier of three) once the lock is free
         after = pointer(writer.root)
-        assert done and done[0] >= 2 and not list(folder.glob(f"*{merging.READY}"))
+        assert done and done[0] >= 2 and not list(folder.glob(f"*{layout.READY}"))
         assert not set(parts) & set(after["segments"]) and after["removed"] == []
         assert not any((folder / name).exists() for name in parts)
         final = ranked(writer)
@@ -513,8 +518,8 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     product, token vectors by MaxSim)."""
     from pagesight.records import Document, Page, Span, Tile
     from pagesight.settings import Settings
-    from pagesight.store import merging
     from pagesight.store.base import open_store
+    from pagesight.store.local import merging
     from pagesight.vectors import maxsim
 
     monkeypatch.setattr(bm25, "MERGE_FACTOR", 2)  # a full tier at two segments

@@ -26,7 +26,7 @@ import numpy as np
 from pagesight.vectors.maxsim import runs
 
 if TYPE_CHECKING:
-    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.local.bm25 import LexicalRetriever
 
 K1, B = 1.2, 0.75  # bm25s' defaults, Lucene's
 SCAN_FIRST = 200_000  # postings scanned before a threshold is asked for (at least one term's)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.encode.lexical import BURST_FLOOR, BURST_SCALE, query_weights, tokenize
-from pagesight.store.maxscore import MaxScore
+from pagesight.store.local.maxscore import MaxScore
 from pagesight.text.language import query_language
 
 MERGE_FACTOR = 10  # segments of one tier merged into one of the next

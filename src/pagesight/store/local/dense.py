@@ -29,7 +29,7 @@ import numpy as np
 
 from pagesight.errors import IndexFormatError
 from pagesight.store.base import Effort
-from pagesight.store.parts import Parts, Saved
+from pagesight.store.local.parts import Parts, Saved
 from pagesight.vectors import VectorIndex
 from pagesight.vectors.maxsim import runs
 

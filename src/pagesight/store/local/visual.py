@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.store.base import Effort
-from pagesight.store.parts import Parts, Saved
+from pagesight.store.local.parts import Parts, Saved
 from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.

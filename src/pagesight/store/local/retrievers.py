@@ -29,39 +29,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pagesight.encode.lexical import indexed_text
 from pagesight.store.base import Retrievers
+from pagesight.store.local import layout, merging
+from pagesight.store.local.bm25 import LexicalRetriever, segment
+from pagesight.store.local.dense import DenseRetriever, DenseSegments
+from pagesight.store.local.layout import DENSE, FOLDER, POINTER, VISUAL, collect, sync_new, write_pointer
+from pagesight.store.local.segment import segments
+from pagesight.store.local.visual import VisualSegments
 
 if TYPE_CHECKING:
     from pagesight.store.catalog import Catalog
-
-FOLDER = "retrievers"
-POINTER = "current.json"
-FORMAT = 3  # segments, each with its dense and visual parts (2: the visual vectors one file)
-DENSE = "dense"  # a segment's dense part, in its folder
-VISUAL = "visual"  # ... and its visual part
-
-
-def readable(pointer: dict) -> bool:
-    """Whether this build reads the retrievers ``pointer`` names as they are: its format, or the
-    format before without visual vectors (the same files). Others are built again."""
-    return pointer.get("format") == FORMAT or (pointer.get("format") == 2 and not pointer.get("visual"))
-
-
-def current_generation(root: Path) -> int | None:
-    """The catalog generation the saved retrievers match, None when there are none (or they are an
-    older build's, which are built again as segments)."""
-    try:
-        pointer = json.loads((root / FOLDER / POINTER).read_text())
-    except FileNotFoundError:
-        return None
-    return pointer["generation"] if readable(pointer) else None
 
 
 def load(root: Path) -> Retrievers | None:
@@ -70,7 +54,7 @@ def load(root: Path) -> Retrievers | None:
     for _ in range(3):  # a writer or a merge may swap the files between reading the pointer and them
         try:
             pointer = json.loads((folder / POINTER).read_text())
-            if not readable(pointer):  # an older build's files: built again
+            if not layout.readable(pointer):  # an older build's files: built again
                 return None
             lexical, dense, visual = segments(folder, pointer)
             return Retrievers(pointer["generation"], lexical, dense, visual)
@@ -80,76 +64,10 @@ def load(root: Path) -> Retrievers | None:
     return None
 
 
-def segments(folder: Path, pointer: dict):
-    """The BM25 segments and the dense and visual parts ``pointer`` names in ``folder``, its
-    tombstones applied: the segments mapped, each part read when first searched (``store.parts``)."""
-    from pagesight.store.bm25 import LexicalRetriever, Segment
-    from pagesight.store.dense import DenseSegments
-    from pagesight.store.visual import VisualSegments
-
-    names, settings = pointer["segments"], pointer["lexical"]
-    lexical = LexicalRetriever(
-        [Segment.load(folder / name) for name in names],
-        phrases=settings["phrases"],
-        term_weights=settings["term_weights"],
-    )
-    dense = (
-        DenseSegments([folder / name / DENSE for name in names], pointer["dense"])
-        if pointer.get("dense")
-        else None
-    )
-    visual = (
-        VisualSegments([folder / name / VISUAL for name in names], pointer["visual"])
-        if pointer.get("visual")
-        else None
-    )
-    removed = np.array(pointer.get("removed", []), dtype=np.int64)
-    if len(removed):
-        lexical = lexical.remove(removed)
-        for parts in (dense, visual):
-            if parts is not None:
-                parts.remove(removed)
-    return lexical, dense, visual
-
-
-def removals(root: Path, catalog: Catalog) -> np.ndarray | None:
-    """The tiles to list as removed so that the saved files hold exactly the catalog's tiles now,
-    or None when the catalog has tiles the files lack (they must be built). A tile id above every
-    saved one is new (ids only grow), found without reading every id."""
-    folder = root / FOLDER
-    try:
-        pointer = json.loads((folder / POINTER).read_text())
-        if not readable(pointer):
-            return None
-        saved = [np.load(folder / name / "tile_ids.npy") for name in pointer["segments"]]
-    except FileNotFoundError:
-        return None
-    saved = np.concatenate(saved) if saved else np.zeros(0, dtype=np.int64)
-    if len(catalog.tile_ids(above=int(saved.max()) if len(saved) else None)):
-        return None
-    tile_ids = catalog.tile_ids()
-    if not np.isin(tile_ids, saved).all():
-        return None
-    return np.setdiff1d(saved, tile_ids, assume_unique=True)  # a tile is in one segment, once
-
-
-def save_removals(root: Path, generation: int, removed: np.ndarray) -> None:
-    """Point at the same files for ``generation``, with ``removed`` tiles left out at load."""
-    folder = root / FOLDER
-    pointer = json.loads((folder / POINTER).read_text())
-    pointer.update(generation=generation, removed=[int(i) for i in removed])
-    write_pointer(folder, pointer)
-
-
 def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now, from ``previous``: a new segment of the tiles it
     lacks (BM25, and the dense and visual parts beside it), tombstones for the tiles gone
     (everything is read again when there is no ``previous``)."""
-    from pagesight.encode.lexical import indexed_text
-    from pagesight.store.bm25 import LexicalRetriever, segment
-    from pagesight.store.dense import DenseRetriever, DenseSegments
-    from pagesight.store.visual import VisualSegments
-
     with catalog.snapshot():
         generation = catalog.generation()
         settings = catalog.settings
@@ -223,8 +141,6 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     first where a merge of at most ``merging.INLINE_MERGE`` tiles is due; a larger one is left to
     ``store.merging``), switch ``current.json`` to them, drop the rest; the retrievers as saved
     (their segments named)."""
-    from pagesight.store import merging
-
     folder = root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{retrievers.generation}-{os.getpid()}"
@@ -247,7 +163,7 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     removed = lexical.tile_ids[np.concatenate(lexical.removed)] if segments else np.zeros(0, dtype=np.int64)
     dense, visual = parts.get(DENSE), parts.get(VISUAL)
     pointer = {
-        "format": FORMAT,
+        "format": layout.FORMAT,
         "generation": retrievers.generation,
         "segments": [part.name for part in segments],
         "lexical": {"phrases": lexical.phrases, "term_weights": lexical.term_weights},
@@ -255,13 +171,9 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
         "visual": visual.config if visual is not None else None,
         "removed": [int(i) for i in removed],
     }
-    fsync_tree(folder, written)
+    sync_new(folder, written)
     write_pointer(folder, pointer)
-    keep = {POINTER, merging.LOCK, *pointer["segments"]}
-    busy = merging.running(folder)  # its segment being written is named by no pointer yet
-    for entry in folder.iterdir():
-        if entry.name not in keep and not (busy and entry.name.startswith(merging.PREFIX)):
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+    collect(folder, pointer)
     if lexical.merges():  # larger merges: beside the writers and the searches
         merging.start(root)
     return Retrievers(retrievers.generation, lexical, dense, visual)
@@ -271,33 +183,3 @@ def beside(retrievers: Retrievers) -> dict:
     """The parts kept beside the BM25 segments, by their name in a segment's folder."""
     found = {DENSE: retrievers.dense, VISUAL: retrievers.visual}
     return {name: parts for name, parts in found.items() if parts is not None}
-
-
-def segment_names(root: Path) -> list[str] | None:
-    """The BM25 segments the pointer names now (None: no pointer of segments)."""
-    try:
-        return json.loads((root / FOLDER / POINTER).read_text()).get("segments")
-    except FileNotFoundError:
-        return None
-
-
-def write_pointer(folder: Path, pointer: dict) -> None:
-    """Replace ``current.json`` atomically and durably: readers see the old pointer or the new."""
-    temporary = folder / f"{POINTER}.new-{os.getpid()}"
-    with temporary.open("w") as handle:
-        handle.write(json.dumps(pointer))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, folder / POINTER)
-
-
-def fsync_tree(folder: Path, names: set) -> None:
-    """The files of the entries ``names`` of ``folder`` on disk (the ones written by this save)."""
-    for name in names:
-        if name is None:
-            continue
-        entry = folder / name
-        for path in [entry] if entry.is_file() else entry.rglob("*"):
-            if path.is_file():
-                with path.open("rb") as handle:
-                    os.fsync(handle.fileno())

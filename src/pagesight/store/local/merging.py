@@ -3,7 +3,7 @@ process of its own (Lucene's concurrent merge scheduler), so that no commit wait
 merge.
 
 A commit merges small tiers itself (``INLINE_MERGE`` tiles at most, a fraction of a second); when a
-larger merge is due it starts ``python -m pagesight.store.merging DIR``, detached, unless one runs
+larger merge is due it starts ``python -m pagesight.store.local.merging DIR``, detached, unless one runs
 (``merging.lock``). That process reads the segments the pointer names, writes each merge due
 (``bm25.plan_merges``) as a new segment without holding the index's write lock, then takes the
 lock for a moment to swap it in: the pointer then names the merged segment instead of its parts,
@@ -22,7 +22,6 @@ IndexWriter commits the merges its scheduler made; the merger waits for that, th
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -35,18 +34,31 @@ from pathlib import Path
 
 import numpy as np
 
-LOCK = "merging.lock"
-PREFIX = "bm25-merged-"  # a merged segment's folder, written before a pointer names it
+from pagesight.store.local.bm25 import Segment
+from pagesight.store.local.layout import (
+    DENSE,
+    FOLDER,
+    MERGED_PREFIX,
+    POINTER,
+    READY,
+    VISUAL,
+    hold_merging,
+    sync_new,
+    write_atomically,
+    write_pointer,
+)
+from pagesight.store.local.lock import WriteLock
+from pagesight.store.local.segment import segments
+
 INLINE_MERGE = 10_000  # tiles: a merge this small is made by the commit itself
 LOCK_WAIT = 600.0  # seconds a merger waits for the write lock, or a writer, to swap its merge in
-READY = ".ready.json"  # suffix of a merge's manifest, beside its segment, for a writer to adopt
 
 
 def start(root: Path) -> None:
     """Start a merging process over the index at ``root``, detached (it outlives this one); a
     thread of this process collects its exit, so it never lingers as a zombie child."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "pagesight.store.merging", str(root)],
+        [sys.executable, "-m", "pagesight.store.local.merging", str(root)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -55,41 +67,25 @@ def start(root: Path) -> None:
     threading.Thread(target=process.wait, name="pagesight-merger-reaper", daemon=True).start()
 
 
-def running(folder: Path) -> bool:
-    """Whether a process is merging the segments in ``folder`` now."""
-    try:
-        with open(folder / LOCK, "a") as probe:
-            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 def merge_due(root: Path) -> int:
     """Make every merge due, one after another; how many were swapped in. Returns at once when
     another process is merging this index."""
-    from pagesight.store.retrievers import FOLDER
-
     folder = Path(root) / FOLDER
-    with open(folder / LOCK, "w") as held:
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return 0
+    held = hold_merging(folder)
+    if held is None:
+        return 0
+    try:
         swapped = 0
         while _merge_next(Path(root), folder):
             swapped += 1
         return swapped
+    finally:
+        os.close(held)
 
 
 def _merge_next(root: Path, folder: Path) -> bool:
     """Make the first merge due and swap it in; False when none is due or the swap could not be
     made (the write lock held too long, or the parts changed meanwhile)."""
-    from pagesight.store.lock import WriteLock
-    from pagesight.store.retrievers import DENSE, POINTER, VISUAL, fsync_tree, segments, write_pointer
-
     pointer = json.loads((folder / POINTER).read_text())
     lexical, dense, visual = segments(folder, pointer)
     plans = lexical.merges()
@@ -98,17 +94,15 @@ def _merge_next(root: Path, folder: Path) -> bool:
     plan = plans[0]
     names = [lexical.segments[i].name for i in plan]
     merged = lexical.merged([plan]).segments[-1]  # the plan's segments, tombstoned tiles left out
-    saved = merged.save(folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    saved = merged.save(folder / f"{MERGED_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     for name, parts in ((DENSE, dense), (VISUAL, visual)):  # the parts beside them, joined the same way
         if parts is not None:
             parts.merged([plan]).part(-1).save(folder / saved.name / name)
-    fsync_tree(folder, {saved.name})
+    sync_new(folder, {saved.name})
     parts = np.concatenate([lexical.segments[i].tile_ids for i in plan])
     dropped = set(parts.tolist()) - set(saved.tile_ids.tolist())  # the tombstones it left out
     manifest = folder / f"{saved.name}{READY}"
-    written = manifest.with_name(f"{manifest.name}.new")  # renamed whole: a writer never reads half
-    written.write_text(json.dumps({"merged": saved.name, "parts": names}))
-    os.replace(written, manifest)
+    write_atomically(manifest, json.dumps({"merged": saved.name, "parts": names}))  # never read half
     lock = WriteLock(root)
     deadline = time.monotonic() + LOCK_WAIT
     while not lock.acquire():  # a writer holds it: it adopts the merge at its next save
@@ -139,8 +133,6 @@ def _merge_next(root: Path, folder: Path) -> bool:
 
 def _named(folder: Path, name: str) -> bool:
     """Whether the pointer names segment ``name`` now."""
-    from pagesight.store.retrievers import POINTER
-
     return name in json.loads((folder / POINTER).read_text()).get("segments", [])
 
 
@@ -149,9 +141,7 @@ def adopt(folder: Path, lexical, parts: dict):
     lock), with every merge a merger made ready swapped in, whose parts they all still hold; each
     manifest removed (a merge whose parts changed is dropped, its segment removed with what no
     pointer names)."""
-    from pagesight.store.bm25 import Segment
-
-    for manifest in sorted(folder.glob(f"{PREFIX}*{READY}")):
+    for manifest in sorted(folder.glob(f"{MERGED_PREFIX}*{READY}")):
         try:
             ready = json.loads(manifest.read_text())
         except (OSError, ValueError):
