@@ -17,8 +17,11 @@ import pytest
 
 from pagesight import Index
 from pagesight.store.local import bm25
-from pagesight.store.local.bm25 import LexicalRetriever, Segment, plan_merges
+from pagesight.store.local.bm25 import LexicalRetriever, plan_merges
+from pagesight.store.local.postings import analysed
+from pagesight.store.local.segment import Segment
 from tests.conftest import make_pdf
+from tests.store.pointers import deleted, pointer
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -75,10 +78,6 @@ def corpus(folder: Path, n: int, seed: int = 7) -> list[Path]:
     return files
 
 
-def pointer(root: Path) -> dict:
-    return json.loads((root / "retrievers" / "current.json").read_text())
-
-
 def ranked(index: Index) -> dict[str, list[tuple[str, int, float]]]:
     return {
         query: [
@@ -97,7 +96,7 @@ def test_an_index_built_in_twenty_commits_with_deletes_ranks_as_one_built_at_onc
             if step % 4 == 3:
                 assert many.delete(files[step - 2].stem)  # a delete between commits
         assert many.add(files[20:], jobs=1).ok
-        assert len(pointer(many.root)["segments"]) > 1 and pointer(many.root)["removed"]
+        assert len(pointer(many.root)["segments"]) > 1 and deleted(many.root)
         kept = [path for path in files if many.catalog.document(path.stem) is not None]
         in_commits = ranked(many)
     with Index.open(tmp_path / "once", settings=settings) as once:
@@ -156,7 +155,7 @@ def test_segments_merge_by_tier_and_rank_the_same(tmp_path: Path, monkeypatch):
         assert 0 not in [len(np.load(index.root / "retrievers" / name / "tile_ids.npy"))
                          for name in pointer(index.root)["segments"]]  # fmt: skip
         merged = ranked(index)
-        tombstones = pointer(index.root)["removed"]
+        tombstones = deleted(index.root)
     assert not set(tombstones) & set(np.concatenate(
         [np.load(tmp_path / "ix" / "retrievers" / n / "tile_ids.npy") for n in pointer(tmp_path / "ix")["segments"]]
     ).tolist()) - set(tombstones)  # fmt: skip
@@ -180,15 +179,15 @@ def test_merging_segments_keeps_postings_and_drops_tombstones():
     one = LexicalRetriever.build(np.arange(4), texts, phrases=True, term_weights=True)
     split = LexicalRetriever(
         [
-            bm25.segment(np.arange(2), texts[:2], True, None),
-            bm25.segment(np.arange(2, 4), texts[2:], True, None),
+            Segment.of(analysed(np.arange(2), texts[:2], True, None)).deleting(np.array([1])),
+            Segment.of(analysed(np.arange(2, 4), texts[2:], True, None)),
         ],
         phrases=True,
         term_weights=True,
-    ).remove(np.array([1]))
-    merged = Segment.merge(list(zip(split.segments, split.removed)))
-    assert merged.tile_ids.tolist() == [0, 2, 3] and merged.lengths.tolist() == [
-        one.segments[0].lengths[i] for i in (0, 2, 3)
+    )
+    merged = Segment.merge(list(split.segments), {})
+    assert merged.tile_ids.tolist() == [0, 2, 3] and merged.postings.lengths.tolist() == [
+        one.postings[0].lengths[i] for i in (0, 2, 3)
     ]
     alone = LexicalRetriever.build(np.array([0, 2, 3]), [texts[i] for i in (0, 2, 3)], True, True)
     for query in ("owl", "heron tundra", "owl vole", "basalt"):
@@ -214,10 +213,13 @@ def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkey
     ]
     parts = [(0, 500), (500, 1100), (1100, 1500)]
     lexical = LexicalRetriever(
-        [bm25.segment(np.arange(a, b), texts[a:b], True, None) for a, b in parts],
+        [
+            Segment.of(analysed(np.arange(a, b), texts[a:b], True, None)).deleting(np.arange(0, 1500, 7))
+            for a, b in parts
+        ],
         phrases=True,
         term_weights=True,
-    ).remove(np.arange(0, 1500, 7))
+    )
     monkeypatch.setattr(maxscore, "SCAN_FIRST", 40)
     queries = [
         " ".join(rng.choice(vocabulary[:60], 3)) + " " + " ".join(rng.choice(vocabulary, 5))
@@ -242,10 +244,10 @@ KILL_IN_MERGE = """
 import os, signal, sys
 from pathlib import Path
 from pagesight import Index
-from pagesight.store.local import bm25
+from pagesight.store.local import bm25, segment
 
 bm25.MERGE_FACTOR = 3
-save = bm25.Segment.save
+save = segment.Segment.save
 
 def save_then_die(self, folder):
     saved = save(self, folder)
@@ -253,7 +255,7 @@ def save_then_die(self, folder):
         os.kill(os.getpid(), signal.SIGKILL)
     return saved
 
-bm25.Segment.save = save_then_die
+segment.Segment.save = save_then_die
 index = Index.open(sys.argv[1], create=False)
 index.add([Path(sys.argv[2])], jobs=1)
 """
@@ -383,7 +385,7 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
         assert merging.merge_due(writer.root) >= 1
         after = pointer(writer.root)
         assert after["generation"] == generation and not set(parts) & set(after["segments"])
-        assert after["removed"] == []  # the deleted tiles were dropped by the merge
+        assert deleted(writer.root) == []  # the deleted tiles were dropped by the merge
         assert not any((writer.root / "retrievers" / name).exists() for name in parts)
         assert ranked(reader) == before  # its own segments, in memory
         assert ranked(Index.open(tmp_path / "ix", create=False)) == before  # a new reader: the merged one
@@ -495,11 +497,11 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             adopted = pointer(writer.root)["segments"]
             assert ready["merged"] in adopted and not set(ready["parts"]) & set(adopted)
             assert len(adopted) == 5  # the merged one, the two not merged, the two commits'
-            assert pointer(writer.root)["removed"] == []  # the merge left the deleted tiles out
+            assert deleted(writer.root) == []  # the merge left the deleted tiles out
         merger.join(timeout=120)  # its next merge (the new tier of three) once the lock is free
         after = pointer(writer.root)
         assert done and done[0] >= 2 and not list(folder.glob(f"*{layout.READY}"))
-        assert not set(parts) & set(after["segments"]) and after["removed"] == []
+        assert not set(parts) & set(after["segments"]) and deleted(writer.root) == []
         assert not any((folder / name).exists() for name in parts)
         final = ranked(writer)
         assert ranked(Index.open(tmp_path / "ix", create=False)) == final
@@ -560,7 +562,7 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
         assert merging.merge_due(root) >= 1
     store = open_store(str(root), create=False, settings=None)
     visual = store.retrievers().visual
-    assert len(visual.parts) < 4  # merged by tier
+    assert len(visual.segments) < 4  # merged by tier
     pages = store.catalog.tile_pages(store.catalog.tile_ids().tolist())
     names = sorted(held)
     for _ in range(5):
@@ -581,7 +583,7 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     store = open_store(str(root), create=False, settings=None)
     with store.writing():
         store.refresh()  # a writer builds them again
-    assert pointer(root)["format"] == 3 and pointer(root)["visual"]["dim"] == dim
+    assert pointer(root)["format"] == 4 and pointer(root)["visual"]["dim"] == dim
     query = vectors()
     assert {pages[tile][0] for tile, _ in store.retrievers().visual.search(query, 20)} == set(names)
     store.close()

@@ -5,11 +5,14 @@ Layout (``layout.py`` names every entry)::
 
     DIR/catalog.sqlite          the catalog, the source of truth (``store/catalog.py``)
     DIR/write.lock              the single writer's flock (``lock.py``)
-    DIR/retrievers/current.json the pointer: the catalog generation the files match, the segments
-                                it is made of, and the tiles deleted since they were written
-    DIR/retrievers/bm25-G-PID-R/ a segment: its tiles' BM25 postings (``bm25.py``), ``dense``, their
-                                text chunks' vectors (``dense.py``), ``visual``, their visual
-                                vectors (``visual.py``)
+    DIR/retrievers/current.json the pointer: {"format": 4, "generation": G, "segments": [names],
+                                "deletes": {name: {"file": "deletes-G-R.npy", "count": N}},
+                                "lexical": {...}, "dense": DIM, "visual": {...}}
+    DIR/retrievers/bm25-G-PID-R/ a segment (``segment.py``): its tiles' BM25 postings
+                                (``postings.py``), ``dense``, their text chunks' vectors
+                                (``dense.py``), ``visual``, their visual vectors (``visual.py``),
+                                and ``deletes-G-R.npy``, its delete bitset once a tile of it is
+                                deleted (a new file each time, the pointer naming one)
     DIR/retrievers/merging.lock held by the merging process while it runs (``merging.py``)
     DIR/retrievers/bm25-merged-PID-R/, ...-R.ready.json
                                 a merging process's segment, and its manifest once it is ready
@@ -17,8 +20,10 @@ Layout (``layout.py`` names every entry)::
 
 The life of a segment: a commit writes the segment of its new tiles under a new name, syncs it
 and its folder, then replaces the pointer (synced, renamed, the folder synced again), so readers
-and a power loss see the old set or the new one. A delete writes no segment: the pointer moves to
-the new generation with the deleted tiles. Segments merge ten of a tier into one (``bm25.
+and a power loss see the old set or the new one. A segment is never changed again: a delete writes
+a new bitset for each segment it reaches (synced, renamed, its folder synced) and moves the
+pointer to the new generation (``deletes.py``; a pointer of format 3 listed every deleted tile
+instead, read as each segment's bitset until the next commit writes them). Segments merge ten of a tier into one (``bm25.
 plan_merges``): up to ``merging.INLINE_MERGE`` tiles by the commit, larger ones by a merging
 process beside the writer. What no pointer names is removed by the next writer (``layout.
 removable``). A reader opens the segments the pointer names and searches them for as long as it
@@ -51,11 +56,12 @@ The three locks and markers, by state (the writer holds ``write.lock`` for a com
 (``layout.merger_running``, ``F_OFD_GETLK``) without taking it.
 
 Modules: ``store.py`` (the ``Store``: catalog, retrievers shared in a process, refresh), ``layout.py``
-(names, pointer, syncs, what may be removed), ``lock.py`` (the write lock), ``retrievers.py``
-(load, build and save a generation), ``deletes.py`` (a commit that only deletes), ``segment.py``
-(a pointer's segments opened), ``bm25.py`` and ``maxscore.py`` (BM25 over segments),
-``parts.py``, ``dense.py`` and ``visual.py`` (the vectors beside each segment) and ``merging.py``
-(merges beside the writers).
+(names, pointer, delete bitsets, syncs, what may be removed), ``lock.py`` (the write lock),
+``retrievers.py`` (load, build and save a generation), ``deletes.py`` (a commit that only
+deletes), ``segment.py`` (``Segment``: postings, parts and deletes of some tiles; ``parts.py``: how
+it holds its parts), ``postings.py``, ``bm25.py`` and ``maxscore.py`` (BM25 over segments),
+``dense.py`` and ``visual.py`` (the vector parts and their searches over segments) and
+``merging.py`` (segments merged into one, by the commit or beside the writers).
 """
 
 from pagesight.store.local.store import LocalStore

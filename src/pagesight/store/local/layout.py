@@ -11,11 +11,15 @@ segment's folder is synced, and its parent, before the pointer names it (``sync_
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import shutil
 import struct
+import uuid
 from pathlib import Path
+
+import numpy as np
 
 CATALOG = "catalog.sqlite"  # the SQLite catalog, the source of truth (its -wal and -shm beside it)
 WRITE_LOCK = "write.lock"  # the single writer's flock (store/local/lock.py)
@@ -26,7 +30,9 @@ MERGED_PREFIX = "bm25-merged-"  # a merging process's segment, written before a 
 READY = ".ready.json"  # suffix of a merge left ready for a writer to adopt, beside its segment
 DENSE = "dense"  # a segment's dense part, in its folder
 VISUAL = "visual"  # ... and its visual part
-FORMAT = 3  # the pointer's: segments, each with its dense and visual parts (2: the visual vectors one file)
+DELETES = "deletes-"  # a segment's delete bitset, in its folder: deletes-GENERATION-R.npy
+FORMAT = 4  # the pointer's: segments with their dense and visual parts and delete bitsets (3: the
+# deleted tiles one list, "removed"; 2: the visual vectors one file)
 
 
 def read_pointer(folder: Path) -> dict | None:
@@ -40,7 +46,7 @@ def read_pointer(folder: Path) -> dict | None:
 def readable(pointer: dict) -> bool:
     """Whether this build reads the retrievers ``pointer`` names as they are: its format, or the
     format before without visual vectors (the same files). Others are built again."""
-    return pointer.get("format") == FORMAT or (pointer.get("format") == 2 and not pointer.get("visual"))
+    return pointer.get("format") in (FORMAT, 3) or (pointer.get("format") == 2 and not pointer.get("visual"))
 
 
 def pointed_generation(root: Path) -> int | None:
@@ -59,14 +65,14 @@ def segment_names(root: Path) -> list[str] | None:
 def write_pointer(folder: Path, pointer: dict) -> None:
     """Replace ``current.json`` atomically and durably: readers see the old pointer or the new,
     and after a power loss the disk holds one of them."""
-    write_atomically(folder / POINTER, json.dumps(pointer))
+    write_atomically(folder / POINTER, json.dumps(pointer).encode())
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """``text`` at ``path``: written beside it, synced, renamed over it, its directory synced."""
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` at ``path``: written beside it, synced, renamed over it, its directory synced."""
     temporary = path.with_name(f"{path.name}.new-{os.getpid()}")
-    with temporary.open("w") as handle:
-        handle.write(text)
+    with temporary.open("wb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     replace(temporary, path)
@@ -77,6 +83,28 @@ def replace(source: Path, target: Path) -> None:
     loss."""
     os.replace(source, target)
     sync_directory(target.parent)
+
+
+def read_deletes(folder: Path, pointer: dict | None, name: str, tile_ids: np.ndarray) -> np.ndarray:
+    """The delete bitset of segment ``name`` (of tiles ``tile_ids``) as ``pointer`` names it: its
+    file, or, in a pointer of format 3, the tiles of the one list ``removed`` (each segment's
+    bitset then written by the next commit: a one-time migration)."""
+    entry = (pointer or {}).get("deletes", {}).get(name)
+    if entry is not None:
+        return np.unpackbits(np.load(folder / name / entry["file"]), count=len(tile_ids)).astype(bool)
+    removed = (pointer or {}).get("removed")
+    if removed:
+        return np.isin(tile_ids, np.asarray(removed, dtype=np.int64))
+    return np.zeros(len(tile_ids), dtype=bool)
+
+
+def write_deletes(folder: Path, name: str, deleted: np.ndarray, generation: int) -> dict:
+    """Segment ``name``'s delete bitset written durably under a new name; its pointer entry."""
+    file = f"{DELETES}{generation}-{uuid.uuid4().hex[:8]}.npy"
+    buffer = io.BytesIO()
+    np.save(buffer, np.packbits(deleted))
+    write_atomically(folder / name / file, buffer.getvalue())
+    return {"file": file, "count": int(deleted.sum())}
 
 
 def sync_directory(folder: Path) -> None:
@@ -149,8 +177,14 @@ def removable(name: str, pointer: dict, merging: bool) -> bool:
 
 
 def collect(folder: Path, pointer: dict) -> None:
-    """Remove what ``pointer`` (just written) leaves unnamed in ``folder`` (``removable``)."""
+    """Remove what ``pointer`` (just written) leaves unnamed in ``folder`` (``removable``), and the
+    delete bitsets of its segments it no longer names."""
     merging = merger_running(folder)
     for entry in folder.iterdir():
         if removable(entry.name, pointer, merging):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+    for name in pointer["segments"]:
+        named = pointer.get("deletes", {}).get(name, {}).get("file")
+        for stale in (folder / name).glob(f"{DELETES}*"):
+            if stale.name != named:
+                stale.unlink(missing_ok=True)

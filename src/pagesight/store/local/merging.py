@@ -1,14 +1,15 @@
-"""Segments (BM25 and the dense and visual parts beside each) merged beside the writers and the searches, in a
-process of its own (Lucene's concurrent merge scheduler), so that no commit waits for a large
-merge.
+"""Segments merged: ``merged`` takes segments and gives one (``Segment.merge``: postings merged, the
+dense and visual parts joined, the deleted tiles left out), by the commit for a small merge and
+beside the writers and the searches for a larger one, in a process of its own (Lucene's concurrent
+merge scheduler), so that no commit waits for a large merge.
 
 A commit merges small tiers itself (``INLINE_MERGE`` tiles at most, a fraction of a second); when a
 larger merge is due it starts ``python -m pagesight.store.local.merging DIR``, detached, unless one runs
 (``merging.lock``). That process reads the segments the pointer names, writes each merge due
-(``bm25.plan_merges``) as a new segment without holding the index's write lock, then takes the
-lock for a moment to swap it in: the pointer then names the merged segment instead of its parts,
-if they are all still named (else the merge is dropped), and keeps as tombstones only the deletes
-the merge did not see. The catalog's generation is unchanged: a merge changes no ranking. Its
+(``due``, by ``bm25.plan_merges``) as a new segment without holding the index's write lock, then
+takes the lock for a moment to swap it in: the pointer then names the merged segment instead of its
+sources, if they are all still named (else the merge is dropped), and the merged segment's delete
+bitset holds the deletes the merge did not see. The catalog's generation is unchanged: a merge changes no ranking. Its
 parts' folders go once no pointer names them; a search holds the segments it loaded in memory.
 A merger killed at any moment leaves the pointer as it was, and the next writer removes what no
 pointer names.
@@ -34,21 +35,20 @@ from pathlib import Path
 
 import numpy as np
 
-from pagesight.store.local.bm25 import Segment
+from pagesight.store.local.bm25 import plan_merges
 from pagesight.store.local.layout import (
-    DENSE,
     FOLDER,
     MERGED_PREFIX,
-    POINTER,
     READY,
-    VISUAL,
     hold_merging,
+    read_deletes,
+    read_pointer,
     sync_new,
     write_atomically,
     write_pointer,
 )
 from pagesight.store.local.lock import WriteLock
-from pagesight.store.local.segment import segments
+from pagesight.store.local.segment import Segment, joins, opened
 
 INLINE_MERGE = 10_000  # tiles: a merge this small is made by the commit itself
 LOCK_WAIT = 600.0  # seconds a merger waits for the write lock, or a writer, to swap its merge in
@@ -83,26 +83,34 @@ def merge_due(root: Path) -> int:
         os.close(held)
 
 
+def due(segments: list[Segment]) -> list[list[int]]:
+    """The merges due among ``segments`` (``bm25.plan_merges``), each a list of their positions."""
+    return plan_merges([len(s) for s in segments], [s.deleted_count for s in segments])
+
+
+def merged(segments: list[Segment], plans: list[list[int]], joins: dict) -> list[Segment]:
+    """``segments`` merged as ``plans`` say (of ``due``): the segments not merged in their order,
+    then each plan's merged segment (its parts joined by ``joins``, ``segment.joins``)."""
+    taken = {i for plan in plans for i in plan}
+    kept = [s for i, s in enumerate(segments) if i not in taken]
+    return kept + [Segment.merge([segments[i] for i in plan], joins) for plan in plans]
+
+
 def _merge_next(root: Path, folder: Path) -> bool:
     """Make the first merge due and swap it in; False when none is due or the swap could not be
     made (the write lock held too long, or the parts changed meanwhile)."""
-    pointer = json.loads((folder / POINTER).read_text())
-    lexical, dense, visual = segments(folder, pointer)
-    plans = lexical.merges()
+    pointer = read_pointer(folder)
+    segments = opened(folder, pointer)
+    plans = due(segments)
     if not plans:
         return False
-    plan = plans[0]
-    names = [lexical.segments[i].name for i in plan]
-    merged = lexical.merged([plan]).segments[-1]  # the plan's segments, tombstoned tiles left out
-    saved = merged.save(folder / f"{MERGED_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    for name, parts in ((DENSE, dense), (VISUAL, visual)):  # the parts beside them, joined the same way
-        if parts is not None:
-            parts.merged([plan]).part(-1).save(folder / saved.name / name)
+    sources = [segments[plan] for plan in plans[0]]
+    made = Segment.merge(sources, joins(pointer["dense"], pointer["visual"]))  # deleted tiles left out
+    saved = made.save(folder / f"{MERGED_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     sync_new(folder, {saved.name})
-    parts = np.concatenate([lexical.segments[i].tile_ids for i in plan])
-    dropped = set(parts.tolist()) - set(saved.tile_ids.tolist())  # the tombstones it left out
+    names = [s.name for s in sources]
     manifest = folder / f"{saved.name}{READY}"
-    write_atomically(manifest, json.dumps({"merged": saved.name, "parts": names}))  # never read half
+    write_atomically(manifest, json.dumps({"merged": saved.name, "parts": names}).encode())  # never read half
     lock = WriteLock(root)
     deadline = time.monotonic() + LOCK_WAIT
     while not lock.acquire():  # a writer holds it: it adopts the merge at its next save
@@ -115,17 +123,31 @@ def _merge_next(root: Path, folder: Path) -> bool:
     try:
         if not manifest.exists():  # a writer adopted it (or dropped it) before the lock came free
             return _named(folder, saved.name)
-        now = json.loads((folder / POINTER).read_text())
-        if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
-            # a writer rebuilt the parts meanwhile
-            shutil.rmtree(folder / saved.name, ignore_errors=True)
-            return False
-        now["segments"] = [name for name in now["segments"] if name not in names] + [saved.name]
-        now["removed"] = [tile for tile in now.get("removed", []) if tile not in dropped]
-        write_pointer(folder, now)
+        return _swap(folder, sources, saved)
     finally:
         manifest.unlink(missing_ok=True)
         lock.release()
+
+
+def _swap(folder: Path, sources: list[Segment], saved: Segment) -> bool:
+    """Under the write lock: the pointer names ``saved`` instead of ``sources``, the tiles deleted
+    from them since the merge read them deleted in it (its bitset written); False, the merge
+    removed, when a writer rebuilt the sources meanwhile."""
+    now = read_pointer(folder)
+    names = [s.name for s in sources]
+    if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
+        shutil.rmtree(folder / saved.name, ignore_errors=True)
+        return False
+    gone = np.concatenate([s.tile_ids[read_deletes(folder, now, s.name, s.tile_ids)] for s in sources])
+    saved = saved.deleting(gone).with_deletes_saved(folder, now["generation"])
+    now["segments"] = [name for name in now["segments"] if name not in names] + [saved.name]
+    now["deletes"] = {name: entry for name, entry in now.get("deletes", {}).items() if name not in names}
+    if saved.deleted_count:
+        now["deletes"][saved.name] = saved.deletes_file
+    if "removed" in now:  # a pointer of format 3: the tiles the merge left out are gone for good
+        dropped = set(np.concatenate([s.tile_ids[s.deleted] for s in sources]).tolist())
+        now["removed"] = [tile for tile in now["removed"] if tile not in dropped]
+    write_pointer(folder, now)
     for name in names:
         shutil.rmtree(folder / name, ignore_errors=True)
     return True
@@ -133,28 +155,27 @@ def _merge_next(root: Path, folder: Path) -> bool:
 
 def _named(folder: Path, name: str) -> bool:
     """Whether the pointer names segment ``name`` now."""
-    return name in json.loads((folder / POINTER).read_text()).get("segments", [])
+    return name in read_pointer(folder).get("segments", [])
 
 
-def adopt(folder: Path, lexical, parts: dict):
-    """``lexical`` and the ``parts`` beside its segments, by name (a writer's, under the write
-    lock), with every merge a merger made ready swapped in, whose parts they all still hold; each
-    manifest removed (a merge whose parts changed is dropped, its segment removed with what no
+def adopt(folder: Path, segments: list[Segment]) -> list[Segment]:
+    """A writer's ``segments`` (under the write lock) with every merge a merger made ready swapped
+    in, whose sources they all still hold, the tiles deleted from those since deleted in it; each
+    manifest removed (a merge whose sources changed is dropped, its segment removed with what no
     pointer names)."""
     for manifest in sorted(folder.glob(f"{MERGED_PREFIX}*{READY}")):
         try:
             ready = json.loads(manifest.read_text())
         except (OSError, ValueError):
             continue  # being written: the next save sees it whole
-        names = [segment.name for segment in lexical.segments]
-        if set(ready["parts"]) <= set(names) and (folder / ready["merged"]).is_dir():
-            positions = [names.index(name) for name in ready["parts"]]
-            lexical = lexical.swapped(positions, Segment.load(folder / ready["merged"]))
-            parts = {
-                name: held.swapped(positions, folder / ready["merged"] / name) for name, held in parts.items()
-            }
+        held = {segment.name: segment for segment in segments}
+        if set(ready["parts"]) <= set(held) and (folder / ready["merged"]).is_dir():
+            sources = [held[name] for name in ready["parts"]]
+            gone = np.concatenate([s.tile_ids[s.deleted] for s in sources])
+            made = Segment.open(folder, ready["merged"], sources[0].parts).deleting(gone)
+            segments = [s for s in segments if s.name not in ready["parts"]] + [made]
         manifest.unlink(missing_ok=True)
-    return lexical, parts
+    return segments
 
 
 if __name__ == "__main__":

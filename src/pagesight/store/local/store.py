@@ -178,15 +178,13 @@ class LocalStore:
         generation = self.catalog.generation()
         if pointed_generation(self.root) == generation:  # the files, not what a reader built in memory
             return
-        # Only deletions since the files were saved: list the tiles gone, rewrite nothing (and load
-        # neither bm25s nor FAISS, so `pagesight delete` stays fast on any index size).
-        removed = deletes.removals(self.root, self.catalog)
-        if removed is not None:
-            deletes.save_removals(self.root, generation, removed)
-            self._retrievers = None  # loaded again, without the removed tiles, by the next search
+        # Only deletions since the files were saved: a delete bitset for each segment they reach
+        # (and neither bm25s nor FAISS loaded, so `pagesight delete` stays fast on any index size).
+        if deletes.delete(self.root, self.catalog):
+            self._retrievers = None  # loaded again, without the deleted tiles, by the next search
             return
-        # ``build`` updates the vector stores it is given: only ones this store built itself, never
-        # ones other stores of the process may be searching.
+        # ``build`` starts from saved segments (a new segment's parts are read by it alone): this
+        # store's last save, or the files.
         mine = self._retrievers is not None and self._retrievers is self._refreshed
         if mine and [s.name for s in self._retrievers.lexical.segments] != segment_names(self.root):
             mine = False  # a merge swapped segments in meanwhile (store.merging): start from the files
