@@ -249,3 +249,60 @@ def test_a_power_loss_at_any_point_leaves_an_index_that_opens_at_a_generation(
                 (hit.doc_id, round(hit.score, 5)) for hit in index.search("moraine hunts", k=5)
             ] == expected
     assert generations == {generation - 1, generation}  # the new pointer survives once synced
+
+
+# A reader of stale retriever files (a writer killed before it saved them), its build slowed to 3 s
+# as a large index's is, saying when it starts building.
+STALE_READER = """
+import sys, time
+from pathlib import Path
+from pagesight import Index
+from pagesight.store.local import retrievers
+
+build = retrievers.build
+
+def slow_build(*args):
+    Path(sys.argv[2]).touch()
+    time.sleep(3)
+    return build(*args)
+
+retrievers.build = slow_build
+hits = Index.open(sys.argv[1], create=False).search("moraine", k=5)
+print(sorted(hit.doc_id for hit in hits))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_reader_of_stale_files_never_blocks_a_writer(tmp_path: Path):
+    """A reader finding the files behind the catalog searches the catalog's tiles from memory
+    without the write lock: another process's ``Index.add`` meanwhile goes through, and the files
+    are the writer's to save."""
+    from pagesight.ingest.extract import extract
+    from pagesight.ingest.options import TextOptions
+    from tests.store.pointers import pointer
+
+    index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
+    assert index.add(make_pdf(tmp_path / "heron.pdf", [["the heron at the moraine"]])).ok
+    owl = make_pdf(tmp_path / "owl.pdf", [["the owl over the moraine"]])
+    with index.store.writing():  # committed, the files not saved: as a writer killed between the two
+        index.catalog.put_document(
+            extract(str(owl), "owl", None, index.settings, TextOptions(ocr="never")), {}
+        )
+    stale = pointer(index.root)
+    building = tmp_path / "building"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", STALE_READER, str(index.root), str(building)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(building.exists)
+        assert pointer(index.root) == stale
+        assert index.add(make_pdf(tmp_path / "vole.pdf", [["the vole under the moraine"]])).ok  # not refused
+    finally:
+        out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    assert out.strip() in ("['heron', 'owl']", "['heron', 'owl', 'vole']")
+    assert pointer(index.root)["generation"] == index.catalog.generation()  # saved by the writer
+    index.close()

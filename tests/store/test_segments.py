@@ -7,6 +7,7 @@ is built again as segments."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -587,3 +588,38 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     query = vectors()
     assert {pages[tile][0] for tile, _ in store.retrievers().visual.search(query, 20)} == set(names)
     store.close()
+
+
+PROBE = """
+import sys
+from pathlib import Path
+from pagesight.store.local.layout import merger_running
+print(sum(merger_running(Path(sys.argv[1])) for _ in range(int(sys.argv[2]))))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_asking_whether_a_merger_runs_never_turns_one_away(tmp_path: Path):
+    """A writer asks whether a merger runs (to keep its segment) without taking the merging lock:
+    a merger starting while another process asks, again and again, always gets it; one holding it
+    is seen."""
+    from pagesight.store.local.layout import MERGING_LOCK, hold_merging, merger_running
+
+    (tmp_path / MERGING_LOCK).touch()
+    asking = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(tmp_path), "20000"], stdout=subprocess.PIPE, text=True
+    )
+    tries, refused = 0, 0
+    while asking.poll() is None:
+        held = hold_merging(tmp_path)
+        if held is None:
+            refused += 1
+        else:
+            os.close(held)
+        tries += 1
+    assert asking.returncode == 0 and int(asking.stdout.read()) > 0  # it saw this process's merger
+    assert tries > 100 and refused == 0
+    held = hold_merging(tmp_path)
+    assert merger_running(tmp_path) and hold_merging(tmp_path) is None
+    os.close(held)
+    assert not merger_running(tmp_path)
