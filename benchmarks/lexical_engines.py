@@ -1,4 +1,4 @@
-"""BM25 in segments: the local store's own (store/bm25.py) against tantivy, fed the same analysed
+"""BM25 in segments: the local store's own (store/local/bm25.py) against tantivy, fed the same analysed
 terms (issue 39: choose the engine by measurement).
 
     pip install tantivy

@@ -6,6 +6,7 @@ are not imports at run time and are left out."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,75 @@ def test_a_lazy_import_cycle_is_found(tmp_path):
     )
     (root / "search.py").write_text("import pagesight.index\n")
     assert import_cycles(root) == [["pagesight.store.layout", "pagesight.store.merging"]]
+
+
+def _defines(source: str, name: str) -> bool:
+    """Whether Python ``source`` defines or imports ``name`` (a function, class, attribute or
+    assignment)."""
+    return bool(
+        re.search(rf"\b(def|class) {name}\b|\b{name}\s*[:=]|\bself\.{name}\b|import .*\b{name}\b", source)
+    )
+
+
+def missing_names(architecture: str, root: Path, repo: Path) -> list[str]:
+    """The paths and names written in backticks in ``architecture`` that the tree does not have: a
+    path is a file or folder ending so (under the package or the repository), or a name the code
+    spells out (``current.json``, ``uploads/``: folders an index has); ``module.name`` (its module
+    found by the end of its path, ``dense.IVF_FROM`` in ``store/local/dense.py``) and
+    ``path/module.name`` name something the module defines; ``Class.a/b`` methods of a class."""
+    files = [path for path in root.rglob("*") if "__pycache__" not in path.parts]
+    tree = {"/".join(path.relative_to(root).parts) for path in files} | {
+        "/".join(path.relative_to(repo).parts)
+        for folder in ("tests", "docs", "benchmarks")
+        for path in (repo / folder).rglob("*")
+    }
+    code = {path: path.read_text() for path in files if path.suffix == ".py"}
+    every = "\n".join(code.values())
+
+    def module(dotted: str) -> list[str]:
+        tail = dotted.replace(".", "/")
+        return [
+            text
+            for path, text in code.items()
+            if ("/".join(path.relative_to(root).with_suffix("").parts) + "/").endswith(
+                f"/{tail}/".lstrip("/")
+            )
+            or "/".join(path.relative_to(root).parts).endswith((f"{tail}.py", f"{tail}/__init__.py"))
+        ]
+
+    missing = []
+    for token in dict.fromkeys(re.findall(r"`([^`\n ]+)`", architecture)):
+        token = token.rstrip("()")
+        if re.fullmatch(r"[A-Z]\w*\.[\w/]+", token):  # Class.method/method
+            found = all(_defines(every, name) for name in token.split(".", 1)[1].split("/"))
+        elif re.fullmatch(r"[\w/]+\.(?!py\b|md\b|json\b|txt\b|sqlite\b|lock\b)[A-Za-z_]\w*", token):
+            dotted, name = token.rsplit(".", 1)
+            found = any(_defines(text, name) for text in module(dotted.replace("/", ".")))
+            found = found or not module(dotted.replace("/", "."))  # not a module: a JSON key, a field
+        elif ("/" in token and ":" not in token) or re.fullmatch(
+            r"[\w.-]+\.(py|json|txt|lock|sqlite)", token
+        ):
+            path = token.strip("/").replace("*", "")
+            found = any(
+                entry.endswith(path) or ("*" in token and path.split("/")[0] in entry) for entry in tree
+            )
+            if not token.endswith(".py"):  # a name an index's folder holds, spelt out by the code
+                found = found or token.strip("/").split("/")[-1] in every
+        else:
+            continue
+        if not found:
+            missing.append(token)
+    return missing
+
+
+@pytest.mark.timeout(60)
+def test_every_path_and_name_architecture_names_is_in_the_tree():
+    repo = ROOT.parents[1]
+    assert missing_names((repo / "ARCHITECTURE.md").read_text(), ROOT, repo) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_path_or_name_gone_from_the_tree_is_found():
+    repo = ROOT.parents[1]
+    written = "`store/local/layout.py`, `layout.merger_running`, `store/merging.py`, `layout.FOLDERS`"
+    assert missing_names(written, ROOT, repo) == ["store/merging.py", "layout.FOLDERS"]

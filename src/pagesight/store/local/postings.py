@@ -83,7 +83,7 @@ class Postings:
 
     @classmethod
     def merge(cls, parts: Sequence[tuple[Postings, np.ndarray]]) -> Postings:
-        """One segment of the live tiles of ``parts`` (each a segment and its tombstones), from their
+        """One segment of the live tiles of ``parts`` (each with its delete bitset), from their
         postings: nothing is analysed again."""
         tile_ids, lengths, hashes, docs, tfs, languages = [], [], [], [], [], set()
         offset = 0

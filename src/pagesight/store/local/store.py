@@ -187,7 +187,7 @@ class LocalStore:
         # store's last save, or the files.
         mine = self._retrievers is not None and self._retrievers is self._refreshed
         if mine and [s.name for s in self._retrievers.lexical.segments] != segment_names(self.root):
-            mine = False  # a merge swapped segments in meanwhile (store.merging): start from the files
+            mine = False  # a merge swapped segments in meanwhile (store.local.merging): start from the files
         previous = self._retrievers if mine else _files().load(self.root)
         built = _files().build(self.catalog, previous, self._dense_dim())
         self._retrievers = self._refreshed = _files().save(self.root, built)
