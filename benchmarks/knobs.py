@@ -41,7 +41,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pagesight.store.base import Effort
-from pagesight.store.visual import VisualRetriever
+from pagesight.store.local.visual import VisualRetriever
 from pagesight.vectors import VectorIndex, maxsim
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""BM25 in segments: the local store's own (store/bm25.py) against tantivy, fed the same analysed
+"""BM25 in segments: the local store's own (store/local/bm25.py) against tantivy, fed the same analysed
 terms (issue 39: choose the engine by measurement).
 
     pip install tantivy
@@ -41,7 +41,11 @@ import numpy as np
 from pagesight import Index
 from pagesight.encode.lexical import indexed_text, query_weights, tokenize
 from pagesight.eval.metrics import mean, per_query
-from pagesight.store.bm25 import LexicalRetriever, Segment, segment
+from pagesight.store.local import merging
+from pagesight.store.local.bm25 import LexicalRetriever
+from pagesight.store.local.postings import Postings
+from pagesight.store.local.postings import analysed as analysed_postings
+from pagesight.store.local.segment import Segment
 from pagesight.text.language import query_language
 
 JOIN = "\x1f"  # a phrase term's space, for tantivy's whitespace tokenizer
@@ -150,16 +154,15 @@ def main() -> None:
             end = start + BATCH
             tokens = tokenize(texts[start:end], settings.phrases, languages[start:end])
             started = time.perf_counter()
-            segments.append(Segment.build(tile_ids[start:end], tokens, languages[start:end]))
+            segments.append(Segment.of(Postings.build(tile_ids[start:end], tokens, languages[start:end])))
             ours_seconds += time.perf_counter() - started
             started = time.perf_counter()
             theirs.add(tile_ids[start:end], tokens)
             theirs_seconds += time.perf_counter() - started
         started = time.perf_counter()
-        ours = LexicalRetriever(segments, phrases=settings.phrases, term_weights=settings.term_weights)
-        if len(ours.segments) > 1:
-            ours = ours.merged([list(range(len(ours.segments)))])
-        saved = [s.save(ours_folder / f"segment-{i}") for i, s in enumerate(ours.segments)]
+        if len(segments) > 1:
+            segments = merging.merged(segments, [list(range(len(segments)))], {})
+        saved = [s.save(ours_folder / f"segment-{i}") for i, s in enumerate(segments)]
         result["pagesight_build_seconds"] = round(ours_seconds + time.perf_counter() - started, 2)
         result["pagesight_bytes_per_tile"] = round(size(ours_folder) / len(tile_ids))
         started = time.perf_counter()
@@ -196,11 +199,13 @@ def main() -> None:
             settings.phrases,
         )
         started = time.perf_counter()
-        part = segment(added, [" ".join(t) for t in new], settings.phrases, None).save(ours_folder / "added")
-        ours = ours.with_segment(part)
+        part = Segment.of(analysed_postings(added, [" ".join(t) for t in new], settings.phrases, None))
+        saved = [*saved, part.save(ours_folder / "added")]
+        ours = LexicalRetriever(saved, phrases=settings.phrases, term_weights=settings.term_weights)
         result["pagesight_add_seconds"] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
-        ours = ours.remove(added)
+        saved = [s.deleting(added) for s in saved]
+        ours = LexicalRetriever(saved, phrases=settings.phrases, term_weights=settings.term_weights)
         result["pagesight_delete_seconds"] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
         theirs.add(added, new)

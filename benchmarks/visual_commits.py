@@ -10,7 +10,7 @@ MUVERA). They go through the local store's own write path: the catalog's ``put_d
 store's refresh, ``--batch`` tiles a commit, as ``pagesight ingest`` commits them. Then, five times:
 one document of two tiles is added and made searchable (timed, with the bytes of the retriever files
 written), and a search of the visual vectors (k 10) is timed, after the merges the build made due
-(``store.merging``, which a commit starts in a process of its own); and 50 queries made from
+(``store.local.merging``, which a commit starts in a process of its own); and 50 queries made from
 stored tiles (the vector, or 20 of the tile's token vectors, with noise) are asked whether they find
 their tile first. Prints one JSON line.
 """
@@ -27,8 +27,8 @@ import numpy as np
 
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
-from pagesight.store import merging
 from pagesight.store.base import open_store
+from pagesight.store.local import merging
 
 
 def document(number: int, tiles: int) -> Document:

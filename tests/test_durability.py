@@ -1,6 +1,7 @@
 """Crash safety and concurrent reading: real processes, real SIGKILL."""
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -132,3 +133,176 @@ def test_search_while_another_process_writes(tmp_path: Path, corpus: Path):
     assert {hit.doc_id for hit in reader.search("document page about", k=100)} == {
         f"doc{i:02d}" for i in range(N_DOCS)
     }
+
+
+class PowerLoss:
+    """What a power loss keeps of ``root/retrievers``, by a test double at ``os.fsync`` and
+    ``os.replace``: a file's bytes as of its last sync, a directory's names as of its last sync (a
+    name renamed or created since is lost), everything as it was before the double was set when
+    never synced since. Each recorded operation is a crash point; ``replay`` writes what survives
+    a crash after the first ``k`` onto a copy."""
+
+    def __init__(self, root: Path, monkeypatch):
+        self.root, self.folder = root, root / "retrievers"
+        self.dirs: dict[Path, dict] = {}  # a directory's names at start: name -> (is a dir, inode)
+        self.bytes: dict[int, bytes] = {}  # a file's bytes at start, by inode
+        for path in [self.folder, *sorted(self.folder.rglob("*"))]:
+            if path.is_dir():
+                self.dirs[path] = self._names(path)
+            else:
+                self.bytes[path.stat().st_ino] = path.read_bytes()
+        self.events: list[tuple] = []  # ("file", inode, bytes), ("dir", path, names), ("replace", ...)
+        fsync, replace = os.fsync, os.replace
+
+        def recorded_fsync(fd: int) -> None:
+            fsync(fd)
+            path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if path.is_dir():
+                self.events.append(("dir", path, self._names(path)))
+            else:
+                self.events.append(("file", os.fstat(fd).st_ino, path.read_bytes()))
+
+        def recorded_replace(source, target) -> None:
+            replace(source, target)
+            self.events.append(("replace", Path(source).name, Path(target).name))
+
+        monkeypatch.setattr(os, "fsync", recorded_fsync)
+        monkeypatch.setattr(os, "replace", recorded_replace)
+
+    @staticmethod
+    def _names(folder: Path) -> dict:
+        return {entry.name: (entry.is_dir(), entry.stat().st_ino) for entry in folder.iterdir()}
+
+    def replay(self, k: int, copy: Path) -> None:
+        """The index as a power loss after the first ``k`` operations leaves it, at ``copy``: the
+        catalog as committed (SQLite syncs its own), the retrievers folder as synced."""
+        shutil.copytree(
+            self.root, copy, ignore=lambda folder, names: ["retrievers"] if Path(folder) == self.root else []
+        )
+        dirs, contents = dict(self.dirs), dict(self.bytes)
+        for event in self.events[:k]:
+            if event[0] == "dir":
+                dirs[event[1]] = event[2]
+            elif event[0] == "file":
+                contents[event[1]] = event[2]
+
+        def write(folder: Path, target: Path) -> None:
+            target.mkdir()
+            for name, (is_dir, inode) in dirs.get(folder, {}).items():
+                if is_dir:
+                    write(folder / name, target / name)
+                else:  # a file never synced keeps nothing
+                    (target / name).write_bytes(contents.get(inode, b""))
+
+        write(self.folder, copy / "retrievers")
+
+
+def power_loss_points(tmp_path: Path, monkeypatch, change) -> tuple[PowerLoss, int]:
+    """An index of three documents in two commits (BM25 only); ``change(index)`` made under the
+    double; the double and the crash points it recorded."""
+    from pagesight.store.local import bm25
+
+    monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)  # the third commit merges the three segments
+    index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
+    for name in ("heron", "owl"):
+        assert index.add(make_pdf(tmp_path / f"{name}.pdf", [[f"the {name} hunts at the moraine"]])).ok
+    loss = PowerLoss(index.root, monkeypatch)
+    change(index)
+    monkeypatch.undo()
+    index.close()
+    return loss, len(loss.events)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("change", ["commit and merge", "delete"])
+def test_a_power_loss_at_any_point_leaves_an_index_that_opens_at_a_generation(
+    tmp_path: Path, monkeypatch, change
+):
+    """After a power loss at every point of a commit (a new segment, a merge by the commit) or a
+    delete (a bitset), the pointer names whole files of its generation or the one before, and the
+    index searches what its catalog holds."""
+    from pagesight.store.local import retrievers
+    from pagesight.store.local.layout import read_pointer
+
+    def act(index: Index) -> None:
+        if change == "delete":
+            assert index.delete("heron")
+        else:
+            assert index.add(make_pdf(tmp_path / "vole.pdf", [["the vole hides at the moraine"]])).ok
+            assert len(read_pointer(index.root / "retrievers")["segments"]) == 1  # merged by the commit
+
+    loss, points = power_loss_points(tmp_path, monkeypatch, act)
+    assert points > 4
+    with Index.open(tmp_path / "ix", create=False) as final:
+        generation = final.catalog.generation()
+        expected = [(hit.doc_id, round(hit.score, 5)) for hit in final.search("moraine hunts", k=5)]
+    generations = set()
+    for k in range(points + 1):
+        copy = tmp_path / f"crash-{k}"
+        loss.replay(k, copy)
+        opened = retrievers.load(copy)
+        assert opened is not None, f"crash after {loss.events[k - 1]}: the pointer names files that are gone"
+        assert opened.generation in (generation - 1, generation)
+        generations.add(opened.generation)
+        with Index.open(copy, create=False) as index:
+            assert [
+                (hit.doc_id, round(hit.score, 5)) for hit in index.search("moraine hunts", k=5)
+            ] == expected
+    assert generations == {generation - 1, generation}  # the new pointer survives once synced
+
+
+# A reader of stale retriever files (a writer killed before it saved them), its build slowed to 3 s
+# as a large index's is, saying when it starts building.
+STALE_READER = """
+import sys, time
+from pathlib import Path
+from pagesight import Index
+from pagesight.store.local import retrievers
+
+build = retrievers.build
+
+def slow_build(*args):
+    Path(sys.argv[2]).touch()
+    time.sleep(3)
+    return build(*args)
+
+retrievers.build = slow_build
+hits = Index.open(sys.argv[1], create=False).search("moraine", k=5)
+print(sorted(hit.doc_id for hit in hits))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_reader_of_stale_files_never_blocks_a_writer(tmp_path: Path):
+    """A reader finding the files behind the catalog searches the catalog's tiles from memory
+    without the write lock: another process's ``Index.add`` meanwhile goes through, and the files
+    are the writer's to save."""
+    from pagesight.ingest.extract import extract
+    from pagesight.ingest.options import TextOptions
+    from tests.store.pointers import pointer
+
+    index = Index.open(tmp_path / "ix", settings=Settings(dense_model=None))
+    assert index.add(make_pdf(tmp_path / "heron.pdf", [["the heron at the moraine"]])).ok
+    owl = make_pdf(tmp_path / "owl.pdf", [["the owl over the moraine"]])
+    with index.store.writing():  # committed, the files not saved: as a writer killed between the two
+        index.catalog.put_document(
+            extract(str(owl), "owl", None, index.settings, TextOptions(ocr="never")), {}
+        )
+    stale = pointer(index.root)
+    building = tmp_path / "building"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", STALE_READER, str(index.root), str(building)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(building.exists)
+        assert pointer(index.root) == stale
+        assert index.add(make_pdf(tmp_path / "vole.pdf", [["the vole under the moraine"]])).ok  # not refused
+    finally:
+        out, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0, err
+    assert out.strip() in ("['heron', 'owl']", "['heron', 'owl', 'vole']")
+    assert pointer(index.root)["generation"] == index.catalog.generation()  # saved by the writer
+    index.close()

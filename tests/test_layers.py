@@ -6,6 +6,7 @@ are not imports at run time and are left out."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,22 @@ def _type_only(tree: ast.Module) -> set[int]:
     return ids
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, unit) of each pagesight unit (top-level module or folder) the file imports at run time."""
+def _run_time_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of the file that run, at its top or inside a function (not those for
+    annotations alone)."""
     tree = ast.parse(path.read_text())
     skipped = _type_only(tree)
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped
+    ]
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, unit) of each pagesight unit (top-level module or folder) the file imports at run time."""
     found = []
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in _run_time_imports(path):
         if (
             isinstance(node, ast.ImportFrom)
             and node.level == 0
@@ -62,6 +71,64 @@ def imports(path: Path) -> list[tuple[int, str]]:
             continue
         found.extend((node.lineno, unit) for unit in units)
     return found
+
+
+def module_name(path: Path, root: Path) -> str:
+    """``pagesight.store.local.layout`` for ``ROOT/store/local/layout.py`` (a package by its
+    ``__init__``)."""
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path, root: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` the file imports at run time, lazily or not: ``from a.b import c``
+    is module ``a.b.c`` when there is one, else ``a.b`` (a package's ``__init__``)."""
+    here = module_name(path, root)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in _run_time_imports(path):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join([*anchor, *([base] if base else [])])
+        for alias in node.names:
+            found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return found & modules - {here}
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """The groups of modules under ``root`` that import one another, each sorted (Tarjan's strongly
+    connected components of more than one module)."""
+    paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    graph = {name: module_imports(path, root, set(paths)) for name, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return cycles
 
 
 @pytest.mark.timeout(60)
@@ -94,3 +161,96 @@ def test_an_upward_import_is_found(tmp_path):
         "def f():\n    from pagesight.search.engine import search_text\n"
     )
     assert imports(source) == [(5, "search")]
+
+
+@pytest.mark.timeout(60)
+def test_no_modules_import_each_other_even_lazily():
+    assert import_cycles(ROOT) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_lazy_import_cycle_is_found(tmp_path):
+    """A cycle closed by an import inside a function, across a package, is found; one closed by an
+    annotation's import is not (the test can fail)."""
+    root = tmp_path / "pagesight"
+    (root / "store").mkdir(parents=True)
+    (root / "store" / "__init__.py").write_text("")
+    (root / "store" / "merging.py").write_text("from pagesight.store.layout import FOLDER\n")
+    (root / "store" / "layout.py").write_text("def f():\n    from pagesight.store import merging\n")
+    (root / "index.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pagesight import search\n"
+    )
+    (root / "search.py").write_text("import pagesight.index\n")
+    assert import_cycles(root) == [["pagesight.store.layout", "pagesight.store.merging"]]
+
+
+def _defines(source: str, name: str) -> bool:
+    """Whether Python ``source`` defines or imports ``name`` (a function, class, attribute or
+    assignment)."""
+    return bool(
+        re.search(rf"\b(def|class) {name}\b|\b{name}\s*[:=]|\bself\.{name}\b|import .*\b{name}\b", source)
+    )
+
+
+def missing_names(architecture: str, root: Path, repo: Path) -> list[str]:
+    """The paths and names written in backticks in ``architecture`` that the tree does not have: a
+    path is a file or folder ending so (under the package or the repository), or a name the code
+    spells out (``current.json``, ``uploads/``: folders an index has); ``module.name`` (its module
+    found by the end of its path, ``dense.IVF_FROM`` in ``store/local/dense.py``) and
+    ``path/module.name`` name something the module defines; ``Class.a/b`` methods of a class."""
+    files = [path for path in root.rglob("*") if "__pycache__" not in path.parts]
+    tree = {"/".join(path.relative_to(root).parts) for path in files} | {
+        "/".join(path.relative_to(repo).parts)
+        for folder in ("tests", "docs", "benchmarks")
+        for path in (repo / folder).rglob("*")
+    }
+    code = {path: path.read_text() for path in files if path.suffix == ".py"}
+    every = "\n".join(code.values())
+
+    def module(dotted: str) -> list[str]:
+        tail = dotted.replace(".", "/")
+        return [
+            text
+            for path, text in code.items()
+            if ("/".join(path.relative_to(root).with_suffix("").parts) + "/").endswith(
+                f"/{tail}/".lstrip("/")
+            )
+            or "/".join(path.relative_to(root).parts).endswith((f"{tail}.py", f"{tail}/__init__.py"))
+        ]
+
+    missing = []
+    for token in dict.fromkeys(re.findall(r"`([^`\n ]+)`", architecture)):
+        token = token.rstrip("()")
+        if re.fullmatch(r"[A-Z]\w*\.[\w/]+", token):  # Class.method/method
+            found = all(_defines(every, name) for name in token.split(".", 1)[1].split("/"))
+        elif re.fullmatch(r"[\w/]+\.(?!py\b|md\b|json\b|txt\b|sqlite\b|lock\b)[A-Za-z_]\w*", token):
+            dotted, name = token.rsplit(".", 1)
+            found = any(_defines(text, name) for text in module(dotted.replace("/", ".")))
+            found = found or not module(dotted.replace("/", "."))  # not a module: a JSON key, a field
+        elif ("/" in token and ":" not in token) or re.fullmatch(
+            r"[\w.-]+\.(py|json|txt|lock|sqlite)", token
+        ):
+            path = token.strip("/").replace("*", "")
+            found = any(
+                entry.endswith(path) or ("*" in token and path.split("/")[0] in entry) for entry in tree
+            )
+            if not token.endswith(".py"):  # a name an index's folder holds, spelt out by the code
+                found = found or token.strip("/").split("/")[-1] in every
+        else:
+            continue
+        if not found:
+            missing.append(token)
+    return missing
+
+
+@pytest.mark.timeout(60)
+def test_every_path_and_name_architecture_names_is_in_the_tree():
+    repo = ROOT.parents[1]
+    assert missing_names((repo / "ARCHITECTURE.md").read_text(), ROOT, repo) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_path_or_name_gone_from_the_tree_is_found():
+    repo = ROOT.parents[1]
+    written = "`store/local/layout.py`, `layout.merger_running`, `store/merging.py`, `layout.FOLDERS`"
+    assert missing_names(written, ROOT, repo) == ["store/merging.py", "layout.FOLDERS"]

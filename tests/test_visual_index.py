@@ -175,7 +175,7 @@ def test_late_interaction_index_ranks_by_maxsim(tmp_path, corpus, store, storage
     assert [h.score for h in hits] == pytest.approx(np.sort(expected)[::-1], rel=1e-3)
     assert index.catalog.visual_spec()["multi_vector"] is True
     if store == "local":
-        engine = index.store.retrievers().visual.part(0).engine  # one part: one commit
+        engine = index.store.retrievers().visual.segments[0].part("visual").engine  # one part: one commit
         assert engine.storage == storage and (engine.encoder.reps, engine.encoder.k_sim) == (5, 4)
         # the encodings are found in HNSW by default: IVF over them misses most of MaxSim's top 10
         assert engine.index.kind == "hnsw" and index.info()["visual_index"] == "hnsw"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pagesight.store.base import Effort
-from pagesight.store.visual import VisualRetriever
+from pagesight.store.local.visual import VisualRetriever
 from pagesight.vectors import VectorIndex, maxsim
 from tests.vectors.conftest import clustered, exact_top, planted_queries, recall, topic_pages
 

@@ -27,8 +27,8 @@ from pagesight.index import Index
 from pagesight.ingest.pipeline import IngestReport, expand
 from pagesight.render import open_source
 from pagesight.settings import Settings
-from pagesight.store.bm25 import LexicalRetriever
-from pagesight.store.dense import DenseRetriever
+from pagesight.store.local.bm25 import LexicalRetriever
+from pagesight.store.local.dense import DenseRetriever
 from pagesight.text.ocr import ocr_spans
 
 

@@ -98,7 +98,7 @@ def jax_held_off() -> Iterator[None]:
     bm25s imports JAX when it finds it, to pick its top-k, and calls it once at import, which starts
     JAX's GPU backend and, by JAX's default, takes three quarters of the card's memory (107.9 GB of
     an H200's, measured) in every process that imports bm25s. pagesight ranks BM25 itself
-    (``store/bm25.py``) and never calls bm25s' top-k, so bm25s is imported within this block
+    (``store/local/bm25.py``) and never calls bm25s' top-k, so bm25s is imported within this block
     (``encode/lexical.py``) and keeps its numpy path."""
     if "jax" in sys.modules:
         yield

@@ -41,7 +41,7 @@ MAX_DOCUMENTS = 1000  # documents one request may name
 MAX_PAGE = 1_000_000  # a page number a request may name (a larger one is no page of any document)
 MAX_TILE = 100_000  # a tile number a request may name
 # MUVERA candidates or an HNSW beam a request may ask for: as many tiles as a filter's exact MaxSim
-# scores (store/visual.py), so no request costs more than that
+# scores (store/local/visual.py), so no request costs more than that
 MAX_EFFORT = 4096
 MAX_NPROBE = 65_536  # IVF cells: 4 * sqrt(n) of n = 268 M vectors
 

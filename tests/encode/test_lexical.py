@@ -18,7 +18,9 @@ from pagesight.encode.lexical import (
     tokenize,
     with_phrases,
 )
-from pagesight.store.bm25 import LexicalRetriever, Segment
+from pagesight.store.local.bm25 import LexicalRetriever
+from pagesight.store.local.postings import Postings
+from pagesight.store.local.segment import Segment
 
 
 def test_each_line_counts_the_distinct_query_terms_it_holds():
@@ -116,8 +118,8 @@ def test_a_saved_phrase_index_scores_as_it_was_built(tmp_path: Path):
         "barn owls hunt voles",
     ]
     built = LexicalRetriever.build(np.arange(10, 14), texts, phrases=True)
-    built.segments[0].save(tmp_path / "bm25")
-    loaded = LexicalRetriever([Segment.load(tmp_path / "bm25")], phrases=True)
-    assert loaded.segments[0].terms.dtype == np.uint64  # words and phrases kept by hash: no strings
+    built.postings[0].save(tmp_path / "bm25")
+    loaded = LexicalRetriever([Segment(Postings.load(tmp_path / "bm25"))], phrases=True)
+    assert loaded.postings[0].terms.dtype == np.uint64  # words and phrases kept by hash: no strings
     for query in ("total current liabilities", "current debt", "owls", "liabilities total"):
         assert loaded.search(query, 10) == built.search(query, 10), query

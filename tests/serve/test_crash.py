@@ -160,7 +160,7 @@ def test_a_zombie_servers_jobs_are_taken_over_by_a_live_server_without_a_restart
 
 @pytest.mark.timeout(120)
 def test_a_merger_the_server_starts_leaves_no_zombie(tmp_path: Path):
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     Index.open(tmp_path / "ix", settings={"dense_model": None}).close()
     before = set(_children())

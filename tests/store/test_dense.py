@@ -6,9 +6,13 @@ import faiss
 import numpy as np
 import pytest
 
-from pagesight.store import dense as dense_module
 from pagesight.store.base import Effort
-from pagesight.store.dense import CHUNKS, DenseRetriever
+from pagesight.store.local import dense as dense_module
+from pagesight.store.local.dense import CHUNKS, DenseRetriever
+from pagesight.store.local.layout import DENSE
+from pagesight.store.local.parts import Held
+from pagesight.store.local.postings import analysed
+from pagesight.store.local.segment import Segment
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,8 +133,9 @@ def test_a_filter_over_parts_ranks_every_allowed_chunk_as_brute_force(
         part.add(tile_ids[held], vectors[held])
         parts.append(part)
     parts[0].save(tmp_path / "big")
-    segments = dense_module.DenseSegments([tmp_path / "big", parts[1], parts[2]], 32)
-    assert segments.part(0).index.is_trained  # the saved part is an IVF index, read mapped
+    held = [dense_module.stored(tmp_path / "big"), Held(parts[1]), Held(parts[2])]
+    segments = dense_module.DenseSegments([_segment(part) for part in held], 32)
+    assert segments.segments[0].part(DENSE).index.is_trained  # the saved part is an IVF index, read mapped
     allowed = np.sort(rng.choice(3000, 400, replace=False))
     stored = vectors.astype(np.float16).astype(np.float32)  # as kept, so near ties fall alike
     for row in (5, 2600, 2900):
@@ -153,7 +158,7 @@ def test_a_search_visits_the_ivf_cells_it_asks_for(monkeypatch):
     ivf.add(tile_ids[tile_ids < 2500], vectors[tile_ids < 2500])
     exact.add(tile_ids[tile_ids >= 2500], vectors[tile_ids >= 2500])
     assert ivf.index.is_trained and not exact.index.is_trained
-    segments = dense_module.DenseSegments([ivf, exact], 32)
+    segments = dense_module.DenseSegments([_segment(Held(ivf)), _segment(Held(exact))], 32)
     stored = vectors.astype(np.float16).astype(np.float32)
     allowed = np.arange(0, 3000, 2)
     cells = ivf.index._index.nlist
@@ -169,3 +174,25 @@ def test_a_search_visits_the_ivf_cells_it_asks_for(monkeypatch):
             hits[nprobe] = found
         rows = len(range(0, len(tile_ids), 97))
         assert hits[1] < 0.7 * rows * 10 and hits[cells] >= 0.99 * rows * 10, hits
+
+
+def _segment(part) -> Segment:
+    """A segment holding the dense ``part`` alone (its postings those of no tile: ``DenseSegments``
+    reads its parts only)."""
+    return Segment(analysed(np.zeros(0, dtype=np.int64), [], False, None), {DENSE: part})
+
+
+def test_a_delete_reaches_the_new_segments_part_and_not_the_one_it_came_from(tmp_path: Path):
+    """A segment's deletes are its own: the generation before a delete, which a search may hold,
+    keeps every tile of the part file both read."""
+    rng = np.random.default_rng(2)
+    tile_ids = np.arange(20)
+    part = DenseRetriever.empty(32)
+    part.add(tile_ids, rng.standard_normal((20, 32)).astype(np.float32))
+    postings = analysed(tile_ids, ["owl"] * 20, False, None)
+    saved = Segment.of(postings, {DENSE: part}).save(tmp_path / "segment")
+    before = saved.part(DENSE)
+    after = saved.deleting(np.array([3]))
+    assert 3 not in after.part(DENSE).tile_ids().tolist()
+    assert 3 in before.tile_ids().tolist() and saved.part(DENSE) is before
+    assert (after.deleted_count, saved.deleted_count) == (1, 0)

@@ -13,17 +13,21 @@ import pytest
 
 from pagesight import Index
 from pagesight.settings import Settings
+from pagesight.store.local.layout import DELETES
 from tests.conftest import make_pdf
+from tests.store.pointers import deleted, pointer
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _pointer(root: Path) -> dict:
-    return json.loads((root / "retrievers" / "current.json").read_text())
-
-
 def _files(root: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in (root / "retrievers").iterdir() if p.name != "current.json"}
+    """The segments' files (their delete bitsets aside) by path, with their times."""
+    folder = root / "retrievers"
+    return {
+        str(p.relative_to(folder)): p.stat().st_mtime_ns
+        for p in folder.rglob("*")
+        if p.is_file() and p.parent != folder and not p.name.startswith(DELETES)
+    }
 
 
 @pytest.fixture
@@ -47,18 +51,18 @@ def test_a_delete_lists_the_removed_tiles_and_searches_never_return_them(owls: I
     assert [h.doc_id for h in owls.search("owls hunt", k=5)][:1] in (["barn"], ["snowy"])
 
     assert owls.delete("barn")
-    pointer = _pointer(root)
-    assert pointer["generation"] == owls.catalog.generation()
-    assert sorted(pointer["removed"]) == sorted(barn_tiles.tolist())
-    assert _files(root) == before  # no retriever file written or removed
+    assert pointer(root)["generation"] == owls.catalog.generation()
+    assert deleted(root) == sorted(barn_tiles.tolist())
+    assert _files(root) == before  # no segment's file written or removed: a delete bitset added
+    assert {entry["count"] for entry in pointer(root)["deletes"].values()} == {len(barn_tiles)}
 
     for index in (owls, Index.open(root, create=False)):  # this process, and a fresh reader
         hits = index.search("barn owls hunt nest", k=10)
         assert hits and "barn" not in {h.doc_id for h in hits}
         assert [h.doc_id for h in index.search("lemmings", k=3)] == ["snowy"]
         assert index.search("barns", k=3) == []  # the only tile with this term is gone
-    assert owls.delete("tawny")  # a second delete lists both documents' tiles
-    assert len(_pointer(root)["removed"]) == len(barn_tiles) + 1
+    assert owls.delete("tawny")  # a second delete: both documents' tiles
+    assert len(deleted(root)) == len(barn_tiles) + 1
 
 
 def test_the_next_ingestion_adds_a_segment_and_keeps_the_tombstones(owls: Index, tmp_path: Path):
@@ -67,11 +71,10 @@ def test_the_next_ingestion_adds_a_segment_and_keeps_the_tombstones(owls: Index,
     before = _files(owls.root)
     make_pdf(tmp_path / "eagle.pdf", [["golden eagles hunt hares"]])
     assert owls.add([tmp_path / "eagle.pdf"]).ok
-    pointer = _pointer(owls.root)
-    assert sorted(pointer["removed"]) == sorted(barn_tiles.tolist())
-    (old,) = [name for name in pointer["segments"] if name in before]
-    assert _files(owls.root)[old] == before[old]  # the first segment is not written again
-    (new,) = [name for name in pointer["segments"] if name not in before]
+    assert deleted(owls.root) == sorted(barn_tiles.tolist())
+    after = _files(owls.root)
+    assert {path: after[path] for path in before} == before  # the first segment is not written again
+    (new,) = [name for name in pointer(owls.root)["segments"] if not any(p.startswith(name) for p in before)]
     assert (
         np.load(owls.root / "retrievers" / new / "tile_ids.npy").tolist()
         == owls.catalog.tile_ids_of(["eagle"]).tolist()
@@ -92,3 +95,52 @@ def test_a_delete_imports_neither_bm25s_nor_faiss(owls: Index):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert "tawny" not in {h.doc_id for h in owls.search("tawny owls call", k=5)}
+
+
+def test_a_delete_writes_the_bitsets_of_the_segments_it_reaches_alone(owls: Index, tmp_path: Path):
+    """tantivy's per-segment deletes: a commit's delete writes what it deletes, not every tile ever
+    deleted; a segment it does not reach keeps its bitset file."""
+    root = owls.root
+    make_pdf(tmp_path / "eagle.pdf", [["golden eagles hunt hares"]])
+    assert owls.add([tmp_path / "eagle.pdf"]).ok
+    first, second = pointer(root)["segments"]
+    assert owls.delete("barn")
+    (entry,) = pointer(root)["deletes"].values()
+    assert pointer(root)["deletes"] == {first: entry}
+    barn_bits = root / "retrievers" / first / entry["file"]
+    written = barn_bits.stat().st_mtime_ns
+    assert owls.delete("eagle")
+    assert pointer(root)["deletes"][first] == entry and barn_bits.stat().st_mtime_ns == written
+    assert pointer(root)["deletes"][second]["count"] == 1  # the eagle's one tile
+    assert [p.name for p in (root / "retrievers" / first).glob(f"{DELETES}*")] == [entry["file"]]
+
+
+def test_a_pointer_listing_its_deleted_tiles_opens_and_the_next_commit_writes_bitsets(
+    owls: Index, tmp_path: Path
+):
+    """An index written before the bitsets (pointer format 3: the deleted tiles one list, rewritten
+    by every commit) searches the same, and its next commit writes each segment's bitset instead."""
+    root = owls.root
+    barn_tiles = owls.catalog.tile_ids_of(["barn"])
+    assert owls.delete("barn")
+    expected = [(h.doc_id, h.score) for h in owls.search("owls hunt nest", k=10)]
+    old = pointer(root)
+    for name, entry in old.pop("deletes").items():
+        (root / "retrievers" / name / entry["file"]).unlink()
+    old.update(format=3, removed=barn_tiles.tolist())
+    (root / "retrievers" / "current.json").write_text(json.dumps(old))
+    probe = (  # another process: this one shares the retrievers it loaded before
+        "import json\nfrom pagesight import Index\n"
+        f"hits = Index.open({str(root)!r}, create=False).search('owls hunt nest', k=10)\n"
+        "print(json.dumps([(h.doc_id, h.score) for h in hits]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert [tuple(hit) for hit in json.loads(done.stdout)] == expected
+    make_pdf(tmp_path / "eagle.pdf", [["golden eagles hunt hares"]])
+    assert owls.add([tmp_path / "eagle.pdf"]).ok
+    assert pointer(root)["format"] == 4 and "removed" not in pointer(root)
+    assert deleted(root) == sorted(barn_tiles.tolist())
+    assert "barn" not in {
+        h.doc_id for h in Index.open(root, create=False).search("barn owls hunt nest", k=10)
+    }

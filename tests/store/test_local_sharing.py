@@ -11,7 +11,7 @@ import pytest
 from pagesight import Index
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
-from pagesight.store.lock import WriteLock
+from pagesight.store.local.lock import WriteLock
 from tests.conftest import make_pdf
 
 pytestmark = pytest.mark.timeout(120)

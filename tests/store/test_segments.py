@@ -7,6 +7,7 @@ is built again as segments."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -16,9 +17,12 @@ import numpy as np
 import pytest
 
 from pagesight import Index
-from pagesight.store import bm25
-from pagesight.store.bm25 import LexicalRetriever, Segment, plan_merges
+from pagesight.store.local import bm25
+from pagesight.store.local.bm25 import LexicalRetriever, plan_merges
+from pagesight.store.local.postings import analysed
+from pagesight.store.local.segment import Segment
 from tests.conftest import make_pdf
+from tests.store.pointers import deleted, pointer
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -75,10 +79,6 @@ def corpus(folder: Path, n: int, seed: int = 7) -> list[Path]:
     return files
 
 
-def pointer(root: Path) -> dict:
-    return json.loads((root / "retrievers" / "current.json").read_text())
-
-
 def ranked(index: Index) -> dict[str, list[tuple[str, int, float]]]:
     return {
         query: [
@@ -97,7 +97,7 @@ def test_an_index_built_in_twenty_commits_with_deletes_ranks_as_one_built_at_onc
             if step % 4 == 3:
                 assert many.delete(files[step - 2].stem)  # a delete between commits
         assert many.add(files[20:], jobs=1).ok
-        assert len(pointer(many.root)["segments"]) > 1 and pointer(many.root)["removed"]
+        assert len(pointer(many.root)["segments"]) > 1 and deleted(many.root)
         kept = [path for path in files if many.catalog.document(path.stem) is not None]
         in_commits = ranked(many)
     with Index.open(tmp_path / "once", settings=settings) as once:
@@ -156,7 +156,7 @@ def test_segments_merge_by_tier_and_rank_the_same(tmp_path: Path, monkeypatch):
         assert 0 not in [len(np.load(index.root / "retrievers" / name / "tile_ids.npy"))
                          for name in pointer(index.root)["segments"]]  # fmt: skip
         merged = ranked(index)
-        tombstones = pointer(index.root)["removed"]
+        tombstones = deleted(index.root)
     assert not set(tombstones) & set(np.concatenate(
         [np.load(tmp_path / "ix" / "retrievers" / n / "tile_ids.npy") for n in pointer(tmp_path / "ix")["segments"]]
     ).tolist()) - set(tombstones)  # fmt: skip
@@ -180,15 +180,15 @@ def test_merging_segments_keeps_postings_and_drops_tombstones():
     one = LexicalRetriever.build(np.arange(4), texts, phrases=True, term_weights=True)
     split = LexicalRetriever(
         [
-            bm25.segment(np.arange(2), texts[:2], True, None),
-            bm25.segment(np.arange(2, 4), texts[2:], True, None),
+            Segment.of(analysed(np.arange(2), texts[:2], True, None)).deleting(np.array([1])),
+            Segment.of(analysed(np.arange(2, 4), texts[2:], True, None)),
         ],
         phrases=True,
         term_weights=True,
-    ).remove(np.array([1]))
-    merged = Segment.merge(list(zip(split.segments, split.removed)))
-    assert merged.tile_ids.tolist() == [0, 2, 3] and merged.lengths.tolist() == [
-        one.segments[0].lengths[i] for i in (0, 2, 3)
+    )
+    merged = Segment.merge(list(split.segments), {})
+    assert merged.tile_ids.tolist() == [0, 2, 3] and merged.postings.lengths.tolist() == [
+        one.postings[0].lengths[i] for i in (0, 2, 3)
     ]
     alone = LexicalRetriever.build(np.array([0, 2, 3]), [texts[i] for i in (0, 2, 3)], True, True)
     for query in ("owl", "heron tundra", "owl vole", "basalt"):
@@ -203,7 +203,7 @@ def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkey
     """MaxScore (store/maxscore.py) leaves common terms unscanned once a threshold is known; the
     best tiles and their float32 scores are those of scoring every posting, filters and tombstones
     honoured, and the pruning happens (the threshold scan made small for a small collection)."""
-    from pagesight.store import maxscore
+    from pagesight.store.local import maxscore
 
     rng = np.random.default_rng(3)
     vocabulary = [f"w{i}" for i in range(400)]
@@ -214,10 +214,13 @@ def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkey
     ]
     parts = [(0, 500), (500, 1100), (1100, 1500)]
     lexical = LexicalRetriever(
-        [bm25.segment(np.arange(a, b), texts[a:b], True, None) for a, b in parts],
+        [
+            Segment.of(analysed(np.arange(a, b), texts[a:b], True, None)).deleting(np.arange(0, 1500, 7))
+            for a, b in parts
+        ],
         phrases=True,
         term_weights=True,
-    ).remove(np.arange(0, 1500, 7))
+    )
     monkeypatch.setattr(maxscore, "SCAN_FIRST", 40)
     queries = [
         " ".join(rng.choice(vocabulary[:60], 3)) + " " + " ".join(rng.choice(vocabulary, 5))
@@ -242,10 +245,10 @@ KILL_IN_MERGE = """
 import os, signal, sys
 from pathlib import Path
 from pagesight import Index
-from pagesight.store import bm25
+from pagesight.store.local import bm25, segment
 
 bm25.MERGE_FACTOR = 3
-save = bm25.Segment.save
+save = segment.Segment.save
 
 def save_then_die(self, folder):
     saved = save(self, folder)
@@ -253,7 +256,7 @@ def save_then_die(self, folder):
         os.kill(os.getpid(), signal.SIGKILL)
     return saved
 
-bm25.Segment.save = save_then_die
+segment.Segment.save = save_then_die
 index = Index.open(sys.argv[1], create=False)
 index.add([Path(sys.argv[2])], jobs=1)
 """
@@ -287,9 +290,12 @@ def test_a_merge_killed_midway_leaves_the_previous_set(tmp_path: Path, monkeypat
     assert leftovers  # the merged segment written before the kill, named by nothing
     with Index.open(root, create=False) as index:
         assert index.catalog.document(files[2].stem) is not None  # committed before the merge
-        found = ranked(index)  # the files repaired by this first reader: the new tiles searched
+        found = ranked(index)  # built in memory by this reader: the new tiles searched
         assert found != expected
-    assert not ({p.name for p in (root / "retrievers").iterdir()} & leftovers)  # tidied by the repair
+        assert pointer(root) == before  # a reader writes nothing: the repair is the next writer's
+        index.refresh()
+        assert ranked(index) == found
+    assert not ({p.name for p in (root / "retrievers").iterdir()} & leftovers)  # tidied by the writer
     with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
         assert once.add(files, jobs=1).ok
         assert ranked(once) == found
@@ -345,6 +351,8 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
     }
     (tmp_path / "ix" / "retrievers" / "current.json").write_text(json.dumps(old))
     with Index.open(tmp_path / "ix", create=False) as index:
+        assert ranked(index) == expected  # built in memory by the reader
+        index.refresh()  # the next writer writes them
         assert ranked(index) == expected
     assert "segments" in pointer(tmp_path / "ix")
 
@@ -352,7 +360,7 @@ def test_an_older_builds_single_bm25_index_is_built_again_as_segments(tmp_path: 
 def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
     """Five documents, the first three committed one by one into ``ix`` (BM25 only) and the first
     deleted again, every merge left to a merging process the test runs itself."""
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     monkeypatch.setattr(bm25, "MERGE_FACTOR", 3)
     monkeypatch.setattr(merging, "INLINE_MERGE", 0)  # every merge left to the merging process
@@ -366,7 +374,7 @@ def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
 
 
 def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -378,7 +386,7 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
         assert merging.merge_due(writer.root) >= 1
         after = pointer(writer.root)
         assert after["generation"] == generation and not set(parts) & set(after["segments"])
-        assert after["removed"] == []  # the deleted tiles were dropped by the merge
+        assert deleted(writer.root) == []  # the deleted tiles were dropped by the merge
         assert not any((writer.root / "retrievers" / name).exists() for name in parts)
         assert ranked(reader) == before  # its own segments, in memory
         assert ranked(Index.open(tmp_path / "ix", create=False)) == before  # a new reader: the merged one
@@ -393,7 +401,7 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
 
 
 def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
-    from pagesight.store import merging
+    from pagesight.store.local import merging
 
     monkeypatch.setattr(merging, "INLINE_MERGE", 0)
     monkeypatch.setattr(merging, "start", lambda root: None)
@@ -404,7 +412,7 @@ def test_the_merging_process_merges_a_full_tier(tmp_path: Path, monkeypatch):
         assert len(pointer(index.root)["segments"]) == bm25.MERGE_FACTOR
         expected = ranked(index)
     done = subprocess.run(
-        [sys.executable, "-m", "pagesight.store.merging", str(tmp_path / "ix")],
+        [sys.executable, "-m", "pagesight.store.local.merging", str(tmp_path / "ix")],
         capture_output=True,
         timeout=200,
     )
@@ -466,7 +474,7 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
 
     from pagesight.ingest.extract import extract
     from pagesight.ingest.options import TextOptions
-    from pagesight.store import merging
+    from pagesight.store.local import layout, merging
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -477,10 +485,10 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             merger = threading.Thread(target=lambda: done.append(merging.merge_due(writer.root)))
             merger.start()
             deadline = time.monotonic() + 120
-            while not list(folder.glob(f"{merging.PREFIX}*{merging.READY}")):
+            while not list(folder.glob(f"{layout.MERGED_PREFIX}*{layout.READY}")):
                 assert time.monotonic() < deadline and merger.is_alive(), "no merge was made ready"
                 time.sleep(0.05)
-            (manifest,) = folder.glob(f"{merging.PREFIX}*{merging.READY}")
+            (manifest,) = folder.glob(f"{layout.MERGED_PREFIX}*{layout.READY}")
             ready = json.loads(manifest.read_text())  # the mostly deleted segment, merged alone
             assert pointer(writer.root)["segments"] == parts  # not swapped in: the lock is held
             for path in files[3:]:  # a commit of the writer's own, under its lock
@@ -490,11 +498,11 @@ def test_a_merge_made_while_a_writer_holds_the_lock_is_taken_in_by_its_next_comm
             adopted = pointer(writer.root)["segments"]
             assert ready["merged"] in adopted and not set(ready["parts"]) & set(adopted)
             assert len(adopted) == 5  # the merged one, the two not merged, the two commits'
-            assert pointer(writer.root)["removed"] == []  # the merge left the deleted tiles out
+            assert deleted(writer.root) == []  # the merge left the deleted tiles out
         merger.join(timeout=120)  # its next merge (the new tier of three) once the lock is free
         after = pointer(writer.root)
-        assert done and done[0] >= 2 and not list(folder.glob(f"*{merging.READY}"))
-        assert not set(parts) & set(after["segments"]) and after["removed"] == []
+        assert done and done[0] >= 2 and not list(folder.glob(f"*{layout.READY}"))
+        assert not set(parts) & set(after["segments"]) and deleted(writer.root) == []
         assert not any((folder / name).exists() for name in parts)
         final = ranked(writer)
         assert ranked(Index.open(tmp_path / "ix", create=False)) == final
@@ -513,8 +521,8 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     product, token vectors by MaxSim)."""
     from pagesight.records import Document, Page, Span, Tile
     from pagesight.settings import Settings
-    from pagesight.store import merging
     from pagesight.store.base import open_store
+    from pagesight.store.local import merging
     from pagesight.vectors import maxsim
 
     monkeypatch.setattr(bm25, "MERGE_FACTOR", 2)  # a full tier at two segments
@@ -555,7 +563,7 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
         assert merging.merge_due(root) >= 1
     store = open_store(str(root), create=False, settings=None)
     visual = store.retrievers().visual
-    assert len(visual.parts) < 4  # merged by tier
+    assert len(visual.segments) < 4  # merged by tier
     pages = store.catalog.tile_pages(store.catalog.tile_ids().tolist())
     names = sorted(held)
     for _ in range(5):
@@ -576,7 +584,42 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     store = open_store(str(root), create=False, settings=None)
     with store.writing():
         store.refresh()  # a writer builds them again
-    assert pointer(root)["format"] == 3 and pointer(root)["visual"]["dim"] == dim
+    assert pointer(root)["format"] == 4 and pointer(root)["visual"]["dim"] == dim
     query = vectors()
     assert {pages[tile][0] for tile, _ in store.retrievers().visual.search(query, 20)} == set(names)
     store.close()
+
+
+PROBE = """
+import sys
+from pathlib import Path
+from pagesight.store.local.layout import merger_running
+print(sum(merger_running(Path(sys.argv[1])) for _ in range(int(sys.argv[2]))))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_asking_whether_a_merger_runs_never_turns_one_away(tmp_path: Path):
+    """A writer asks whether a merger runs (to keep its segment) without taking the merging lock:
+    a merger starting while another process asks, again and again, always gets it; one holding it
+    is seen."""
+    from pagesight.store.local.layout import MERGING_LOCK, hold_merging, merger_running
+
+    (tmp_path / MERGING_LOCK).touch()
+    asking = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(tmp_path), "20000"], stdout=subprocess.PIPE, text=True
+    )
+    tries, refused = 0, 0
+    while asking.poll() is None:
+        held = hold_merging(tmp_path)
+        if held is None:
+            refused += 1
+        else:
+            os.close(held)
+        tries += 1
+    assert asking.returncode == 0 and int(asking.stdout.read()) > 0  # it saw this process's merger
+    assert tries > 100 and refused == 0
+    held = hold_merging(tmp_path)
+    assert merger_running(tmp_path) and hold_merging(tmp_path) is None
+    os.close(held)
+    assert not merger_running(tmp_path)

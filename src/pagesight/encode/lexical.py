@@ -1,6 +1,6 @@
 """Text analysis for BM25: lower-cased, stopword-free, Snowball-stemmed terms (bm25s's tokenizer),
 the same for tiles, queries and the lines a hit quotes. The BM25 index itself is the local store's
-(``store/bm25.py``)."""
+(``store/local/bm25.py``)."""
 
 from __future__ import annotations
 

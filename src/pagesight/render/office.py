@@ -52,6 +52,7 @@ from pathlib import Path
 
 from pagesight.errors import InputError
 from pagesight.render.office_limits import check_office_file, check_pages
+from pagesight.render.pdfium import PDFIUM_LOCK
 from pagesight.settings import cache_dir
 
 OFFICE_SUFFIXES = {".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".odt", ".odp", ".ods", ".rtf"}
@@ -164,8 +165,6 @@ def office_pdf(path: Path, sha256: str, timeout: float = CONVERT_TIMEOUT) -> Pat
 def _page_count(pdf: Path) -> int:
     """The pages of a PDF LibreOffice made (0 when PDFium cannot open it: read as any PDF later)."""
     import pypdfium2
-
-    from pagesight.render.sources import PDFIUM_LOCK  # sources.py imports this module
 
     with PDFIUM_LOCK:
         try:

@@ -17,7 +17,6 @@ import io
 import logging
 import math
 import re
-import threading
 from pathlib import Path
 
 import pikepdf
@@ -27,6 +26,7 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 from pagesight.errors import InputError
 from pagesight.records import Box, Span
 from pagesight.render.office import OFFICE_SUFFIXES
+from pagesight.render.pdfium import PDFIUM_LOCK
 from pagesight.text.textlayer import text_layer_spans
 
 PDF_SUFFIXES = {".pdf"}
@@ -60,9 +60,6 @@ def file_sha256(path: Path) -> str:
 
 
 _METADATA = {"Author": "author", "Subject": "subject", "Keywords": "keywords"}  # PDF info -> field
-# PDFium is not thread-safe, not even across documents: every call into it in this process, from any
-# thread (a server's requests, its MCP tools, an ingestion), is made holding this lock.
-PDFIUM_LOCK = threading.RLock()
 
 
 def _pdfium(method):

@@ -5,7 +5,7 @@ that rebuilds its retrievers (a read snapshot) and an ingestion committing a doc
 transaction) cannot share one, and neither can two searches rebuilding at once. So each request
 borrows an ``Index`` of its own from a small pool, and ingestion and deletion write through another
 one. The local store is made for this: readers never block, and a reader whose retriever files lag
-a commit builds the missing part in memory (``store/local.py``), once per process for the whole
+a commit builds the missing part in memory (``store/local/store.py``), once per process for the whole
 pool, and at most every ``READ_LAG`` seconds while an ingestion commits document after document.
 
 PDFium is not thread-safe (not even across documents): every call into it in the process, by any

@@ -194,7 +194,7 @@ class VectorStore(Protocol):
 
 
 class MutableVectorStore(VectorStore, Protocol):
-    """A vector store brought up to its catalog by adding and removing tiles (``store/retrievers.py``)."""
+    """A vector store brought up to its catalog by adding and removing tiles (``store/local/retrievers.py``)."""
 
     def add(self, tile_ids: np.ndarray, vectors: Any) -> None:
         """Hold ``vectors`` for ``tile_ids``, tiles it does not hold yet (a tile's rows together)."""

@@ -1,13 +1,9 @@
-"""The local store: one directory with the SQLite catalog and the retriever files derived from it.
+"""The local store: one directory with the SQLite catalog and the retriever files derived from it
+(the layout and the life of a segment: ``store/local/__init__.py``).
 
-    DIR/catalog.sqlite     the catalog (``store.catalog``), the source of truth
-    DIR/retrievers/        BM25 (bm25s), dense text and visual vectors (FAISS), tagged with the
-                           catalog generation they match (``store.retrievers``)
-    DIR/write.lock         the single writer's lock (``store.lock``)
-
-Any number of processes search while one writes: a reader whose retriever files lag the catalog
-(a writer at work, or a crash) builds the missing part in memory, or repairs the files when no
-writer holds the lock.
+Any number of processes search while one writes, and no reader takes the write lock: a reader
+whose retriever files lag the catalog (a writer at work, or a crash) builds the missing part in
+memory and leaves the files to the next writer, which repairs them under its lock.
 
 The stores of one index in one process (a server's pool of connections) share what they built in
 memory, so a commit costs one rebuild per process, not one per connection; and a store with
@@ -33,13 +29,13 @@ from typing import Any
 from pagesight.errors import IndexFormatError
 from pagesight.priority import lower_this_thread
 from pagesight.settings import Settings, check_settings
-from pagesight.store import retrievers as files
 from pagesight.store.base import Retrievers
 from pagesight.store.catalog import Catalog
-from pagesight.store.lock import WriteLock
+from pagesight.store.local import deletes
+from pagesight.store.local.layout import CATALOG, FOLDER, WRITE_LOCK, pointed_generation, segment_names
+from pagesight.store.local.lock import WriteLock
 from pagesight.store.rows import RowCache
 
-CATALOG = "catalog.sqlite"
 log = logging.getLogger(__name__)
 
 
@@ -64,6 +60,14 @@ class _Shared:
 # Held by the stores open on each directory; gone with the last of them.
 _SHARED: weakref.WeakValueDictionary[Path, _Shared] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
+
+
+def _files():
+    """The retriever files' module (BM25, FAISS), imported when retrievers are first loaded or
+    built: a delete reads and writes the pointer alone (``deletes``) and imports neither."""
+    from pagesight.store.local import retrievers
+
+    return retrievers
 
 
 def _shared(root: Path) -> _Shared:
@@ -113,25 +117,16 @@ class LocalStore:
         if shared.retrievers is not None and shared.retrievers.generation == generation:
             self._retrievers = shared.retrievers
             return self._retrievers
-        if files.current_generation(self.root) == generation:
-            loaded = files.load(self.root)
+        if pointed_generation(self.root) == generation:
+            loaded = _files().load(self.root)
             if loaded is not None and loaded.generation == generation:
                 with shared.lock:  # the other stores of this process take these instead of loading
                     shared.retrievers, shared.built = loaded, time.monotonic()
                 self._retrievers = loaded
                 return loaded
-        lock = WriteLock(self.root)
-        if lock.acquire():  # no writer at work: the files are stale after a crash; repair them
-            try:
-                self.refresh()
-                if self._retrievers is None or self._retrievers.generation != generation:
-                    self._retrievers = files.load(self.root)
-                if self._retrievers is None:  # files that cannot be read back: searched from memory
-                    self._retrievers = files.build(self.catalog, None, self._dense_dim())
-            finally:
-                lock.release()
-        else:  # a writer is at work and will save its own; search what is committed so far
-            self._retrievers = self._built_in_memory(generation)
+        # A writer at work, or one killed before it saved: search what is committed, built in
+        # memory; the files are the next writer's to save (a reader never takes the write lock).
+        self._retrievers = self._built_in_memory(generation)
         return self._retrievers
 
     def _built_in_memory(self, generation: int) -> Retrievers:
@@ -154,7 +149,7 @@ class LocalStore:
                 return current
             # Built from a copy of the files of its own: ``build`` updates the vector stores it is
             # given in place, and the shared ones are being searched by other threads.
-            built = files.build(self.catalog, files.load(self.root), self._dense_dim())
+            built = _files().build(self.catalog, _files().load(self.root), self._dense_dim())
             shared.retrievers, shared.built = built, time.monotonic()
             return built
 
@@ -167,7 +162,7 @@ class LocalStore:
             started = time.monotonic()
             catalog = Catalog(self.root)
             try:
-                built = files.build(catalog, files.load(self.root), self._dense_dim())
+                built = _files().build(catalog, _files().load(self.root), self._dense_dim())
             finally:
                 catalog.close()
             with shared.lock:
@@ -181,25 +176,21 @@ class LocalStore:
 
     def refresh(self) -> None:
         generation = self.catalog.generation()
-        if self._retrievers is not None and self._retrievers.generation == generation:
+        if pointed_generation(self.root) == generation:  # the files, not what a reader built in memory
             return
-        if files.current_generation(self.root) == generation:
+        # Only deletions since the files were saved: a delete bitset for each segment they reach
+        # (and neither bm25s nor FAISS loaded, so `pagesight delete` stays fast on any index size).
+        if deletes.delete(self.root, self.catalog):
+            self._retrievers = None  # loaded again, without the deleted tiles, by the next search
             return
-        # Only deletions since the files were saved: list the tiles gone, rewrite nothing (and load
-        # neither bm25s nor FAISS, so `pagesight delete` stays fast on any index size).
-        removed = files.removals(self.root, self.catalog)
-        if removed is not None:
-            files.save_removals(self.root, generation, removed)
-            self._retrievers = None  # loaded again, without the removed tiles, by the next search
-            return
-        # ``build`` updates the vector stores it is given: only ones this store built itself, never
-        # ones other stores of the process may be searching.
+        # ``build`` starts from saved segments (a new segment's parts are read by it alone): this
+        # store's last save, or the files.
         mine = self._retrievers is not None and self._retrievers is self._refreshed
-        if mine and [s.name for s in self._retrievers.lexical.segments] != files.segment_names(self.root):
-            mine = False  # a merge swapped segments in meanwhile (store.merging): start from the files
-        previous = self._retrievers if mine else files.load(self.root)
-        built = files.build(self.catalog, previous, self._dense_dim())
-        self._retrievers = self._refreshed = files.save(self.root, built)
+        if mine and [s.name for s in self._retrievers.lexical.segments] != segment_names(self.root):
+            mine = False  # a merge swapped segments in meanwhile (store.local.merging): start from the files
+        previous = self._retrievers if mine else _files().load(self.root)
+        built = _files().build(self.catalog, previous, self._dense_dim())
+        self._retrievers = self._refreshed = _files().save(self.root, built)
 
     def _dense_dim(self) -> int | None:
         from pagesight.encode.dense import dense_dim
@@ -208,7 +199,7 @@ class LocalStore:
         return dense_dim(name) if name else None
 
     def retrievers_generation(self) -> int | None:
-        return files.current_generation(self.root)
+        return pointed_generation(self.root)
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
@@ -218,9 +209,9 @@ class LocalStore:
         if self.created is None or self.catalog.counts()["documents"]:
             return
         self.catalog.close()
-        for name in (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", "write.lock"):
+        for name in (CATALOG, f"{CATALOG}-wal", f"{CATALOG}-shm", WRITE_LOCK):
             (self.root / name).unlink(missing_ok=True)
-        shutil.rmtree(self.root / files.FOLDER, ignore_errors=True)
+        shutil.rmtree(self.root / FOLDER, ignore_errors=True)
         if self.created == self.root and not any(self.root.iterdir()):
             self.root.rmdir()
         self.created = None

@@ -26,7 +26,7 @@ import numpy as np
 from pagesight.vectors.maxsim import runs
 
 if TYPE_CHECKING:
-    from pagesight.store.bm25 import LexicalRetriever
+    from pagesight.store.local.bm25 import LexicalRetriever
 
 K1, B = 1.2, 0.75  # bm25s' defaults, Lucene's
 SCAN_FIRST = 200_000  # postings scanned before a threshold is asked for (at least one term's)
@@ -104,7 +104,7 @@ class MaxScore:
             keep = chosen[matched]
             if not keep.any():
                 continue
-            part, held = self.lexical.segments[i], matched[keep]
+            part, held = self.lexical.postings[i], matched[keep]
             first, counts = starts[keep], ends[keep] - starts[keep]
             where = runs(first, counts)  # every posting of these terms, in term order
             docs, tfs, term = part.docs[where], part.tfs[where], np.repeat(held, counts)
@@ -118,7 +118,7 @@ class MaxScore:
 
     def _values(self, i: int, term: np.ndarray, docs: np.ndarray, tfs: np.ndarray) -> np.ndarray:
         """bm25s' score of postings of segment ``i``: ``weight * float32(idf * tfc)``."""
-        lengths = self.lexical.segments[i].lengths[docs].astype(np.float64)
+        lengths = self.lexical.postings[i].lengths[docs].astype(np.float64)
         tfc = tfs / (K1 * ((1 - B) + B * lengths / self.average) + tfs)
         return self.weight[term] * (self.idf[term] * tfc).astype(np.float32)
 
@@ -155,7 +155,7 @@ class MaxScore:
             at = np.searchsorted(matched, term)
             if at == len(matched) or matched[at] != term or bounds[i] == bounds[i + 1]:
                 continue
-            part, low = self.lexical.segments[i], int(bounds[i])
+            part, low = self.lexical.postings[i], int(bounds[i])
             local = candidates[low : bounds[i + 1]] - self.offsets[i]
             postings = part.docs[starts[at] : ends[at]]
             sought = np.minimum(local, np.iinfo(postings.dtype).max).astype(postings.dtype)
@@ -192,7 +192,7 @@ class MaxScore:
         ids = np.zeros(len(places), dtype=np.int64)
         for i in np.unique(part).tolist():
             at = part == i
-            ids[at] = self.lexical.segments[i].tile_ids[places[at] - self.offsets[i]]
+            ids[at] = self.lexical.postings[i].tile_ids[places[at] - self.offsets[i]]
         return ids
 
 

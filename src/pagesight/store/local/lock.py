@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 from pagesight.errors import IndexLockedError
+from pagesight.store.local.layout import WRITE_LOCK
 
 
 class WriteLock:
     def __init__(self, root: Path):
-        self.path = root / "write.lock"
+        self.path = root / WRITE_LOCK
         self._fd: int | None = None
 
     def acquire(self) -> bool:

@@ -8,10 +8,10 @@ searched exactly. A filter to some documents scores the allowed tiles exactly wh
 
 Ids are tile ids of the catalog, which are never reused, so a retriever file can never mix tiles up.
 
-The local store keeps one retriever beside each BM25 segment, of the same tiles (``VisualSegments``,
-parts as ``store.parts`` keeps them), so a commit adds the part of its new tiles and never rewrites
-the vectors already written; a merge joins the parts' stored vectors into one retriever (an
-``ivfpq`` part's are its codes' approximations: joined again, they are coded again).
+Each segment of the local store holds such a retriever of its tiles (``store.local.segment``), so
+a commit adds the segment of its new tiles and never rewrites the vectors already written; a merge
+joins the parts' stored vectors into one retriever (``segment.joins``; an ``ivfpq`` part's
+are its codes' approximations: joined again, they are coded again).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.store.base import Effort
-from pagesight.store.parts import Parts, Saved
+from pagesight.store.local.layout import VISUAL
+from pagesight.store.local.parts import Held, Saved
 from pagesight.vectors import Muvera, MuveraRetriever, VectorIndex, maxsim
 
 # Allowed tiles up to this many are scored exactly by MaxSim rather than searched through MUVERA.
@@ -140,30 +141,14 @@ class VisualRetriever:
         return cls(MuveraRetriever.load(path) if path.is_dir() else VectorIndex.load(path))
 
 
-class VisualSegments(Parts[VisualRetriever]):
-    """The visual vectors in parts, each beside the BM25 segment of the same position (the module
-    docstring), each made by ``config`` (``VisualRetriever.empty``'s arguments, kept in the
-    retrievers' pointer): searched part by part, the best tiles kept. A single-vector part is read
-    when first searched; a MUVERA part, a folder of arrays, when its segment is opened."""
+class VisualSegments:
+    """The visual vectors of a set of segments, each holding the part of its tiles
+    (``Segment.part(VISUAL)``), every part made by ``config`` (``VisualRetriever.empty``'s
+    arguments, kept in the pointer): searched part by part, the best tiles kept."""
 
-    def __init__(self, parts: list, config: Mapping, gone: np.ndarray | None = None):
+    def __init__(self, segments: Sequence, config: Mapping):
+        self.segments = tuple(segments)
         self.config = dict(config)
-        super().__init__(parts, gone)
-
-    def _held(self, path: Path) -> Saved | VisualRetriever:
-        if path.is_dir():
-            return VisualRetriever.load(path)
-        return Saved(path, lambda file: VisualRetriever(VectorIndex.load(file)))
-
-    def _joined(self, parts: list[VisualRetriever]) -> VisualRetriever:
-        return VisualRetriever.joined(parts, self.config)
-
-    def _options(self) -> dict:
-        return {"config": self.config}
-
-    def empty(self) -> VisualRetriever:
-        """A new part, made as every other."""
-        return VisualRetriever.empty(**self.config)
 
     def search(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None, effort: Effort | None = None
@@ -173,7 +158,7 @@ class VisualSegments(Parts[VisualRetriever]):
         exact MaxSim a search costs does not grow with the number of parts."""
         allowed = None if allowed is None else np.asarray(allowed)  # an Allowed lists its tiles once
         effort = effort or Effort()
-        parts = [self.part(i) for i in range(len(self.parts))]
+        parts = [segment.part(VISUAL) for segment in self.segments]
         total = max(sum(map(len, parts)), 1)
         found = []
         for part in parts:
@@ -183,3 +168,11 @@ class VisualSegments(Parts[VisualRetriever]):
             found += part.search(query, k, allowed, share)
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:k]
+
+
+def stored(path: Path) -> Saved | Held:
+    """The visual part saved at ``path``: a file, opened and read when first asked for; a MUVERA
+    folder of arrays, read now (a merge may remove the folder while a search holds its segment)."""
+    if path.is_dir():
+        return Held(VisualRetriever.load(path), path, VisualRetriever.load)
+    return Saved(path, lambda file: VisualRetriever(VectorIndex.load(file)))

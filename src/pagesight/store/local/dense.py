@@ -14,14 +14,15 @@ MiniLM's unit vectors as stored (no second normalisation, so scores are the mode
 Files written before the ``VectorIndex`` (a bare FAISS ``IndexIDMap2`` whose ids were tile ids,
 one per chunk) are read and converted, so an older index searches the same.
 
-The local store keeps one such index beside each BM25 segment, of the same tiles
-(``DenseSegments``, parts as ``store.parts`` keeps them): a commit adds the part of its new tiles, a merge joins the parts of the
-segments it merges, and a search asks every part and keeps the best, so a commit never rewrites
-the vectors already written.
+Each segment of the local store holds such an index of its tiles (``store.local.segment``): a
+commit adds the segment of its new tiles, a merge joins the parts of the segments it merges
+(``segment.joins``), and a search asks every part and keeps the best (``DenseSegments``), so
+a commit never rewrites the vectors already written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,7 +30,8 @@ import numpy as np
 
 from pagesight.errors import IndexFormatError
 from pagesight.store.base import Effort
-from pagesight.store.parts import Parts, Saved
+from pagesight.store.local.layout import DENSE
+from pagesight.store.local.parts import Saved
 from pagesight.vectors import VectorIndex
 from pagesight.vectors.maxsim import runs
 
@@ -204,22 +206,13 @@ def _best_tiles(
     return list(zip(tiles[keep].tolist(), best[keep].tolist()))
 
 
-class DenseSegments(Parts[DenseRetriever]):
-    """The dense index in parts, each beside the BM25 segment of the same position (``store.parts``):
-    searched part by part, the best tiles kept."""
+class DenseSegments:
+    """The dense index of a set of segments, each holding the part of its tiles
+    (``Segment.part(DENSE)``): searched part by part, the best tiles kept."""
 
-    def __init__(self, parts: list, dim: int, gone: np.ndarray | None = None):
+    def __init__(self, segments: Sequence, dim: int):
+        self.segments = tuple(segments)
         self.dim = dim
-        super().__init__(parts, gone)
-
-    def _held(self, path: Path) -> Saved:
-        return Saved(path, DenseRetriever.load)
-
-    def _joined(self, parts: list[DenseRetriever]) -> DenseRetriever:
-        return DenseRetriever.joined(parts, self.dim)
-
-    def _options(self) -> dict:
-        return {"dim": self.dim}
 
     def search(
         self,
@@ -232,14 +225,13 @@ class DenseSegments(Parts[DenseRetriever]):
         visiting ``effort.nprobe`` cells (None: ``NPROBE``). A filter's chunks are scored exactly
         from their stored vectors, every part's at once, where a part holds up to ``EXACT_FILTER``
         of them; a part holding more searches them itself."""
+        parts = [segment.part(DENSE) for segment in self.segments]
         if allowed is None:
-            parts = range(len(self.parts))
-            found = [hit for i in parts for hit in self.part(i).search(query_vector, n, effort=effort)]
+            found = [hit for part in parts for hit in part.search(query_vector, n, effort=effort)]
         else:
             allowed = np.unique(np.asarray(allowed, dtype=np.int64))  # listed once
             found, few = [], []
-            for i in range(len(self.parts)):
-                part = self.part(i)
+            for part in parts:
                 chunks = part._chunks_of(allowed)
                 if len(chunks) > EXACT_FILTER:
                     found.extend(part.search_chunks(query_vector, n, chunks, effort))
@@ -248,3 +240,8 @@ class DenseSegments(Parts[DenseRetriever]):
             found.extend(_best_tiles(query_vector, few, n))
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:n]
+
+
+def stored(path: Path) -> Saved:
+    """The dense part saved at ``path``, opened, read when first asked for."""
+    return Saved(path, DenseRetriever.load)
