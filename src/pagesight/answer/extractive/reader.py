@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.extractive.figures import table_reading
 from pagesight.answer.extractive.lines import (
     YEAR,
     AnswerCandidate,
@@ -55,13 +56,16 @@ class ExtractiveReader:
         dense_pool: int = 3,
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
+        thesaurus: str | None = "finance",
     ):
         """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
         ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
         did (benchmarks/reader.py 47/48, benchmarks/answers.py 90/90 and 13/13) at half the cost of
         an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the chosen
         line's tile lacks what the question asks about or the line scores too low (``support``);
-        False: always quote the best line."""
+        False: always quote the best line. ``thesaurus``: the other names of the terms a table's
+        rows go by (``search/thesauri``), for questions read from table cells (``figures``)."""
+        self.thesaurus = thesaurus
         self.dense_pool = dense_pool
         self.abstain = abstain
         self._model = None
@@ -75,6 +79,9 @@ class ExtractiveReader:
                     raise
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
+        from_tables = table_reading(question, context, self.thesaurus)  # a cell, or cells computed
+        if from_tables is not None:
+            return from_tables
         candidates = answer_candidates(context)
         if not candidates or not question.strip():
             if self.abstain and question.strip():
