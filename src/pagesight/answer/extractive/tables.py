@@ -31,7 +31,7 @@ _FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]
 _FOOTNOTE = re.compile(r"^(?:\(\d\)|\([a-z]\)|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)$")
 _FIGURE = re.compile(r"^[$€£¥]?\(?[-+−–]?[$€£¥]?(\d[\d,]*(?:\.\d+)?|\.\d+)\)?%?\)?$")
 _NIL = re.compile(r"^[—–-]{1,3}$")
-_HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|[A-Z][A-Za-z&.]*|%)$")
+_HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
 _UNIT = re.compile(r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE)
 MAX_LABEL_WORDS = 16
 
@@ -178,8 +178,11 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
 
 
 def _years(row: _Row) -> bool:
-    """A row of years alone: the years heading the columns ("(Millions) 2018 2017 2016")."""
-    return all(YEAR.fullmatch(text.strip("*,")) for text, _, _ in row.cells)
+    """A row of years, and days of the month: the dates heading the columns ("(Millions) 2018
+    2017 2016", "As of December 31, 2017 2016")."""
+    texts = [text.strip("*") for text, _, _ in row.cells]
+    day = re.compile(r"[0-3]?\d,")
+    return any(YEAR.fullmatch(t) for t in texts) and all(YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
@@ -220,9 +223,13 @@ def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str
         elif len(words) >= n and all(_HEADING.match(w.strip(",")) for w in words[-n:]):
             for c, word in enumerate(words[-n:]):
                 heads[c].append(word.strip(","))
-        else:
-            for head in heads:
-                head.append(line.text)
+        elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
+            starts = [0] + [m.end() for m in years[:-1]]
+            for c, (lo, m) in enumerate(zip(starts, years)):
+                heads[c].append(line.text[lo : m.end()].strip(" ,"))
+        else:  # a heading over the columns its box covers ("Year ended December 31" over two)
+            for c in _under(line.box, centres):
+                heads[c].append(line.text)
     return [" / ".join(h for h in head if h) for head in heads]
 
 
