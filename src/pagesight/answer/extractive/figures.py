@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagesight.answer.base import ContextItem, Reading
+from pagesight.answer.extractive.questions import asked_kind
 from pagesight.answer.extractive.tables import Cell, read_tables
 from pagesight.encode.lexical import terms
 
@@ -31,10 +32,11 @@ _MARGIN = re.compile(r"\b([\w&]+(?: [\w&]+){0,2}?) (?:% )?margin\b", re.IGNORECA
 _PERCENT = re.compile(r"\b(percent|percentage|in %|as a %|% margin|margin)\b", re.IGNORECASE)
 _DECIMALS = re.compile(r"\bround[^.]*?\b(one|two|three|\d) decimal", re.IGNORECASE)
 _SCALE = re.compile(r"\b(?:in|usd|\$)\s*(?:usd\s+)?(thousands|millions|billions)\b", re.IGNORECASE)
+_NOT_A_FIGURE = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|can)\b|\b(which|who|where|when)\b", re.I)
 _GENERIC = frozenset(terms("the a of for in on and total amount year end fy value what is was how much its"))
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 _PLACES = {"one": 1, "two": 2, "three": 3}
-MIN_MATCH = 0.75  # the share of a row label's words a phrase must hold
+MIN_MATCH = 0.5  # the share of a row label's words a phrase must hold ("inventories" holds half of "Merchandise inventories")
 EXPANDED = 0.8  # a label word the thesaurus gave counts this much
 
 
@@ -96,8 +98,8 @@ def _expanded(phrase: str, thesaurus: str | None) -> str:
 def table_reading(question: str, context: Sequence[ContextItem], thesaurus: str | None) -> Reading | None:
     """The answer read from the context's table cells, or None when the question is no table's."""
     years = _YEAR.findall(question)
-    if not years:
-        return None
+    if not years or asked_kind(question) not in (None, "quantity") or _NOT_A_FIGURE.search(question):
+        return None  # a figure of a year is asked for, not a name, a yes or a no
     cells = Cells(context, thesaurus)
     if not cells.cells:
         return None
@@ -124,7 +126,8 @@ def _computed(question: str, years: list[str], cells: Cells) -> tuple[float, boo
         return None if a in (None, 0) or b is None else (100 * (b - a) / abs(a), True)
     if margin:
         span = _span(years) if _AVERAGE.search(question) else [target]
-        ratios = [_ratio(margin.group(1), defined and defined.group(1), year, cells) for year in span]
+        name = re.sub(r"\b(average|year|\d+)\b", " ", margin.group(1), flags=re.IGNORECASE)
+        ratios = [_ratio(name, defined and defined.group(1), year, cells) for year in span]
         if any(r is None for r in ratios):
             return None
         return 100 * sum(ratios) / len(ratios), True

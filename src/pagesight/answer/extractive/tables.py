@@ -186,11 +186,11 @@ def _years(row: _Row) -> bool:
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
-    """Header lines right above a table's first row: up to three lines, each near the next (a
+    """Header lines right above a table's first row: up to four lines (a date on two, two columns), each near the next (a
     sentence, a long line or one with figures other than years ends them)."""
     found: list[Line] = []
     k = first - 1
-    while k >= 0 and len(found) < 3:
+    while k >= 0 and len(found) < 4:
         line, row = lines[k], parsed[k]
         below = found[0] if found else lines[first]
         if _gap(line, below) > 2.0 or len(line.text.split()) > 12 or row is None:
