@@ -34,6 +34,11 @@ _DECIMALS = re.compile(r"\bround[^.]*?\b(one|two|three|\d) decimal", re.IGNORECA
 _SCALE = re.compile(r"\b(?:in|usd|\$)\s*(?:usd\s+)?(thousands|millions|billions)\b", re.IGNORECASE)
 _NOT_A_FIGURE = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|can)\b|\b(which|who|where|when)\b", re.I)
 _GENERIC = frozenset(terms("the a of for in on and total amount year end fy value what is was how much its"))
+# what statements print for terms questions use (a thesaurus adds words; these replace them)
+_PRINTED = {
+    "revenues?": ("total revenues", "total net sales", "net sales"),
+    "net profit": ("net income", "net earnings"),
+}
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 _PLACES = {"one": 1, "two": 2, "three": 3}
 MIN_MATCH = 0.5  # the share of a row label's words a phrase must hold ("inventories" holds half of "Merchandise inventories")
@@ -61,7 +66,15 @@ class Cells:
         self.used: list[Used] = []
 
     def find(self, phrase: str, year: str) -> float | None:
-        """The value of the row ``phrase`` names in the column of ``year`` (None: no row does)."""
+        """The value of the row ``phrase`` names in the column of ``year`` (None: no row does);
+        a phrase naming revenue or net profit also reads as the names statements print them by."""
+        for name in _names(phrase):
+            found = self._find(name, year)
+            if found is not None:
+                return found
+        return None
+
+    def _find(self, phrase: str, year: str) -> float | None:
         asked = set(terms(phrase)) - _GENERIC
         if not asked:
             return None
@@ -79,6 +92,15 @@ class Cells:
             return None
         self.used.append(best)
         return best.cell.value
+
+
+def _names(phrase: str) -> list[str]:
+    """``phrase``, after it with each of its terms statements print otherwise in their words."""
+    found = []
+    for term, names in _PRINTED.items():
+        if re.search(rf"\b{term}\b", phrase, re.IGNORECASE):
+            found += [re.sub(rf"\b{term}\b", name, phrase, flags=re.IGNORECASE) for name in names]
+    return found + [phrase]
 
 
 def _label_terms(label: str) -> set[str]:
@@ -151,7 +173,7 @@ def _span(years: list[str]) -> list[str]:
 def _ratio(name: str, formula: str | None, year: str, cells: Cells) -> float | None:
     """An "X margin" of ``year``: X (the cell named, or the formula defining it) over revenue."""
     top = _formula(formula, year, cells) if formula else cells.find(name, year)
-    bottom = cells.find("total revenue", year) or cells.find("net sales", year)
+    bottom = cells.find("revenue", year)
     return None if top is None or not bottom else top / bottom
 
 

@@ -14,6 +14,7 @@ from pagesight.encode.lexical import terms
 from pagesight.records import Box, Span
 
 _NUMBER = re.compile(r"\d")
+ELLIPSIS = "... "  # before a sentence read from its middle
 
 
 YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
@@ -310,7 +311,11 @@ def _sentences(item: int, lines: list[Line]) -> list[AnswerCandidate]:
                 boxes.append(characters(box, start + part_start, start + part_end, lo, hi))
                 places.append((max(lo - first, 0), hi - first, boxes[-1]))
         sentence = match.group().strip()
-        found.append(AnswerCandidate(item, sentence, sentence, boxes, places=places, prose=True))
+        answer = sentence
+        if sentence[:1].islower():  # the block starts mid-sentence (a tile's or a column's top)
+            answer = f"{ELLIPSIS}{sentence}"
+            places = [(lo + len(ELLIPSIS), hi + len(ELLIPSIS), box) for lo, hi, box in places]
+        found.append(AnswerCandidate(item, sentence, answer, boxes, places=places, prose=True))
     return found
 
 
