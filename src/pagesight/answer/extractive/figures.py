@@ -81,7 +81,7 @@ class Cells:
         extra = set(terms(_expanded(phrase, self.thesaurus))) - asked
         best, best_score = None, (MIN_MATCH, 0)
         for used in self.cells:
-            if year not in _YEAR.findall(used.cell.column):
+            if not _column(used.cell.column, year, asked):
                 continue
             label = _label_terms(used.cell.label)
             held = sum(1.0 if t in asked else EXPANDED if t in extra else 0.0 for t in label)
@@ -92,6 +92,16 @@ class Cells:
             return None
         self.used.append(best)
         return best.cell.value
+
+
+def _column(heading: str, year: str, asked: set[str]) -> bool:
+    """The column is the one asked for: its headings hold the year, or, in a table by segment or
+    region (no year heading it), they name one the question names."""
+    years = _YEAR.findall(heading)
+    if years:
+        return year in years
+    named = set(terms(heading)) - _GENERIC
+    return bool(named) and named <= asked
 
 
 def _names(phrase: str) -> list[str]:
@@ -239,7 +249,7 @@ def _reading(question: str, value: float, percent: bool, cells: Cells) -> Readin
     if digits is None and places:
         digits = int(places.group(1))
     if len(cells.used) == 1 and digits is None and unit == cells.used[0].unit:
-        text = cells.used[0].cell.text.lstrip("$€£¥")
+        text = cells.used[0].cell.figure.lstrip("$€£¥")
     else:
         text = f"{value:,.{2 if digits is None else digits}f}"
     text = f"{text}%" if percent and not text.endswith("%") else f"{text} {unit}".strip()

@@ -48,6 +48,11 @@ class Cell:
     box: Box
     percent: bool = False
 
+    @property
+    def figure(self) -> str:
+        """The text without its footnote mark ("1,234*" -> "1,234")."""
+        return _FOOTNOTE_TAIL.sub("", self.text) or self.text
+
 
 @dataclass
 class Table:
@@ -178,11 +183,11 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
 
 
 def _years(row: _Row) -> bool:
-    """A row of years, and days of the month: the dates heading the columns ("(Millions) 2018
-    2017 2016", "As of December 31, 2017 2016")."""
+    """A row of years and days of the month: the dates heading the columns ("(Millions) 2018
+    2017 2016", "As of December 31, 2017 2016", "Year ended December 31,")."""
     texts = [text.strip("*") for text, _, _ in row.cells]
     day = re.compile(r"[0-3]?\d,")
-    return any(YEAR.fullmatch(t) for t in texts) and all(YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
+    return all(YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
@@ -218,19 +223,31 @@ def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str
         words = line.text.split()
         if len(line.parts) > 1:  # cut into spans: each to the columns under it
             for lo, hi, box in line.parts:
-                for c in _under(box, centres):
-                    heads[c].append(line.text[lo:hi])
-        elif len(words) >= n and all(_HEADING.match(w.strip(",")) for w in words[-n:]):
+                _head(heads, line.text[lo:hi], _under(box, centres))
+        elif len(words) >= n and all(_HEADING.match(w.strip(",")) for w in words[-n:]) or (
+            len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
+        ):
             for c, word in enumerate(words[-n:]):
                 heads[c].append(word.strip(","))
         elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
             starts = [0] + [m.end() for m in years[:-1]]
             for c, (lo, m) in enumerate(zip(starts, years)):
                 heads[c].append(line.text[lo : m.end()].strip(" ,"))
-        else:  # a heading over the columns its box covers ("Year ended December 31" over two)
-            for c in _under(line.box, centres):
-                heads[c].append(line.text)
+        else:
+            _head(heads, line.text, _under(line.box, centres))
     return [" / ".join(h for h in head if h) for head in heads]
+
+
+def _head(heads: list[list[str]], text: str, columns: list[int]) -> None:
+    """A heading over ``columns``: one word each when it has as many ("Americas Europe Asia"),
+    else the whole of it over every one ("Year ended December 31," over two years)."""
+    words = text.split()
+    if len(columns) > 1 and len(words) == len(columns):
+        for c, word in zip(columns, words):
+            heads[c].append(word)
+        return
+    for c in columns:
+        heads[c].append(text)
 
 
 def _under(box: Box, centres: list[float]) -> list[int]:
