@@ -163,6 +163,9 @@ def _computed(question: str, years: list[str], cells: Cells) -> tuple[float, boo
         if any(r is None for r in ratios):
             return None
         return 100 * sum(ratios) / len(ratios), True
+    if _AVERAGE.search(question) and len(set(years)) >= 2:
+        found = [cells.find(subject, year) for year in _span(years)]
+        return None if None in found else (sum(found) / len(found), False)
     value = cells.find(subject, target)
     return None if value is None else (value, False)
 
