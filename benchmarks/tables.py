@@ -59,7 +59,10 @@ def plumber(pdf: Path, strategy: str) -> set[tuple[str, str, str]]:
     with pdfplumber.open(str(pdf)) as document:
         for table in document.pages[0].extract_tables(settings):
             rows = [[(cell or "").strip() for cell in row] for row in table]
-            first = next((k for k, row in enumerate(rows) if sum(bool(re.search(r"\d,\d|\(\d", c)) for c in row) >= 1), len(rows))
+            first = next(
+                (k for k, row in enumerate(rows) if sum(bool(re.search(r"\d,\d|\(\d", c)) for c in row) >= 1),
+                len(rows),
+            )
             heads = [" ".join(row[c] for row in rows[:first]) for c in range(len(rows[0]) if rows else 0)]
             for row in rows[first:]:
                 label = next((c for c in row if c), "")

@@ -121,7 +121,9 @@ def test_computed_figures_cite_every_cell(table_spans):
     change = reader.read("What was the percent change in net sales from 2022 to 2024?", context(table_spans))
     assert change.text == f"{100 * (9120 - 7990) / 7990:.2f}%"
     assert len(change.cited[0]) == 2
-    average = reader.read("What was the average interest expense between 2022 and 2024?", context(table_spans))
+    average = reader.read(
+        "What was the average interest expense between 2022 and 2024?", context(table_spans)
+    )
     assert average.text == f"{(312 + 298 + 305) / 3:,.2f}"
     margin = reader.read(
         "What is the FY2024 gross ratio? It is defined as: (net sales - cost of sales) / net sales. "
@@ -133,7 +135,9 @@ def test_computed_figures_cite_every_cell(table_spans):
 
 @pytest.mark.timeout(60)
 def test_a_question_no_table_answers_is_left_to_the_lines(table_spans):
-    reading = ExtractiveReader(dense=False, abstain=False).read("Which costs were restated?", context(table_spans))
+    reading = ExtractiveReader(dense=False, abstain=False).read(
+        "Which costs were restated?", context(table_spans)
+    )
     assert "cells" not in reading.usage
 
 

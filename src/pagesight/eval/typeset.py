@@ -83,7 +83,9 @@ def draw_table(canvas, spec: dict) -> list[dict]:
         canvas.drawRightString(right[c], y - 4, figure(v))
         cells.append({"label": "Total", "column": spec["columns"][c], "text": figure(v)})
     canvas.setFont("Helvetica", 8)
-    canvas.drawString(x_label, y - 40, "(1) Restated for the change in accounting policy described in Note 2.")
+    canvas.drawString(
+        x_label, y - 40, "(1) Restated for the change in accounting policy described in Note 2."
+    )
     canvas.drawString(x_label, y - 52, "* Includes the acquired business from the second quarter.")
     return cells
 
@@ -94,12 +96,19 @@ def questions(spec: dict, doc: str, rng: random.Random) -> list[tuple[str, str]]
     label, values = spec["rows"][rng.randrange(len(spec["rows"]))]
     c = rng.randrange(len(spec["columns"]))
     column = spec["columns"][c]
-    asked = [(f"What was {label.lower()} in {column}{'' if column.isdigit() else ' in FY2024'}?", figure(values[c]).rstrip("*"))]
+    asked = [
+        (
+            f"What was {label.lower()} in {column}{'' if column.isdigit() else ' in FY2024'}?",
+            figure(values[c]).rstrip("*"),
+        )
+    ]
     if column.isdigit() and len(spec["columns"]) > 1:
         label, values = rng.choice([row for row in spec["rows"] if 0 not in row[1]])
         new, old = spec["columns"][0], spec["columns"][-1]
         change = 100 * (values[0] - values[-1]) / abs(values[-1])
-        asked.append((f"What was the percent change in {label.lower()} from {old} to {new}?", f"{change:.1f}%"))
+        asked.append(
+            (f"What was the percent change in {label.lower()} from {old} to {new}?", f"{change:.1f}%")
+        )
         average = (values[0] + values[-1]) / 2
         asked.append((f"What was the average {label.lower()} between {old} and {new}?", f"{average:,.2f}"))
     return asked

@@ -32,7 +32,9 @@ _MARGIN = re.compile(r"\b([\w&]+(?: [\w&]+){0,2}?) (?:% )?margin\b", re.IGNORECA
 _PERCENT = re.compile(r"\b(percent|percentage|in %|as a %|% margin|margin)\b", re.IGNORECASE)
 _DECIMALS = re.compile(r"\bround[^.]*?\b(one|two|three|\d) decimal", re.IGNORECASE)
 _SCALE = re.compile(r"\b(?:in|usd|\$)\s*(?:usd\s+)?(thousands|millions|billions)\b", re.IGNORECASE)
-_NOT_A_FIGURE = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|can)\b|\b(which|who|where|when)\b", re.I)
+_NOT_A_FIGURE = re.compile(
+    r"^\s*(is|are|was|were|does|do|did|has|have|can)\b|\b(which|who|where|when)\b", re.I
+)
 _GENERIC = frozenset(terms("the a of for in on and total amount year end fy value what is was how much its"))
 # what statements print for terms questions use (a thesaurus adds words; these replace them)
 _PRINTED = {
@@ -246,9 +248,12 @@ def _reading(question: str, value: float, percent: bool, cells: Cells) -> Readin
     unit = cells.used[0].unit if len(cells.used) == 1 else ""
     scale = _SCALE.search(question)
     if unit in _SCALES and scale and scale.group(1).lower().rstrip("s") != unit:
-        value, unit = value * _SCALES[unit] / _SCALES[scale.group(1).lower().rstrip("s")], scale.group(1).rstrip("s")
+        value, unit = (
+            value * _SCALES[unit] / _SCALES[scale.group(1).lower().rstrip("s")],
+            scale.group(1).rstrip("s"),
+        )
     places = _DECIMALS.search(question)
-    digits = _PLACES.get(places.group(1).lower(), None) if places else None
+    digits = _PLACES.get(places.group(1).lower()) if places else None
     if digits is None and places:
         digits = int(places.group(1))
     if len(cells.used) == 1 and digits is None and unit == cells.used[0].unit:

@@ -32,7 +32,9 @@ _FOOTNOTE = re.compile(r"^(?:\(\d\)|\([a-z]\)|[*†‡§¹²³⁴⁵⁶⁷⁸⁹
 _FIGURE = re.compile(r"^[$€£¥]?\(?[-+−–]?[$€£¥]?(\d[\d,]*(?:\.\d+)?|\.\d+)\)?%?\)?$")
 _NIL = re.compile(r"^[—–-]{1,3}$")
 _HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
-_UNIT = re.compile(r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE)
+_UNIT = re.compile(
+    r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE
+)
 MAX_LABEL_WORDS = 16
 
 
@@ -224,8 +226,12 @@ def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str
         if len(line.parts) > 1:  # cut into spans: each to the columns under it
             for lo, hi, box in line.parts:
                 _head(heads, line.text[lo:hi], _under(box, centres))
-        elif len(words) >= n and all(_HEADING.match(w.strip(",")) for w in words[-n:]) or (
-            len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
+        elif (
+            len(words) >= n
+            and all(_HEADING.match(w.strip(",")) for w in words[-n:])
+            or (
+                len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
+            )
         ):
             for c, word in enumerate(words[-n:]):
                 heads[c].append(word.strip(","))
