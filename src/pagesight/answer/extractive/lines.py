@@ -14,6 +14,9 @@ from pagesight.encode.lexical import terms
 from pagesight.records import Box, Span
 
 _NUMBER = re.compile(r"\d")
+ELLIPSIS = "… "  # before a sentence read from its middle
+# what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
+_MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
 
 
 YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
@@ -33,7 +36,7 @@ _COLON_LABEL = re.compile(r"^([^:\d][^:]{0,40}?):\s+(\S.*)$")
 
 
 @dataclass
-class _Line:
+class Line:
     """A line of a tile: one span, or spans on one row joined; ``parts`` maps characters to boxes."""
 
     text: str
@@ -76,11 +79,11 @@ class AnswerCandidate:
             if not self.prose:  # a table's cells: a span's text says nothing of its gaps
                 found.append((x0, y0, x1, y1))
                 continue
-            found.append(_characters((x0, y0, x1, y1), lo, hi, max(lo, start), min(hi, end)))
+            found.append(characters((x0, y0, x1, y1), lo, hi, max(lo, start), min(hi, end)))
         return found or self.boxes
 
 
-def _characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
+def characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
     """The part of ``box``, which holds characters ``first`` to ``last``, that characters ``lo`` to
     ``hi`` take, its width shared evenly among its characters."""
     x0, y0, x1, y1 = box
@@ -93,7 +96,7 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
     their header."""
     found = []
     for i, item in enumerate(context):
-        lines = _lines(item.spans)
+        lines = read_lines(item.spans)
         if not lines:
             continue
         extra = _context_terms(item, lines)
@@ -101,7 +104,7 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
         widest = max(line.box[2] - line.box[0] for line in lines)
         rows = _rows(lines, widest)
         first = len(found)
-        block: list[_Line] = []
+        block: list[Line] = []
         for j, line in enumerate(lines):
             if rows[j] or (j + 1 < len(lines) and _is_row(lines[j + 1].text) and _is_header(line.text)):
                 found += _sentences(i, block)  # a row, or the header line right above figures
@@ -127,7 +130,7 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
     return found
 
 
-def _context_terms(item: ContextItem, lines: list[_Line]) -> set[str]:
+def _context_terms(item: ContextItem, lines: list[Line]) -> set[str]:
     """The words every line of a tile is read with: its document's name and its page's title."""
     found = set(terms(item.hit.doc_id.replace("-", " ").replace("_", " ")))
     if item.hit.tile == 0:
@@ -135,10 +138,10 @@ def _context_terms(item: ContextItem, lines: list[_Line]) -> set[str]:
     return found
 
 
-def _lines(spans: list[Span]) -> list[_Line]:
+def read_lines(spans: list[Span]) -> list[Line]:
     """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
     are joined into one line, left to right."""
-    lines: list[_Line] = []
+    lines: list[Line] = []
     for span in _left_to_right(spans):
         text = span.text.strip()
         if not text:
@@ -159,7 +162,7 @@ def _lines(spans: list[Span]) -> list[_Line]:
                 x0, y0, x1, y1 = last.box
                 last.box = (min(x0, box[0]), min(y0, box[1]), max(x1, box[2]), max(y1, box[3]))
                 continue
-        lines.append(_Line(text, box, [(0, len(text), box)]))
+        lines.append(Line(text, box, [(0, len(text), box)]))
     return lines
 
 
@@ -181,7 +184,7 @@ def _same_row(a: Box, b: Box) -> bool:
     return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 
-def _rows(lines: list[_Line], widest: float) -> list[bool]:
+def _rows(lines: list[Line], widest: float) -> list[bool]:
     """Which lines are table rows: two or more numbers making up much of the line, or a run of at
     least three short lines that start at one left edge, one below the other at an even pitch,
     none of them part of a sentence."""
@@ -205,7 +208,7 @@ def _rows(lines: list[_Line], widest: float) -> list[bool]:
     return rows
 
 
-def _row_like(line: _Line) -> bool:
+def _row_like(line: Line) -> bool:
     text = line.text.rstrip()
     return (
         not text[:1].islower()
@@ -215,7 +218,7 @@ def _row_like(line: _Line) -> bool:
     )
 
 
-def _in_run(above: _Line, below: _Line, first: _Line) -> bool:
+def _in_run(above: Line, below: Line, first: Line) -> bool:
     height = max(first.box[3] - first.box[1], 1.0)
     return _adjacent(above.box, below.box) and abs(below.box[0] - first.box[0]) <= 0.5 * height
 
@@ -247,7 +250,7 @@ def _stands_alone(text: str) -> bool:
     return not text[:1].islower() and len(text.split()) <= 8 and _label_value(text)[0] is not None
 
 
-def _figures(item: int, lines: list[_Line], rows: list[bool]) -> list[AnswerCandidate]:
+def _figures(item: int, lines: list[Line], rows: list[bool]) -> list[AnswerCandidate]:
     """A short label line over a figure ("Q4 Net Sales" above "$3.2 Billion"), read as one."""
     found = []
     for j in range(1, len(lines)):
@@ -289,7 +292,7 @@ def _is_figure(text: str) -> bool:
     )
 
 
-def _sentences(item: int, lines: list[_Line]) -> list[AnswerCandidate]:
+def _sentences(item: int, lines: list[Line]) -> list[AnswerCandidate]:
     """The sentences of a block of lines, each with the parts of the lines it covers."""
     if not lines:
         return []
@@ -307,14 +310,20 @@ def _sentences(item: int, lines: list[_Line]) -> list[AnswerCandidate]:
                 lo, hi = max(begin, start + part_start), min(end, start + part_end)
                 if hi <= lo:
                     continue
-                boxes.append(_characters(box, start + part_start, start + part_end, lo, hi))
+                boxes.append(characters(box, start + part_start, start + part_end, lo, hi))
                 places.append((max(lo - first, 0), hi - first, boxes[-1]))
         sentence = match.group().strip()
-        found.append(AnswerCandidate(item, sentence, sentence, boxes, places=places, prose=True))
+        answer = sentence
+        if (
+            _MID_SENTENCE.match(sentence) and " " in sentence
+        ):  # the block starts mid-sentence (a tile's or a column's top)
+            answer = f"{ELLIPSIS}{sentence}"
+            places = [(lo + len(ELLIPSIS), hi + len(ELLIPSIS), box) for lo, hi, box in places]
+        found.append(AnswerCandidate(item, sentence, answer, boxes, places=places, prose=True))
     return found
 
 
-def _table_rows(item: int, lines: list[_Line], rows: list[bool]) -> list[AnswerCandidate]:
+def _table_rows(item: int, lines: list[Line], rows: list[bool]) -> list[AnswerCandidate]:
     """Each table row, scored with its header; its answer is the cell of the column asked about."""
     found = []
     for j, line in enumerate(lines):
@@ -368,7 +377,7 @@ def _is_year_header(text: str) -> bool:
     return bool(numbers) and all(YEAR.fullmatch(t) for t in numbers)
 
 
-def _ends_block(line: _Line, widest: float) -> bool:
+def _ends_block(line: Line, widest: float) -> bool:
     """A short line without closing punctuation (a heading, a label) stands alone."""
     short = line.box[2] - line.box[0] < 0.6 * widest
     return short and not line.text.rstrip().endswith((".", ",", ";", ":", "-"))

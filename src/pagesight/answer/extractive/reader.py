@@ -4,7 +4,6 @@ back by named factors; the best one is the answer, cited with its boxes."""
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -12,6 +11,7 @@ import numpy as np
 
 from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.confidence import judge, model
+from pagesight.answer.extractive.figures import table_reading
 from pagesight.answer.extractive.lines import (
     YEAR,
     AnswerCandidate,
@@ -57,6 +57,7 @@ class ExtractiveReader:
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
         min_support: float | None = None,
+        thesaurus: str | None = "finance",
     ):
         """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
         ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
@@ -64,7 +65,10 @@ class ExtractiveReader:
         an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the
         probability that the chosen line is a supported answer (``confidence``) is under
         ``min_support`` (None: the fitted model's threshold), the answer carrying that probability
-        (``Reading.support``); False: always quote the best line, unjudged."""
+        (``Reading.support``); False: always quote the best line, unjudged. ``thesaurus``: the
+        other names of the terms a table's rows go by (``search/thesauri``), for questions read
+        from table cells (``figures``)."""
+        self.thesaurus = thesaurus
         self.dense_pool = dense_pool
         self.abstain = abstain
         self.min_support = min_support
@@ -79,6 +83,9 @@ class ExtractiveReader:
                     raise
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
+        from_tables = table_reading(question, context, self.thesaurus)  # a cell, or cells computed
+        if from_tables is not None:
+            return from_tables
         candidates = answer_candidates(context)
         if not candidates or not question.strip():
             if self.abstain and question.strip():
@@ -103,7 +110,7 @@ class ExtractiveReader:
                 )
         answer = answer_text(best, question)
         return Reading(
-            text=read_whole(answer) if answer == best.answer and best.prose else answer,
+            text=answer,
             cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
             quotes={best.item: best.text},
             usage={"candidates": len(candidates)},
@@ -209,16 +216,3 @@ def _dense_text(c: AnswerCandidate) -> str:
     if len(words) <= 8 and c.title and c.title != c.text:
         return f"{c.title}: {c.text}"
     return " ".join(words[:48])
-
-
-# what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
-_MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
-
-
-def read_whole(answer: str) -> str:
-    """``answer`` (a sentence of the page) as a reader reads it: a passage that starts inside a
-    sentence (its block began mid-sentence: a tile cut, a column, a page turned) opens with an
-    ellipsis, so it never reads as if the words before it were not there."""
-    if _MID_SENTENCE.match(answer) and len(answer.split()) > 1:
-        return "… " + answer.lstrip(",;:)] ")
-    return answer

@@ -1,0 +1,298 @@
+"""Tables read as tables: a tile's lines read back as rows of cells, each cell with its row's
+label, its column's headers, the table's unit and its box.
+
+The reader has the tile's spans, not the PDF: a text-layer span is a whole printed line (PDFium
+joins a row's cells with one space), an OCR span a line or a cell. So a row is a label followed by
+a run of cells (figures, bracketed negatives, dashes for nil, footnote marks set aside), read from
+the right; rows that follow one another with mostly the same number of cells make a table. A
+column's headers are the lines above its first row: a line ending in one heading per column
+(years, "FY2019", quarters, single words) gives each column its own, read in order; a line cut into
+spans (OCR) gives each span to the columns under it, a spanning heading to all of them; any other
+line heads every column (a "Years ended December 31" over the years). The unit ("(in millions)",
+"(Millions)", "%") is read from the headers and the caption above them.
+
+Why not pdfplumber's table finder (benchmarks/tables.py, BENCHMARKS.md "Tables read as tables"):
+it reads the PDF's characters, which the reader no longer has (the catalog keeps lines), nor has
+for a scan; on the typeset corpus it found fewer cells right than this reader of the stored lines.
+img2table was not tried: it installs opencv-contrib-python over the OpenCV builds already here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pagesight.answer.extractive.lines import YEAR, Line, characters, read_lines
+from pagesight.records import Box, Span
+
+_CURRENCY = "$€£¥"
+_FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
+_FOOTNOTE = re.compile(r"^(?:\(\d\)|\([a-z]\)|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)$")
+_FIGURE = re.compile(r"^[$€£¥]?\(?[-+−–]?[$€£¥]?(\d[\d,]*(?:\.\d+)?|\.\d+)\)?%?\)?$")
+_NIL = re.compile(r"^[—–-]{1,3}$")
+_HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
+_UNIT = re.compile(
+    r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE
+)
+MAX_LABEL_WORDS = 16
+
+
+@dataclass
+class Cell:
+    """One figure of a table: its text as printed, its value (negative when bracketed; None for a
+    dash), its row's label, its column's headers and its box in page pixels."""
+
+    text: str
+    value: float | None
+    label: str
+    column: str
+    box: Box
+    percent: bool = False
+
+    @property
+    def figure(self) -> str:
+        """The text without its footnote mark ("1,234*" -> "1,234")."""
+        return _FOOTNOTE_TAIL.sub("", self.text) or self.text
+
+
+@dataclass
+class Table:
+    """The cells of one table, row by row, with its unit ("million", "%" or "") and caption."""
+
+    rows: list[list[Cell]]
+    columns: list[str]
+    unit: str = ""
+    caption: str = ""
+    lines: list[str] = field(default_factory=list)  # each row's line as printed
+
+    def cells(self) -> list[Cell]:
+        return [cell for row in self.rows for cell in row]
+
+
+@dataclass
+class _Row:
+    line: Line
+    label: str
+    cells: list[tuple[str, int, int]]  # each cell's text and its characters in the line
+
+
+def read_tables(spans: list[Span]) -> list[Table]:
+    """The tables among a tile's spans."""
+    lines = read_lines(spans)
+    parsed = [_row(line) for line in lines]
+    tables = []
+    for start, end in _runs(lines, parsed):
+        table = _table(lines, parsed, start, end)
+        if table is not None:
+            tables.append(table)
+    return tables
+
+
+def _row(line: Line) -> _Row | None:
+    """A line as a label and the cells at its right; None when it is a sentence."""
+    tokens = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line.text)]
+    cells: list[tuple[str, int, int]] = []
+    while tokens:
+        text, lo, hi = tokens[-1]
+        if _is_cell(text):
+            cells.insert(0, (text, lo, hi))
+        elif text in _CURRENCY and cells:  # "$ 5,363": the sign set apart from its figure
+            cells[0] = (f"{text}{cells[0][0]}", lo, cells[0][2])
+        else:
+            break
+        tokens.pop()
+    label = line.text[: tokens[-1][2]].strip() if tokens else ""
+    if label.endswith((".", ":", ";")) and cells or len(label.split()) > MAX_LABEL_WORDS:
+        return None
+    if not cells and label[-1:] in ".;":
+        return None
+    return _Row(line, label, cells)
+
+
+def _is_cell(token: str) -> bool:
+    token = _FOOTNOTE_TAIL.sub("", token) or token
+    return bool(_FIGURE.match(token) or _NIL.match(token))
+
+
+def value(text: str) -> tuple[float | None, bool]:
+    """A cell's number (bracketed or minus-signed: negative) and whether it is a percentage."""
+    core = _FOOTNOTE_TAIL.sub("", text) or text
+    match = _FIGURE.match(core)
+    if not match:
+        return None, False
+    number = float(match.group(1).replace(",", ""))
+    negative = "(" in core and ")" in core or bool(re.match(rf"^[{_CURRENCY}]?[-−–]", core))
+    return (-number if negative else number), core.endswith("%") or core.endswith("%)")
+
+
+def _runs(lines: list[Line], parsed: list[_Row | None]) -> list[tuple[int, int]]:
+    """Runs of lines that hold at least two rows of two or more cells, unbroken by a sentence or a
+    wide gap, as (first, last + 1)."""
+    runs, start = [], None
+    for j in range(len(lines) + 1):
+        ok = j < len(lines) and parsed[j] is not None
+        if ok and start is not None and _gap(lines[j - 1], lines[j]) > 3.0:
+            ok = False
+            runs.append((start, j))
+            start = j
+        if ok and start is None:
+            start = j
+        if not ok and start is not None:
+            runs.append((start, j))
+            start = None
+    return [(a, b) for a, b in runs if sum(len(parsed[k].cells) >= 2 for k in range(a, b)) >= 2]
+
+
+def _gap(above: Line, below: Line) -> float:
+    height = max(above.box[3] - above.box[1], 1.0)
+    return (below.box[1] - above.box[3]) / height
+
+
+def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | None:
+    """The table of the run ``start`` to ``end``: its columns counted from its rows, its headers
+    from the lines above its first row, each row's label (a label-only line above a row of cells
+    alone is that row's label), footnote marks left in the labels."""
+    counts = Counter(len(parsed[k].cells) for k in range(start, end) if len(parsed[k].cells) >= 2)
+    n = max(counts, key=lambda c: (counts[c], c))
+    first = next(k for k in range(start, end) if len(parsed[k].cells) >= 2 and not _years(parsed[k]))
+    above = _above(lines, parsed, first)
+    centres = _centres([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
+    reach = min(centres) - 0.5 * (max(centres) - min(centres)) / max(n - 1, 1)
+    header_lines = [line for line in above if line.box[2] >= reach]  # the rest head the rows
+    columns = _headers(header_lines, n, centres)
+    caption = " ".join(line.text for line in above if line not in header_lines)
+    if first - len(above) > 0:
+        caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
+    unit = _unit(" ".join([caption] + [h.text for h in header_lines]))
+    table = Table([], columns, unit, caption)
+    pending = ""
+    for k in range(first, end):
+        row = parsed[k]
+        if not row.cells:
+            pending = row.label
+            continue
+        cells = row.cells
+        label = row.label or pending
+        while len(cells) > n and _FOOTNOTE.match(cells[0][0]):  # "Revenue (1)": a mark, not a cell
+            label, cells = f"{label} {cells[0][0]}".strip(), cells[1:]
+        pending = ""
+        table.rows.append(_cells(row.line, label, cells[-n:], columns, n))
+        table.lines.append(row.line.text)
+    if unit != "%" and table.rows and all(c.percent for c in table.cells() if c.value is not None):
+        table.unit = "%"
+    return table if table.rows else None
+
+
+def _years(row: _Row) -> bool:
+    """A row of years and days of the month: the dates heading the columns ("(Millions) 2018
+    2017 2016", "As of December 31, 2017 2016", "Year ended December 31,")."""
+    texts = [text.strip("*") for text, _, _ in row.cells]
+    day = re.compile(r"[0-3]?\d,")
+    return all(YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
+
+
+def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
+    """Header lines right above a table's first row: up to four lines (a date on two, two columns), each near the next (a
+    sentence, a long line or one with figures other than years ends them)."""
+    found: list[Line] = []
+    k = first - 1
+    while k >= 0 and len(found) < 4:
+        line, row = lines[k], parsed[k]
+        below = found[0] if found else lines[first]
+        if _gap(line, below) > 2.0 or len(line.text.split()) > 12 or row is None:
+            break
+        if row.cells and not _years(row):
+            break
+        found.insert(0, line)
+        k -= 1
+    return found
+
+
+def _centres(rows: list[_Row], n: int) -> list[float]:
+    """Each column's middle, from the boxes of its cells in the rows with every cell."""
+    centres = []
+    for c in range(n):
+        xs = sorted((b[0] + b[2]) / 2 for b in (_box(r.line, r.cells[c][1], r.cells[c][2]) for r in rows))
+        centres.append(xs[len(xs) // 2] if xs else 0.0)
+    return centres
+
+
+def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str]:
+    """Each column's headers, top line first, joined by " / "."""
+    heads: list[list[str]] = [[] for _ in range(n)]
+    for line in header_lines:
+        words = line.text.split()
+        if len(line.parts) > 1:  # cut into spans: each to the columns under it
+            for lo, hi, box in line.parts:
+                _head(heads, line.text[lo:hi], _under(box, centres))
+        elif (
+            len(words) >= n
+            and all(_HEADING.match(w.strip(",")) for w in words[-n:])
+            or (
+                len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
+            )
+        ):
+            for c, word in enumerate(words[-n:]):
+                heads[c].append(word.strip(","))
+        elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
+            starts = [0] + [m.end() for m in years[:-1]]
+            for c, (lo, m) in enumerate(zip(starts, years)):
+                heads[c].append(line.text[lo : m.end()].strip(" ,"))
+        else:
+            _head(heads, line.text, _under(line.box, centres))
+    return [" / ".join(h for h in head if h) for head in heads]
+
+
+def _head(heads: list[list[str]], text: str, columns: list[int]) -> None:
+    """A heading over ``columns``: one word each when it has as many ("Americas Europe Asia"),
+    else the whole of it over every one ("Year ended December 31," over two years)."""
+    words = text.split()
+    if len(columns) > 1 and len(words) == len(columns):
+        for c, word in zip(columns, words):
+            heads[c].append(word)
+        return
+    for c in columns:
+        heads[c].append(text)
+
+
+def _under(box: Box, centres: list[float]) -> list[int]:
+    """The columns a header span stands over: those whose middle it covers, else the nearest."""
+    covered = [c for c, x in enumerate(centres) if box[0] <= x <= box[2]]
+    if covered:
+        return covered
+    middle = (box[0] + box[2]) / 2
+    return [min(range(len(centres)), key=lambda c: abs(centres[c] - middle))]
+
+
+def _unit(text: str) -> str:
+    match = _UNIT.search(text)
+    if match:
+        return match.group(1).lower().rstrip("s")
+    return "%" if re.search(r"\(%\)|\bin %|percent", text, re.IGNORECASE) else ""
+
+
+def _cells(line: Line, label: str, cells: list, columns: list[str], n: int) -> list[Cell]:
+    """A row's cells, right-aligned to the ``n`` columns (a row with fewer fills the last ones)."""
+    found = []
+    offset = n - len(cells)
+    for c, (text, lo, hi) in enumerate(cells):
+        number, percent = value(text)
+        found.append(Cell(text, number, label, columns[offset + c], _box(line, lo, hi), percent))
+    return found
+
+
+def _box(line: Line, lo: int, hi: int) -> Box:
+    """The box of characters ``lo`` to ``hi`` of a line: the spans they fall in, each span's width
+    shared evenly among its characters (a text-layer row is one span)."""
+    boxes = [
+        characters(box, a, b, max(lo, a), min(hi, b)) for a, b, box in line.parts if min(hi, b) > max(lo, a)
+    ]
+    if not boxes:
+        return line.box
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )

@@ -1,0 +1,189 @@
+"""Tables read as tables (issue 54): typeset tables' cells with their row labels, column headings
+(a spanning heading over years, regions), units, bracketed negatives, footnote marks and totals,
+from the text layer and through OCR; the extractive reader's lookups and computed figures citing
+each cell's box; quotes that start mid-sentence marked so."""
+
+import json
+import random
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pytest
+from reportlab.pdfgen.canvas import Canvas
+
+from pagesight.answer.base import ContextItem
+from pagesight.answer.extractive import ExtractiveReader
+from pagesight.answer.extractive.lines import answer_candidates
+from pagesight.answer.extractive.tables import read_tables, value
+from pagesight.eval.typeset import PAGE, draw_table, generate, table_spec
+from pagesight.records import Hit, Span
+from pagesight.text.textlayer import text_layer_spans
+
+DPI = 100
+SIZE = (round(PAGE[0] * DPI / 72), round(PAGE[1] * DPI / 72))
+
+
+def typeset(path: Path, spec: dict) -> list[Span]:
+    canvas = Canvas(str(path), pagesize=PAGE, invariant=True)
+    draw_table(canvas, spec)
+    canvas.showPage()
+    canvas.save()
+    return text_layer_spans(pdfium.PdfDocument(str(path))[0], SIZE)
+
+
+def context(spans: list[Span]) -> list[ContextItem]:
+    hit = Hit("report", 1, 0, 1.0, {}, "", [], SIZE, (0.0, 0.0, *map(float, SIZE)))
+    return [ContextItem(hit=hit, spans=spans)]
+
+
+SPEC = {
+    "caption": "Table 1. Consolidated costs",
+    "unit": "(in millions)",
+    "spanning": "Year ended December 31,",
+    "columns": ["2024", "2023", "2022"],
+    "rows": [
+        ["Net sales", [9120, 8450, 7990]],
+        ["Cost of sales", [4410, 4020, 3975]],
+        ["Restructuring charges", [-215, 0, -48]],
+        ["Interest expense", [312, 298, 305]],
+    ],
+    "footnote": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def table_spans(tmp_path_factory) -> list[Span]:
+    return typeset(tmp_path_factory.mktemp("tables") / "costs.pdf", SPEC)
+
+
+def cells_by(spans: list[Span]) -> dict[tuple[str, str], object]:
+    (table,) = read_tables(spans)
+    return {(c.label, c.column.split(" / ")[-1]): c for c in table.cells()}
+
+
+@pytest.mark.timeout(30)
+def test_columns_under_a_spanning_heading_are_its_years(table_spans):
+    (table,) = read_tables(table_spans)
+    assert [c.split(" / ")[-1] for c in table.columns] == ["2024", "2023", "2022"]
+    assert len(table.rows) == 5  # four rows and the total
+
+
+@pytest.mark.timeout(30)
+def test_unit_in_the_header(table_spans, tmp_path):
+    assert read_tables(table_spans)[0].unit == "million"
+    other = typeset(tmp_path / "thousands.pdf", {**SPEC, "unit": "(in thousands)"})
+    assert read_tables(other)[0].unit == "thousand"
+
+
+@pytest.mark.timeout(30)
+def test_negative_figures_in_brackets_and_dashes(table_spans):
+    cells = cells_by(table_spans)
+    assert cells["Restructuring charges", "2024"].value == -215
+    assert cells["Restructuring charges", "2023"].value is None  # a dash: nil
+    assert value("(1,048.5)") == (-1048.5, False)
+    assert value("12.5%") == (12.5, True)
+
+
+@pytest.mark.timeout(30)
+def test_footnote_marks_stay_out_of_the_cells(table_spans):
+    cells = cells_by(table_spans)
+    marked = cells["Interest expense (1)", "2022"]  # the label's mark, not a fourth figure
+    assert marked.value == 305
+    starred = cells["Net sales", "2024"]
+    assert starred.text == "9,120*" and starred.value == 9120 and starred.figure == "9,120"
+
+
+@pytest.mark.timeout(30)
+def test_totals_row_sums_the_rows_read(table_spans):
+    (table,) = read_tables(table_spans)
+    for c in range(3):
+        column = [row[c].value or 0 for row in table.rows]
+        assert table.rows[-1][c].label == "Total"
+        assert column[-1] == sum(column[:-1])
+
+
+@pytest.mark.timeout(60)
+def test_lookup_cites_the_cell_with_its_labels(table_spans):
+    reading = ExtractiveReader(dense=False).read("What was cost of sales in 2023?", context(table_spans))
+    assert reading.text == "4,020 million"
+    cell = cells_by(table_spans)["Cost of sales", "2023"]
+    assert reading.cited == {0: [cell.box]}
+    label, _, figure = reading.quotes[0].rpartition(": ")
+    assert label.startswith("Cost of sales, ") and label.endswith("2023") and figure == "4,020"
+    x0, y0, x1, y1 = cell.box
+    row = next(s for s in table_spans if s.text.startswith("Cost of sales"))
+    assert row.box[1] <= y0 < y1 <= row.box[3] and x0 > row.box[0]  # on its row, right of the label
+
+
+@pytest.mark.timeout(60)
+def test_computed_figures_cite_every_cell(table_spans):
+    reader = ExtractiveReader(dense=False)
+    change = reader.read("What was the percent change in net sales from 2022 to 2024?", context(table_spans))
+    assert change.text == f"{100 * (9120 - 7990) / 7990:.2f}%"
+    assert len(change.cited[0]) == 2
+    average = reader.read(
+        "What was the average interest expense between 2022 and 2024?", context(table_spans)
+    )
+    assert average.text == f"{(312 + 298 + 305) / 3:,.2f}"
+    margin = reader.read(
+        "What is the FY2024 gross ratio? It is defined as: (net sales - cost of sales) / net sales. "
+        "Round your answer to two decimal places.",
+        context(table_spans),
+    )
+    assert margin.text == f"{(9120 - 4410) / 9120:.2f}" and len(margin.cited[0]) == 3
+
+
+@pytest.mark.timeout(60)
+def test_a_question_no_table_answers_is_left_to_the_lines(table_spans):
+    reading = ExtractiveReader(dense=False, abstain=False).read(
+        "Which costs were restated?", context(table_spans)
+    )
+    assert "cells" not in reading.usage
+
+
+@pytest.mark.timeout(120)
+def test_typeset_corpus_cells_read_from_the_text_layer(tmp_path):
+    folder = generate(tmp_path, n_tables=6, seed=11)
+    right = total = 0
+    for line in (folder / "truth.jsonl").open():
+        truth = json.loads(line)
+        spans = text_layer_spans(pdfium.PdfDocument(str(folder / "corpus" / f"{truth['doc']}.pdf"))[0], SIZE)
+        found = {(c.label.removesuffix(" (1)"), c.text) for t in read_tables(spans) for c in t.cells()}
+        for cell in truth["cells"]:
+            total += 1
+            right += (cell["label"], cell["text"]) in found
+    assert right >= 0.95 * total
+
+
+@pytest.mark.timeout(180)
+def test_scanned_table_through_ocr(tmp_path):
+    pytest.importorskip("tesserocr")
+    from pagesight.text.ocr import ocr_spans
+
+    path = tmp_path / "scan.pdf"
+    typeset(path, SPEC)
+    image = pdfium.PdfDocument(str(path))[0].render(scale=200 / 72).to_pil()
+    spans = ocr_spans(image, scale=DPI / 200)
+    tables = read_tables(spans)
+    assert tables, [s.text for s in spans]
+    cells = {(c.label, c.column.split(" / ")[-1]): c.value for c in tables[0].cells()}
+    assert cells.get(("Cost of sales", "2023")) == 4020
+    assert cells.get(("Restructuring charges", "2022")) == -48
+
+
+@pytest.mark.timeout(30)
+def test_a_quote_read_from_mid_sentence_opens_with_an_ellipsis():
+    spans = [
+        Span("documents, reaching up to 71.1% overlap at a pool depth of 100.", (10, 10, 500, 24), "pdf"),
+        Span("The variants were generated by GPT-3.5 for each topic.", (10, 26, 480, 40), "pdf"),
+    ]
+    first, second = answer_candidates(context(spans))[:2]
+    assert first.answer.startswith("… documents, reaching")
+    assert second.answer.startswith("The variants")
+    box = first.boxes_of("71.1%")[0]
+    assert 10 < box[0] < box[2] < 500  # the value's own box, not the line's
+
+
+@pytest.mark.timeout(30)
+def test_spec_generator_is_deterministic():
+    assert table_spec(random.Random(3), 0) == table_spec(random.Random(3), 0)
