@@ -140,6 +140,12 @@ def test_a_question_no_table_answers_is_left_to_the_lines(table_spans):
     )
     assert "cells" not in reading.usage
 
+    for part in ("in Q4 of 2023", "in the fourth quarter of 2023", "in the first half of 2023"):
+        quarter = ExtractiveReader(dense=False, abstain=False).read(
+            f"What was cost of sales {part}?", context(table_spans)
+        )
+        assert "cells" not in quarter.usage, part  # a year's column is no quarter's figure
+
 
 @pytest.mark.timeout(120)
 def test_typeset_corpus_cells_read_from_the_text_layer(tmp_path):

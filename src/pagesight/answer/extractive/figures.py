@@ -35,6 +35,11 @@ _SCALE = re.compile(r"\b(?:in|usd|\$)\s*(?:usd\s+)?(thousands|millions|billions)
 _NOT_A_FIGURE = re.compile(
     r"^\s*(is|are|was|were|does|do|did|has|have|can)\b|\b(which|who|where|when)\b", re.I
 )
+# a part of a year (a quarter, a half, some months): its figure is not a year's column, so such a
+# question is left to the line reader (benchmarks/reader r01: "net sales in Q4 of fiscal 2022")
+_PART_OF_YEAR = re.compile(
+    r"\b(?:Q[1-4]|H[12]|quarter|quarterly|half|halves|(?:three|six|nine) months)\b", re.IGNORECASE
+)
 _GENERIC = frozenset(terms("the a of for in on and total amount year end fy value what is was how much its"))
 # what statements print for terms questions use (a thesaurus adds words; these replace them)
 _PRINTED = {
@@ -134,6 +139,8 @@ def table_reading(question: str, context: Sequence[ContextItem], thesaurus: str 
     years = _YEAR.findall(question)
     if not years or asked_kind(question) not in (None, "quantity") or _NOT_A_FIGURE.search(question):
         return None  # a figure of a year is asked for, not a name, a yes or a no
+    if _PART_OF_YEAR.search(question):
+        return None
     cells = Cells(context, thesaurus)
     if not cells.cells:
         return None
