@@ -3,6 +3,7 @@ is at work, and with ``max_lag`` rebuild them at most that often (a server under
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -93,3 +94,44 @@ def test_the_stores_of_an_index_share_the_tile_rows_their_searches_read(tmp_path
     assert two.search("owls voles", k=1)[0].to_dict() == hit.to_dict()
     for index in (one, two):
         index.close()
+
+
+def test_a_writer_waits_out_a_brief_hold_and_is_refused_a_long_one(tmp_path: Path, monkeypatch):
+    """The merger holds the write lock only for its pointer swap: a writer arriving then waits
+    (``lock.WAIT``) instead of failing; a lock held past the wait is refused, naming the index."""
+    from pagesight import IndexLockedError
+    from pagesight.store.local import lock
+
+    root = tmp_path / "index"
+    pdf = make_pdf(tmp_path / "owls.pdf", [["barn owls hunt voles"]])
+    Index.open(root, settings=Settings(dense_model=None)).close()
+    held, release = threading.Event(), threading.Event()
+
+    def swap() -> None:  # a merger's moment under the lock, on a lock file descriptor of its own
+        with WriteLock(root):
+            held.set()
+            release.wait(timeout=60)
+
+    monkeypatch.setattr(lock, "WAIT", 60.0)
+    holder = threading.Thread(target=swap)
+    holder.start()
+    held.wait(timeout=60)
+    threading.Timer(0.3, release.set).start()
+    with Index.open(root, create=False) as index:
+        assert index.add([pdf]).ok  # waited for the swap, then wrote
+        assert [h.doc_id for h in index.search("owls voles", k=1)] == ["owls"]
+    holder.join(timeout=60)
+
+    monkeypatch.setattr(lock, "WAIT", 0.2)
+    held.clear(), release.clear()
+    holder = threading.Thread(target=swap)
+    holder.start()
+    held.wait(timeout=60)
+    try:
+        with Index.open(root, create=False) as index:
+            with pytest.raises(IndexLockedError, match=str(root)):
+                index.add([make_pdf(tmp_path / "tides.pdf", [["spring tides"]])])
+            assert index.documents() == ["owls"]  # nothing stored is lost
+    finally:
+        release.set()
+        holder.join(timeout=60)

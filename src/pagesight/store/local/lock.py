@@ -1,13 +1,21 @@
-"""The single-writer lock of an index directory (POSIX ``flock``; released if the process dies)."""
+"""The single-writer lock of an index directory (POSIX ``flock``; released if the process dies).
+
+A writer that finds it held waits ``WAIT`` seconds for it before ``IndexLockedError``: the merger
+holds it only to swap a merged segment into the pointer (milliseconds), and a writer arriving in
+that moment should not be refused; another writer's commit holds it far longer, and is refused."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from pagesight.errors import IndexLockedError
 from pagesight.store.local.layout import WRITE_LOCK
+
+WAIT = 1.0  # seconds a writer waits for the lock before it is refused
+POLL = 0.02
 
 
 class WriteLock:
@@ -35,7 +43,11 @@ class WriteLock:
             self._fd = None
 
     def __enter__(self) -> WriteLock:
-        if not self.acquire():
+        deadline = time.monotonic() + WAIT
+        while not self.acquire():
+            if time.monotonic() < deadline:
+                time.sleep(POLL)
+                continue
             try:
                 holder = self.path.read_text().strip() or "unknown"
             except OSError:
