@@ -126,7 +126,7 @@ class AutoReader:
         return Reading("BM25", usage={"prompt_tokens": 10})
 
 
-class Catalog:
+class RegionCatalog:
     def __init__(self, regions):
         self.regions = regions
 
@@ -145,7 +145,7 @@ class Settings:
 
 class FakeIndex:
     def __init__(self, regions):
-        self.catalog, self.settings = Catalog(regions), Settings()
+        self.catalog, self.settings = RegionCatalog(regions), Settings()
 
     def tile_image(self, doc_id, page, tile=0, compression=1.0, *, rerender=False):
         return Image.new("RGB", (400, 300), "white")

@@ -58,7 +58,9 @@ def _batches(ids: list) -> Iterator[tuple[list, str]]:
 _DOCUMENT_COLUMNS = "id, source, sha256, type, size, mtime_ns, n_pages, meta"  # a DocumentRow's
 
 
-class Catalog:
+class SQLiteCatalog:
+    """The local store's ``Catalog`` (``store/base.py``): documents, tiles and settings in one SQLite file."""
+
     def __init__(self, root: Path, settings: Settings | None = None):
         """Open the catalog of index ``root``; create it with ``settings`` when it does not exist."""
         self.root = root

@@ -53,10 +53,10 @@ def test_url_ids_and_site_rules():
 
 def test_version_1_catalog_is_upgraded_in_place(tmp_path: Path):
     from pagesight.settings import Settings
-    from pagesight.store.catalog import Catalog
+    from pagesight.store.catalog import SQLiteCatalog
     from pagesight.store.schema import FORMAT_VERSION
 
-    catalog = Catalog(tmp_path, Settings(dense_model=None))
+    catalog = SQLiteCatalog(tmp_path, Settings(dense_model=None))
     for statement in (  # the version 1 tiles table, as pagesight 0.1 wrote it
         "DROP TABLE tile_images",
         "DROP TABLE tiles",
@@ -70,7 +70,7 @@ def test_version_1_catalog_is_upgraded_in_place(tmp_path: Path):
     ):
         catalog.db.execute(statement)
     catalog.close()
-    upgraded = Catalog(tmp_path)
+    upgraded = SQLiteCatalog(tmp_path)
     assert FORMAT_VERSION == 5 and upgraded._get("format_version") == "5"  # through 2, 3 and 4 to 5
     columns = [row[1] for row in upgraded.db.execute("PRAGMA table_info(tiles)")]
     assert columns[-3:] == ["kind", "links", "region"]

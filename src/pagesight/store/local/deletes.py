@@ -23,10 +23,10 @@ from pagesight.store.local.layout import (
 )
 
 if TYPE_CHECKING:
-    from pagesight.store.catalog import Catalog
+    from pagesight.store.catalog import SQLiteCatalog
 
 
-def delete(root: Path, catalog: Catalog) -> bool:
+def delete(root: Path, catalog: SQLiteCatalog) -> bool:
     """Point at the same segments for the catalog's generation now, the tiles it no longer holds
     deleted; False (nothing written) when it holds tiles the files lack: they must be built. A tile
     id above every saved one is new (ids only grow), found without reading every id."""

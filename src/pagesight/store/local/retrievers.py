@@ -40,7 +40,7 @@ from pagesight.store.local.segment import Segment, joins, opened
 from pagesight.store.local.visual import VisualRetriever, VisualSegments
 
 if TYPE_CHECKING:
-    from pagesight.store.catalog import Catalog
+    from pagesight.store.catalog import SQLiteCatalog
 
 
 def views(
@@ -75,7 +75,7 @@ def load(root: Path) -> Retrievers | None:
     return None
 
 
-def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
+def build(catalog: SQLiteCatalog, previous: Retrievers | None, dim: int | None) -> Retrievers:
     """Retrievers for the catalog as it is now, from ``previous``: a new segment of the tiles it
     lacks (BM25, and the dense and visual parts beside it), the tiles gone deleted from their
     segments (everything is read again when there is no ``previous``)."""
@@ -106,7 +106,7 @@ def build(catalog: Catalog, previous: Retrievers | None, dim: int | None) -> Ret
     return views(generation, segments, options, dim, config)
 
 
-def _segment_of(catalog: Catalog, new: np.ndarray, dim: int | None, config: Mapping | None) -> Segment:
+def _segment_of(catalog: SQLiteCatalog, new: np.ndarray, dim: int | None, config: Mapping | None) -> Segment:
     """The segment of the catalog's tiles ``new``: their postings, and their dense and visual parts
     where the index has them."""
     settings = catalog.settings

@@ -30,7 +30,7 @@ from pagesight.errors import IndexFormatError
 from pagesight.priority import lower_this_thread
 from pagesight.settings import Settings, check_settings
 from pagesight.store.base import Retrievers
-from pagesight.store.catalog import Catalog
+from pagesight.store.catalog import SQLiteCatalog
 from pagesight.store.local import deletes
 from pagesight.store.local.layout import CATALOG, FOLDER, WRITE_LOCK, pointed_generation, segment_names
 from pagesight.store.local.lock import WriteLock
@@ -48,7 +48,7 @@ class _Shared:
         self.built = 0.0  # time.monotonic() of the build
         self.took = 0.0  # seconds the last build beside the searches took
         self.rows = RowCache()  # the tile rows the stores' searches read, with their lines
-        self.derived = RowCache()  # what search stages derive from tiles (Catalog.derived)
+        self.derived = RowCache()  # what search stages derive from tiles (SQLiteCatalog.derived)
         self.building = False  # a build beside the searches is under way
 
     def lag(self, max_lag: float) -> float:
@@ -94,10 +94,10 @@ class LocalStore:
             if root.exists() and (not root.is_dir() or any(root.iterdir())):
                 raise IndexFormatError(f"{root}: exists and is not a pagesight index")
             self.created = root if not root.exists() else root / CATALOG
-            self.catalog = Catalog(root, Settings.given(settings))
+            self.catalog = SQLiteCatalog(root, Settings.given(settings))
             self.catalog.rows, self.catalog.derived = self._shared.rows, self._shared.derived
             return
-        self.catalog = Catalog(root)
+        self.catalog = SQLiteCatalog(root)
         self.catalog.rows, self.catalog.derived = self._shared.rows, self._shared.derived
         check_settings(str(root), self.catalog.settings, settings)
 
@@ -160,7 +160,7 @@ class LocalStore:
         lower_this_thread()  # the searches go on meanwhile, and first
         try:
             started = time.monotonic()
-            catalog = Catalog(self.root)
+            catalog = SQLiteCatalog(self.root)
             try:
                 built = _files().build(catalog, _files().load(self.root), self._dense_dim())
             finally:
