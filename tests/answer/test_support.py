@@ -114,6 +114,13 @@ def test_figure_3_is_fig_3_and_figure_7_is_not_on_the_pages():
     assert not declined.answered and '"Figure 7"' in declined.reason
 
 
+@pytest.mark.timeout(30)
+def test_a_number_with_decimals_is_a_constraint_but_not_a_models_version():
+    assert asked("How many steps pair the headset with Windows 9.0?") == ["9.0", "Windows"]
+    assert "3.5" not in asked("What overlap did GPT-3.5 variants reach at depth 100?")
+    assert asked("Which cable is 2.5 m long?") == ["2.5"]
+
+
 MANUAL = [
     "Recommended separation distances",
     "For the M27OTF-XXX monitor the separation distance at 500 MHz is 2.3 m.",

@@ -6,7 +6,7 @@ another year than the pages give, a figure or table they do not have, an entity 
 those constraints from the question:
 
 - years (1900-2099, "FY2019" and "'19" forms read as the year),
-- other numbers of 10 and over, and a figure, table, section or equation with its number
+- other numbers of 10 and over or with decimals ("Windows 9.0", "2.5 mm"), and a figure, table, section or equation with its number
   ("Figure 7"), but not a page, slide or step number (positions, not words of the page),
 - capitalised words that do not open a sentence (names: "Shopee", "CONLL03", "Japan"), less a
   few generic ones (Figure, Table, USD, ...) and words that only say what the answer should be
@@ -110,7 +110,12 @@ def asked(question: str) -> list[str]:
             found[year] = None
         for match in _NUMBER.finditer(sentence):
             number, before = match.group().replace(",", ""), sentence[: match.start()]
-            if not _BARE_YEAR.fullmatch(number) and not _POSITION.search(before) and float(number) >= 10:
+            decimal = "." in number and (not before or before[-1].isspace())  # not "GPT-3.5"'s
+            if (
+                not _BARE_YEAR.fullmatch(number)
+                and not _POSITION.search(before)
+                and (float(number) >= 10 or decimal)
+            ):
                 found[number] = None
         for name in _names(_QUOTED.sub(" ", sentence)):  # a quoted phrase counts once, whole
             found[name] = None
