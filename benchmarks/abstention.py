@@ -41,6 +41,7 @@ from pagesight import Index
 from pagesight.answer.context import build_context
 from pagesight.answer.extractive import ExtractiveReader
 from pagesight.answer.extractive.confidence import FEATURES, MODEL, features, probability
+from pagesight.answer.extractive.figures import table_reading
 from pagesight.answer.extractive.lines import answer_candidates
 from pagesight.answer.extractive.reader import total
 from pagesight.eval.answers import contains, relaxed_accuracy
@@ -61,6 +62,16 @@ def judged(index: Index, name: str, questions: list, reader: ExtractiveReader) -
     rows = []
     for qid, text, documents, references in questions:
         context = build_context(index, index.search(text, k=5, doc_ids=documents or None))
+        document = documents[0] if documents else context[0].hit.doc_id
+        table = table_reading(text, context, reader.thesaurus)
+        if table is not None:  # read from table cells: kept unjudged, or declined by the cells
+            if isinstance(references, str):  # the answer's page
+                right = any(context[i].hit.page_id == references for i in table.cited)
+            else:
+                right = judge(table.text, references)
+            rows.append({"set": name, "id": qid, "document": f"{name}:{document}", "table": True,
+                         "declined": not table.answered, "right": right if references else None})  # fmt: skip
+            continue
         candidates = answer_candidates(context)
         if not candidates:
             continue
@@ -72,12 +83,15 @@ def judged(index: Index, name: str, questions: list, reader: ExtractiveReader) -
         if isinstance(references, str):  # the answer's page
             right: bool | None = context[candidates[chosen].item].hit.page_id == references
         else:
-            said = reader.read(text, context).text
-            right = bool(said) and max(contains(said, references), relaxed_accuracy(said, references)) == 1
-        document = documents[0] if documents else context[0].hit.doc_id
+            right = judge(reader.read(text, context).text, references)
         rows.append({"set": name, "id": qid, "document": f"{name}:{document}", "features": found,
                      "right": right if references else None})  # fmt: skip
     return rows
+
+
+def judge(said: str, references: list[str]) -> bool:
+    """eval's ``right``: the answer contains a reference or is within 5 % of one."""
+    return bool(said) and max(contains(said, references), relaxed_accuracy(said, references)) == 1
 
 
 def irpapers_questions(data: Dataset) -> list:
@@ -121,7 +135,7 @@ def fit(rows: list[dict], names: list[str], lose: float) -> dict:
     ``lose`` of their right answers fall."""
     from sklearn.linear_model import LogisticRegression
 
-    used = [r for r in rows if r["right"] is not False]
+    used = [r for r in rows if r["right"] is not False and not r.get("table")]
     X = np.array([[r["features"][name] for name in names] for r in used])
     y = np.array([bool(r["right"]) for r in used])
     mean, scale = X.mean(axis=0), X.std(axis=0)
@@ -148,8 +162,16 @@ def held_out(rows: list[dict], names: list[str], folds: int, lose: float) -> lis
     for train, test in GroupKFold(n_splits=folds).split(rows, groups=groups):
         model = fit([rows[i] for i in train], names, lose)
         for i in test:
-            declined[i] = probability(rows[i]["features"], model) < model["threshold"]
+            declined[i] = is_declined(rows[i], model)
     return declined
+
+
+def is_declined(row: dict, model: dict) -> bool:
+    """Whether the reader under ``model`` declines ``row``: a reading from table cells is not
+    put to the model (it is declined only when its cells deny the question)."""
+    if row.get("table"):
+        return row["declined"]
+    return probability(row["features"], model) < model["threshold"]
 
 
 def figures(rows: list[dict], declined: list[bool]) -> dict:
@@ -206,14 +228,14 @@ def main() -> None:
     names = args.features.split(",")
     rows = collect(args)
     model = fit(rows, names, args.lose)
-    in_sample = [probability(r["features"], model) < model["threshold"] for r in rows]
+    in_sample = [is_declined(r, model) for r in rows]
     result = {
         "held_out": figures(rows, held_out(rows, names, args.folds, args.lose)),
         "held_out_all_features": figures(rows, held_out(rows, list(FEATURES), args.folds, args.lose)),
         "in_sample": figures(rows, in_sample),
     }
     model["about"] = (
-        f"benchmarks/abstention.py --fit, {datetime.date.today()}: the right answers ({sum(bool(r['right']) for r in rows)}) "
+        f"benchmarks/abstention.py --fit, {datetime.date.today()}: the right answers ({sum(bool(r['right']) and not r.get('table') for r in rows)}) "
         f"and unanswerable questions ({sum(r['right'] is None for r in rows)}) of financebench-dev, mmlongbench-dev, "
         f"IRPAPERS, benchmarks/reader, the samples and the synthetic register; threshold: the probability under "
         f"which {args.lose:.0%} of the right answers fall"
