@@ -124,7 +124,7 @@ def test_computed_figures_cite_every_cell(table_spans):
     average = reader.read(
         "What was the average interest expense between 2022 and 2024?", context(table_spans)
     )
-    assert average.text == f"{(312 + 298 + 305) / 3:,.2f}"
+    assert average.text == f"{(312 + 298 + 305) / 3:,.2f} million"  # the cells' unit
     margin = reader.read(
         "What is the FY2024 gross ratio? It is defined as: (net sales - cost of sales) / net sales. "
         "Round your answer to two decimal places.",
@@ -193,3 +193,101 @@ def test_a_quote_read_from_mid_sentence_opens_with_an_ellipsis():
 @pytest.mark.timeout(30)
 def test_spec_generator_is_deterministic():
     assert table_spec(random.Random(3), 0) == table_spec(random.Random(3), 0)
+
+
+@pytest.mark.timeout(60)
+def test_a_difference_between_years_and_a_premise_the_cells_deny(table_spans):
+    reader = ExtractiveReader(dense=False)
+    higher = reader.read("How much higher were net sales in 2024 compared to 2023?", context(table_spans))
+    assert higher.text == f"{9120 - 8450:,.2f} million" and len(higher.cited[0]) == 2
+    lower = reader.read("How much lower was interest expense in 2023 than in 2022?", context(table_spans))
+    assert lower.text == f"{305 - 298:,.2f} million"
+    # cost of sales rose from 2022 to 2024: "how much higher in 2022" asks what the cells deny
+    denied = reader.read("How much higher was cost of sales in 2022 than in 2024?", context(table_spans))
+    assert not denied.answered and "3,975" in denied.reason and "4,410" in denied.reason
+    assert len(denied.cited[0]) == 2  # the cells that deny it, cited
+    unjudged = ExtractiveReader(dense=False, abstain=False)
+    said = unjudged.read("How much higher was cost of sales in 2022 than in 2024?", context(table_spans))
+    assert said.answered and said.text == f"{3975 - 4410:,.2f} million"
+
+
+@pytest.mark.timeout(60)
+def test_a_sum_or_comparison_is_never_one_cells_answer(table_spans):
+    for question in (
+        "What is the sum of net sales and cost of sales in 2024?",
+        "What were net sales and cost of sales combined in 2023?",
+    ):
+        reading = ExtractiveReader(dense=False, abstain=False).read(question, context(table_spans))
+        assert "cells" not in reading.usage, question  # left to the lines, not one cell's figure
+
+
+@pytest.mark.timeout(60)
+def test_a_margin_the_table_prints_is_read_not_computed(tmp_path):
+    spec = {
+        **SPEC,
+        "unit": "(%)",
+        "rows": [["Gross margin", [41.2, 40.1, 39.5]], ["Operating margin", [12.5, 11.0, 9.8]]],
+    }
+    spans = typeset(tmp_path / "margins.pdf", spec)
+    reading = ExtractiveReader(dense=False).read("What was the operating margin in 2023?", context(spans))
+    assert reading.text == "11.0%" and len(reading.cited[0]) == 1  # one "%", the printed row's cell
+
+
+STATEMENT = {
+    **SPEC,
+    "caption": "Consolidated statement (selected lines)",
+    "rows": [
+        ["Net sales", [9120, 8450, 7990]],
+        ["Cost of sales", [4410, 4020, 3975]],
+        ["Operating income", [1210, 1105, 990]],
+        ["Depreciation and amortization", [340, 325, 310]],
+        ["Inventories", [1480, 1320, 1275]],
+        ["Total current assets", [5230, 4870, 4410]],
+        ["Total current liabilities", [2615, 2440, 2390]],
+        ["Long-term debt", [1850, 1900, 2010]],
+        ["Total liabilities", [5120, 5015, 4980]],
+    ],
+}
+
+
+@pytest.mark.timeout(60)
+def test_figures_named_by_their_textbook_names_and_ratios_by_their_sides(tmp_path):
+    spans = typeset(tmp_path / "statement.pdf", STATEMENT)
+    reader = ExtractiveReader(dense=False)
+
+    def read(question: str):
+        return reader.read(question, context(spans))
+
+    assert read("What is the current ratio in FY2024?").text == f"{5230 / 2615:.2f}"
+    turnover = read("What is the FY2024 inventory turnover ratio? Round your answer to two decimal places.")
+    assert turnover.text == f"{4410 / ((1480 + 1320) / 2):.2f}" and len(turnover.cited[0]) == 3  # an average
+    assert read("What is working capital in FY2023?").text == f"{4870 - 2440:,.2f} million"
+    assert read("What is EBITDA for FY2022?").text == f"{990 + 310:,.2f} million"
+    sides = read(
+        "What is long-term debt to total liabilities in FY2024? Round your answer to two decimal places."
+    )
+    assert sides.text == f"{1850 / 5120:.2f}"
+    assert read("What is the sales to working capital ratio in 2024?").text == f"{9120 / (5230 - 2615):.2f}"
+    assert read("What was the ratio of interest expense to net sales in 2024?").usage.get("cells") is None
+
+
+@pytest.mark.timeout(30)
+def test_dates_heading_two_columns_on_two_lines_each_and_section_labels_above_the_rows():
+    """A balance sheet's heading as a text layer gives it: "August 29," over "2021" beside
+    "August 30," over "2020", then section labels before the first row (COSTCO's 10-K)."""
+    lines = [
+        ("(amounts in millions, except par value and share data)", (264, 159, 586, 173)),
+        ("August 29,", (564, 189, 622, 201)),
+        ("2021", (581, 200, 606, 212)),
+        ("August 30,", (722, 189, 779, 201)),
+        ("2020", (738, 200, 763, 212)),
+        ("ASSETS", (249, 216, 294, 228)),
+        ("CURRENT ASSETS", (27, 231, 129, 243)),
+        ("Cash and cash equivalents $ 11,258 $ 12,277", (49, 246, 820, 260)),
+        ("Short-term investments 917 1,028", (49, 262, 820, 275)),
+        ("Receivables, net 1,803 1,550", (49, 277, 820, 292)),
+    ]
+    (table,) = read_tables([Span(text, box, "pdf") for text, box in lines])
+    assert table.columns == ["August 29, / 2021", "August 30, / 2020"] and table.unit == "million"
+    cells = {(c.label, c.column[-4:]): c.text for c in table.cells()}
+    assert cells[("Short-term investments", "2021")] == "917"

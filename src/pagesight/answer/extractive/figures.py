@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.questions import asked_kind
+from pagesight.answer.extractive.ratios import definition, sides
 from pagesight.answer.extractive.tables import Cell, read_tables
 from pagesight.encode.lexical import terms
 
@@ -27,7 +28,20 @@ _DEFINED = re.compile(
 )
 _TOKEN = re.compile(r"\d+(?:\.\d+)?(?![\w])|[*/+×÷()]|\s-\s|[^*/+×÷()]+?(?=\s-\s|[*/+×÷()]|$)")
 _CHANGE = re.compile(r"\b(year[- ]over[- ]year|percent(?:age)? change|growth|change in)\b", re.IGNORECASE)
+# how much one year's figure exceeds another's: the first year named less the second
+_DIFFERENCE = re.compile(
+    r"\bhow much (?:higher|lower|more|less|greater|larger|smaller|bigger)\b|\bdifference\b", re.IGNORECASE
+)
+_LESS = re.compile(r"\bhow much (?:lower|less|smaller)\b", re.IGNORECASE)
+# a figure combined from several (a sum, a comparison, a ratio): never one cell's
+_COMBINED = re.compile(
+    r"\b(?:sum|combined|altogether|in total|together|compared (?:to|with)|than|versus|vs\.?|ratio|"
+    r"difference|how much (?:higher|lower|more|less|greater|larger|smaller|bigger))\b",
+    re.IGNORECASE,
+)
 _AVERAGE = re.compile(r"\baverage\b", re.IGNORECASE)
+# a quotient asked for: "ratio", or a figure to round to some decimal places
+_RATIO = re.compile(r"\bratio\b|\bround[^.]*?\bdecimal", re.IGNORECASE)
 _MARGIN = re.compile(r"\b([\w&]+(?: [\w&]+){0,2}?) (?:% )?margin\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\b(percent|percentage|in %|as a %|% margin|margin)\b", re.IGNORECASE)
 _DECIMALS = re.compile(r"\bround[^.]*?\b(one|two|three|\d) decimal", re.IGNORECASE)
@@ -45,6 +59,7 @@ _GENERIC = frozenset(terms("the a of for in on and total amount year end fy valu
 _PRINTED = {
     "revenues?": ("total revenues", "total net sales", "net sales"),
     "net profit": ("net income", "net earnings"),
+    "(?<!cost of )sales": ("revenues", "total revenues", "net sales"),
 }
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 _PLACES = {"one": 1, "two": 2, "three": 3}
@@ -85,7 +100,7 @@ class Cells:
         asked = set(terms(phrase)) - _GENERIC
         if not asked:
             return None
-        extra = set(terms(_expanded(phrase, self.thesaurus))) - asked
+        extra = set(terms(_expanded(phrase, self.thesaurus))) - asked - _GENERIC  # not "total" alone
         best, best_score = None, (MIN_MATCH, 0)
         for used in self.cells:
             if not _column(used.cell.column, year, asked):
@@ -134,8 +149,11 @@ def _expanded(phrase: str, thesaurus: str | None) -> str:
     return expand(phrase, thesaurus)
 
 
-def table_reading(question: str, context: Sequence[ContextItem], thesaurus: str | None) -> Reading | None:
-    """The answer read from the context's table cells, or None when the question is no table's."""
+def table_reading(
+    question: str, context: Sequence[ContextItem], thesaurus: str | None, abstain: bool = True
+) -> Reading | None:
+    """The answer read from the context's table cells, or None when the question is no table's;
+    declined (``abstain``) when the cells deny the question's premise."""
     years = _YEAR.findall(question)
     if not years or asked_kind(question) not in (None, "quantity") or _NOT_A_FIGURE.search(question):
         return None  # a figure of a year is asked for, not a name, a yes or a no
@@ -147,36 +165,111 @@ def table_reading(question: str, context: Sequence[ContextItem], thesaurus: str 
     result = _computed(question, years, cells)
     if result is None:
         return None
-    value, percent = result
-    return _reading(question, value, percent, cells)
+    value, kind = result
+    reading = _reading(question, value, kind, cells)
+    asked = _DIFFERENCE.search(question)
+    if abstain and value < 0 and asked and asked.group(0).lower().startswith("how much"):
+        # "how much higher was it in 2003" when 2003's figure is the lower: a premise the
+        # cells deny, so no amount answers it
+        cells_read = "; ".join(reading.quotes.values())
+        return Reading(
+            "",
+            cited=reading.cited,
+            quotes=reading.quotes,
+            usage={**reading.usage, "declined_answer": reading.text},
+            answered=False,
+            reason=f"the tables do not bear out the question: {cells_read}",
+        )
+    return reading
 
 
-def _computed(question: str, years: list[str], cells: Cells) -> tuple[float, bool] | None:
-    """The figure the question asks for and whether it is a percentage: a formula it defines, a
-    change or an average between its years, an "X margin" (X over revenue), or one cell."""
+def _computed(question: str, years: list[str], cells: Cells) -> tuple[float, str] | None:
+    """The figure the question asks for and its kind ("figure": in its cells' unit, "percent", or
+    "ratio": a quotient, without a unit): a formula it defines, a change or an average between its
+    years, an "X margin" (X over revenue), a figure or a ratio named by its textbook name or by its
+    two sides (``ratios``), or one cell."""
     defined = _DEFINED.search(question)
     target = years[-1]
     margin = _MARGIN.search(question)
     if defined and not margin:
-        value = _formula(defined.group(1), target, cells)
-        return None if value is None else (value, bool(_PERCENT.search(question)))
+        return _formula_figure(defined.group(1), target, cells, bool(_PERCENT.search(question)))
     subject = _subject(question)
     if _CHANGE.search(question) and len(set(years)) >= 2:
         first, last = sorted(set(years))[0], sorted(set(years))[-1]
         a, b = cells.find(subject, first), cells.find(subject, last)
-        return None if a in (None, 0) or b is None else (100 * (b - a) / abs(a), True)
+        return None if a in (None, 0) or b is None else (100 * (b - a) / abs(a), "percent")
     if margin:
-        span = _span(years) if _AVERAGE.search(question) else [target]
-        name = re.sub(r"\b(average|year|\d+)\b", " ", margin.group(1), flags=re.IGNORECASE)
-        ratios = [_ratio(name, defined and defined.group(1), year, cells) for year in span]
-        if any(r is None for r in ratios):
-            return None
-        return 100 * sum(ratios) / len(ratios), True
+        return _margin(question, margin, defined, years, cells)
+    if _DIFFERENCE.search(question) and len(set(years)) >= 2:
+        return _difference(question, subject, years, cells)
     if _AVERAGE.search(question) and len(set(years)) >= 2:
         found = [cells.find(subject, year) for year in _span(years)]
-        return None if None in found else (sum(found) / len(found), False)
+        return None if None in found else (sum(found) / len(found), "figure")
+    both = sides(subject) if _RATIO.search(question) else None
+    if both is not None:  # "sales to working capital ratio": a ratio whose sides may be named figures
+        top, bottom = (_side(side, target, cells) for side in both)
+        if top is not None and bottom:
+            return top / bottom, "ratio"
+    named = definition(subject)
+    if named is not None and (found := _formula_figure(named, target, cells)) is not None:
+        return found
+    if _COMBINED.search(question):
+        return None  # a sum or a comparison is not what one cell says
     value = cells.find(subject, target)
-    return None if value is None else (value, False)
+    return None if value is None else (value, "figure")
+
+
+def _formula_figure(formula: str, year: str, cells: Cells, percent: bool = False) -> tuple[float, str] | None:
+    value = _formula(formula, year, cells)
+    if value is None:
+        return None
+    return value, "percent" if percent else "ratio" if "/" in formula else "figure"
+
+
+def _margin(question: str, margin: re.Match, defined: re.Match | None, years: list[str], cells: Cells):
+    """An "X margin": the row a table prints so, or X over revenue (averaged over the years when
+    the question asks for an average), in percent."""
+    averaged = _AVERAGE.search(question)
+    if not defined and not averaged:
+        printed = _printed_margin(margin.group(0), years[-1], cells)
+        if printed is not None:
+            return printed
+    span = _span(years) if averaged else [years[-1]]
+    name = re.sub(r"\b(average|year|\d+)\b", " ", margin.group(1), flags=re.IGNORECASE)
+    found = [_ratio(name, defined and defined.group(1), year, cells) for year in span]
+    if any(r is None for r in found):
+        return None
+    return 100 * sum(found) / len(found), "percent"
+
+
+def _side(phrase: str, year: str, cells: Cells) -> float | None:
+    """One side of a ratio: a figure by its textbook name (``ratios``) or a cell."""
+    named = definition(phrase)
+    return _formula(named, year, cells) if named else _phrase(phrase, year, cells)
+
+
+def _difference(question: str, subject: str, years: list[str], cells: Cells) -> tuple[float, str] | None:
+    """How much the figure of one year exceeds another's: the first year named less the second
+    ("how much higher ... in 2003 compared to 2002"), the other way for "how much lower"; a
+    "difference between" two years is the later less the earlier."""
+    first, second = list(dict.fromkeys(years))[:2]  # in the order the question names them
+    if not _DIFFERENCE.search(question).group(0).lower().startswith("how much"):
+        first, second = max(first, second), min(first, second)
+    a, b = cells.find(subject, first), cells.find(subject, second)
+    if a is None or b is None:
+        return None
+    return (b - a if _LESS.search(question) else a - b), "figure"
+
+
+def _printed_margin(phrase: str, year: str, cells: Cells) -> tuple[float, str] | None:
+    """An "X margin" a table prints as a row of its own (a row labelled so, in percent)."""
+    value = cells.find(phrase, year)
+    if value is None:
+        return None
+    if "margin" in cells.used[-1].cell.label.lower():
+        return value, "figure"  # the cell as printed, in its table's unit (%)
+    cells.used.pop()  # a row of another name: the margin is computed instead
+    return None
 
 
 def _subject(question: str) -> str:
@@ -194,7 +287,7 @@ def _span(years: list[str]) -> list[str]:
 
 def _ratio(name: str, formula: str | None, year: str, cells: Cells) -> float | None:
     """An "X margin" of ``year``: X (the cell named, or the formula defining it) over revenue."""
-    top = _formula(formula, year, cells) if formula else cells.find(name, year)
+    top = _formula(formula, year, cells) if formula else _side(name, year, cells)
     bottom = cells.find("revenue", year)
     return None if top is None or not bottom else top / bottom
 
@@ -221,8 +314,9 @@ def _formula(text: str, year: str, cells: Cells) -> float | None:
 def _phrase(phrase: str, year: str, cells: Cells) -> float | None:
     years = _YEAR.findall(phrase) or [year]
     words = _YEAR.sub(" ", re.sub(r"\b(?:FY|between|and|from|to)\b", " ", phrase, flags=re.IGNORECASE))
-    if re.match(r"\s*average\b", words, re.IGNORECASE):
-        found = [cells.find(words, y) for y in _span(years)]
+    if re.match(r"\s*average\b", words, re.IGNORECASE):  # of one year: it and the one before
+        span = _span(years) if len(set(years)) > 1 else [str(int(years[0]) - 1), years[0]]
+        found = [cells.find(words, y) for y in span]
         return None if None in found else sum(found) / len(found)
     if re.match(r"\s*change in\b", words, re.IGNORECASE) and len(years) >= 2:
         a, b = cells.find(words, min(years)), cells.find(words, max(years))
@@ -249,10 +343,13 @@ def _evaluate(expression: list[str]) -> float | None:
         return None
 
 
-def _reading(question: str, value: float, percent: bool, cells: Cells) -> Reading:
-    """The figure as the answer, at the scale and precision asked; each cell cited with its box
-    and its row, column and printed text."""
-    unit = cells.used[0].unit if len(cells.used) == 1 else ""
+def _reading(question: str, value: float, kind: str, cells: Cells) -> Reading:
+    """The figure as the answer, at the scale and precision asked (a figure of cells in one unit
+    is in that unit; a ratio has none); each cell cited with its box and its row, column and
+    printed text."""
+    units = {used.unit for used in cells.used}
+    unit = units.pop() if len(units) == 1 and kind == "figure" else ""
+    percent = kind == "percent"
     scale = _SCALE.search(question)
     if unit in _SCALES and scale and scale.group(1).lower().rstrip("s") != unit:
         value, unit = (
@@ -267,7 +364,10 @@ def _reading(question: str, value: float, percent: bool, cells: Cells) -> Readin
         text = cells.used[0].cell.figure.lstrip("$€£¥")
     else:
         text = f"{value:,.{2 if digits is None else digits}f}"
-    text = f"{text}%" if percent and not text.endswith("%") else f"{text} {unit}".strip()
+    if percent or unit == "%":
+        text = text if text.endswith("%") else f"{text}%"
+    else:
+        text = f"{text} {unit}".strip()
     cited: dict[int, list] = {}
     quotes: dict[int, list[str]] = {}
     for used in cells.used:

@@ -83,7 +83,9 @@ class ExtractiveReader:
                     raise
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        from_tables = table_reading(question, context, self.thesaurus)  # a cell, or cells computed
+        from_tables = table_reading(
+            question, context, self.thesaurus, self.abstain
+        )  # a cell, or cells computed
         if from_tables is not None:
             return from_tables
         candidates = answer_candidates(context)

@@ -193,20 +193,38 @@ def _years(row: _Row) -> bool:
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
-    """Header lines right above a table's first row: up to four lines (a date on two, two columns), each near the next (a
-    sentence, a long line or one with figures other than years ends them)."""
+    """Header lines right above a table's first row: up to four printed lines (a date on two,
+    two columns), each near the next (a sentence, a long line or one with figures other than
+    years ends them). Headings side by side are one printed line, however the text layer cut
+    them ("August 29," over "2021" beside "August 30," over "2020")."""
     found: list[Line] = []
     k = first - 1
-    while k >= 0 and len(found) < 4:
+    while k >= 0:
         line, row = lines[k], parsed[k]
         below = found[0] if found else lines[first]
         if _gap(line, below) > 2.0 or len(line.text.split()) > 12 or row is None:
             break
         if row.cells and not _years(row):
             break
+        if not any(_beside(line, other) for other in found) and _printed_lines(found) == 4:
+            break
         found.insert(0, line)
         k -= 1
     return found
+
+
+def _beside(line: Line, other: Line) -> bool:
+    """The two lines share most of their height: one printed line."""
+    overlap = min(line.box[3], other.box[3]) - max(line.box[1], other.box[1])
+    return overlap > 0.5 * min(line.box[3] - line.box[1], other.box[3] - other.box[1])
+
+
+def _printed_lines(found: list[Line]) -> int:
+    bands: list[Line] = []
+    for line in found:
+        if not any(_beside(line, band) for band in bands):
+            bands.append(line)
+    return len(bands)
 
 
 def _centres(rows: list[_Row], n: int) -> list[float]:

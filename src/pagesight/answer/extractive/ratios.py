@@ -1,0 +1,64 @@
+"""Financial figures questions name without defining them: their textbook definitions, written as
+the formulas ``figures`` reads from table cells ("current ratio", "inventory turnover", "EBITDA",
+"working capital"), and a ratio named by its two sides ("long-term debt to total liabilities").
+
+A question that writes its own definition ("DPO is defined as: ...") is read by it instead. An
+"average" without a year is of the year asked and the one before, as analysts compute turnovers
+and returns; a formula that divides gives a figure without a unit (a ratio, a number of days).
+"""
+
+from __future__ import annotations
+
+import re
+
+# name (a pattern) -> formula; the longer names first, so "fixed asset turnover" is not "asset turnover"
+DEFINITIONS: dict[str, str] = {
+    r"fixed asset turnover": "revenue / average property and equipment net",
+    r"(?:total )?asset turnover": "revenue / average total assets",
+    r"inventory turnover": "cost of sales / average inventories",
+    r"(?:accounts )?receivables? turnover": "revenue / average accounts receivable",
+    r"(?:accounts )?payables? turnover": "cost of sales / average accounts payable",
+    r"days (?:of )?inventory outstanding|\bDIO\b": "365 * average inventories / cost of sales",
+    r"days (?:of )?sales outstanding|\bDSO\b": "365 * average accounts receivable / revenue",
+    r"days (?:of )?payables? outstanding|\bDPO\b": "365 * average accounts payable / cost of sales",
+    r"current ratio": "total current assets / total current liabilities",
+    r"quick ratio": "(cash and cash equivalents + short-term investments + accounts receivable) "
+    "/ total current liabilities",
+    r"cash ratio": "cash and cash equivalents / total current liabilities",
+    r"operating cash flow ratio": "cash provided by operations / total current liabilities",
+    r"working capital": "total current assets - total current liabilities",
+    r"return on assets|\bROA\b": "net income / average total assets",
+    r"return on equity|\bROE\b": "net income / average total shareholders equity",
+    r"interest coverage": "operating income / interest expense",
+    r"(?<!un)(?<!un-)\bEBITDA\b|unadjusted EBITDA": "operating income + depreciation and amortization",
+}
+_NAMED = [(re.compile(rf"(?:{name})", re.IGNORECASE), formula) for name, formula in DEFINITIONS.items()]
+# "X to Y ratio", "the ratio of X to Y", "X to Y for COSTCO in FY2021": the two sides of a ratio
+_SIDES = (
+    re.compile(
+        r"\bratio of (?P<top>[\w&,' -]+?) to (?P<bottom>[\w&,' -]+?)(?=\s+(?:for|of|in)\b|[?.]|$)", re.I
+    ),
+    re.compile(
+        r"\b(?:what (?:is|was|were) (?:the )?|calculate (?:the )?)(?:FY ?\d{4} )?"
+        r"(?P<top>[\w&' -]+?) to (?P<bottom>[\w&' -]+?)(?: ratio)?(?=\s*(?:for|of|in)\b|[?.]|$)",
+        re.I,
+    ),
+)
+
+
+def definition(text: str) -> str | None:
+    """The formula of the first figure ``text`` names by its textbook name, or None."""
+    for pattern, formula in _NAMED:
+        if pattern.search(text):
+            return formula
+    return None
+
+
+def sides(question: str) -> tuple[str, str] | None:
+    """The two figures a ratio the question names by its sides divides ("sales to working capital
+    ratio": "sales", "working capital"), or None."""
+    for pattern in _SIDES:
+        match = pattern.search(question)
+        if match:
+            return match.group("top").strip(), match.group("bottom").strip()
+    return None
