@@ -130,7 +130,7 @@ def test_computed_figures_cite_every_cell(table_spans):
         "Round your answer to two decimal places.",
         context(table_spans),
     )
-    assert margin.text == f"{(9120 - 4410) / 9120:.2f}" and len(margin.cited[0]) == 3
+    assert margin.text == f"{(9120 - 4410) / 9120:.2f}" and len(margin.cited[0]) == 2  # net sales cited once
 
 
 @pytest.mark.timeout(60)
@@ -241,7 +241,10 @@ STATEMENT = {
         ["Cost of sales", [4410, 4020, 3975]],
         ["Operating income", [1210, 1105, 990]],
         ["Depreciation and amortization", [340, 325, 310]],
+        ["Cash and cash equivalents", [1310, 1190, 1020]],
+        ["Accounts receivable", [905, 870, 790]],
         ["Inventories", [1480, 1320, 1275]],
+        ["Accounts payable", [1120, 1040, 985]],
         ["Total current assets", [5230, 4870, 4410]],
         ["Total current liabilities", [2615, 2440, 2390]],
         ["Long-term debt", [1850, 1900, 2010]],
@@ -269,6 +272,17 @@ def test_figures_named_by_their_textbook_names_and_ratios_by_their_sides(tmp_pat
     assert sides.text == f"{1850 / 5120:.2f}"
     assert read("What is the sales to working capital ratio in 2024?").text == f"{9120 / (5230 - 2615):.2f}"
     assert read("What was the ratio of interest expense to net sales in 2024?").usage.get("cells") is None
+    # a metric's variable name, and runs of spaces, read as words
+    assert read("What is cash_ratio in FY2024? Round to two decimal places.").text == f"{1310 / 2615:.2f}"
+    payables = read("What is payables  turnover in FY2024? Round your answer to two decimal places.")
+    assert payables.text == f"{4410 / ((1120 + 1040) / 2):.2f}"
+    days = [
+        365 * ((1480 + 1320) / 2) / 4410,
+        365 * ((905 + 870) / 2) / 9120,
+        365 * ((1120 + 1040) / 2) / 4410,
+    ]
+    cycle = read("What is the cash conversion cycle in FY2024? Round your answer to two decimal places.")
+    assert cycle.text == f"{days[0] + days[1] - days[2]:.2f}" and len(cycle.cited[0]) == 8  # each cell once
 
 
 @pytest.mark.timeout(30)
@@ -291,3 +305,27 @@ def test_dates_heading_two_columns_on_two_lines_each_and_section_labels_above_th
     assert table.columns == ["August 29, / 2021", "August 30, / 2020"] and table.unit == "million"
     cells = {(c.label, c.column[-4:]): c.text for c in table.cells()}
     assert cells[("Short-term investments", "2021")] == "917"
+
+
+@pytest.mark.timeout(30)
+def test_a_long_row_label_does_not_shift_dates_to_the_next_column():
+    """A cell's place is estimated from its characters' place in its line, which a long label
+    skews to the right; the dates side by side above still head the columns in their order."""
+    lines = [
+        ("(amounts in millions)", (362, 158, 488, 172)),
+        ("52 Weeks Ended 52 Weeks Ended 52 Weeks Ended", (501, 183, 812, 194)),
+        ("August 29,", (515, 197, 566, 208)),
+        ("2021", (529, 207, 551, 218)),
+        ("August 30,", (631, 197, 682, 208)),
+        ("2020", (645, 207, 667, 218)),
+        ("September 1,", (741, 197, 804, 208)),
+        ("2019", (762, 207, 784, 218)),
+        ("CASH FLOWS FROM OPERATING ACTIVITIES", (27, 222, 245, 233)),
+        ("Net income including noncontrolling interests $ 5,079 $ 4,059 $ 3,704", (36, 235, 819, 246)),
+        ("Depreciation and amortization 1,781 1,645 1,492", (41, 272, 819, 283)),
+        ("Non-cash lease expense 286 194 —", (41, 286, 819, 297)),
+    ]
+    (table,) = read_tables([Span(text, box, "pdf") for text, box in lines])
+    assert [c.rsplit(" / ", 1)[-1] for c in table.columns] == ["2021", "2020", "2019"]
+    cells = {(c.label, c.column[-4:]): c.text for c in table.cells()}
+    assert cells[("Depreciation and amortization", "2021")] == "1,781"

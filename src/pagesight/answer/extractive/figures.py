@@ -370,12 +370,13 @@ def _reading(question: str, value: float, kind: str, cells: Cells) -> Reading:
         text = f"{text} {unit}".strip()
     cited: dict[int, list] = {}
     quotes: dict[int, list[str]] = {}
-    for used in cells.used:
+    read = {(used.item, used.cell.box): used for used in cells.used}.values()  # each cell once
+    for used in read:
         cited.setdefault(used.item, []).append(used.cell.box)
         quotes.setdefault(used.item, []).append(f"{used.cell.label}, {used.cell.column}: {used.cell.text}")
     return Reading(
         text=text,
         cited=cited,
         quotes={item: "; ".join(q) for item, q in quotes.items()},
-        usage={"cells": len(cells.used)},
+        usage={"cells": len(read)},
     )

@@ -16,16 +16,20 @@ DEFINITIONS: dict[str, str] = {
     r"fixed asset turnover": "revenue / average property and equipment net",
     r"(?:total )?asset turnover": "revenue / average total assets",
     r"inventory turnover": "cost of sales / average inventories",
-    r"(?:accounts )?receivables? turnover": "revenue / average accounts receivable",
+    r"(?:accounts )?receiv\w* turnover": "revenue / average accounts receivable",
     r"(?:accounts )?payables? turnover": "cost of sales / average accounts payable",
     r"days (?:of )?inventory outstanding|\bDIO\b": "365 * average inventories / cost of sales",
     r"days (?:of )?sales outstanding|\bDSO\b": "365 * average accounts receivable / revenue",
     r"days (?:of )?payables? outstanding|\bDPO\b": "365 * average accounts payable / cost of sales",
+    r"cash conversion cycle|\bCCC\b": "365 * average inventories / cost of sales + 365 * average accounts "
+    "receivable / revenue - 365 * average accounts payable / cost of sales",
     r"current ratio": "total current assets / total current liabilities",
     r"quick ratio": "(cash and cash equivalents + short-term investments + accounts receivable) "
     "/ total current liabilities",
     r"cash ratio": "cash and cash equivalents / total current liabilities",
-    r"operating cash flow ratio": "cash provided by operations / total current liabilities",
+    r"operating cash flow ratio": "net cash provided by operating activities / total current liabilities",
+    r"operating cash flows?|cash flows? from operations|cash from operations": "net cash provided by "
+    "operating activities",
     r"working capital": "total current assets - total current liabilities",
     r"return on assets|\bROA\b": "net income / average total assets",
     r"return on equity|\bROE\b": "net income / average total shareholders equity",
@@ -48,6 +52,7 @@ _SIDES = (
 
 def definition(text: str) -> str | None:
     """The formula of the first figure ``text`` names by its textbook name, or None."""
+    text = _plain(text)
     for pattern, formula in _NAMED:
         if pattern.search(text):
             return formula
@@ -58,7 +63,12 @@ def sides(question: str) -> tuple[str, str] | None:
     """The two figures a ratio the question names by its sides divides ("sales to working capital
     ratio": "sales", "working capital"), or None."""
     for pattern in _SIDES:
-        match = pattern.search(question)
+        match = pattern.search(_plain(question))
         if match:
             return match.group("top").strip(), match.group("bottom").strip()
     return None
+
+
+def _plain(text: str) -> str:
+    """Names as a metric's variable is written ("cash_ratio") and runs of spaces read as words."""
+    return " ".join(text.replace("_", " ").split())

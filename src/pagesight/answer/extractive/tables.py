@@ -36,6 +36,7 @@ _UNIT = re.compile(
     r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE
 )
 MAX_LABEL_WORDS = 16
+_DATED = re.compile(r"^(?:[A-Z][a-z]+\.? )?(?:\d{1,2},?|(?:FY|Q[1-4] )?'?\d{2,4})$")
 
 
 @dataclass
@@ -160,6 +161,9 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
     centres = _centres([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
     reach = min(centres) - 0.5 * (max(centres) - min(centres)) / max(n - 1, 1)
     header_lines = [line for line in above if line.box[2] >= reach]  # the rest head the rows
+    for band in _bands(above):  # a date per column side by side: all of them, the first too
+        if _dated(band, n) and any(line in header_lines for line in band):
+            header_lines = [line for line in above if line in header_lines or line in band]
     columns = _headers(header_lines, n, centres)
     caption = " ".join(line.text for line in above if line not in header_lines)
     if first - len(above) > 0:
@@ -220,11 +224,19 @@ def _beside(line: Line, other: Line) -> bool:
 
 
 def _printed_lines(found: list[Line]) -> int:
-    bands: list[Line] = []
-    for line in found:
-        if not any(_beside(line, band) for band in bands):
-            bands.append(line)
-    return len(bands)
+    return len(_bands(found))
+
+
+def _bands(lines: list[Line]) -> list[list[Line]]:
+    """``lines`` grouped into printed lines (those beside one another), top first."""
+    bands: list[list[Line]] = []
+    for line in sorted(lines, key=lambda line: line.box[1]):
+        band = next((b for b in bands if any(_beside(line, other) for other in b)), None)
+        if band is None:
+            bands.append([line])
+        else:
+            band.append(line)
+    return bands
 
 
 def _centres(rows: list[_Row], n: int) -> list[float]:
@@ -237,29 +249,47 @@ def _centres(rows: list[_Row], n: int) -> list[float]:
 
 
 def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str]:
-    """Each column's headers, top line first, joined by " / "."""
+    """Each column's headers, top line first, joined by " / ". A printed line cut into as many
+    pieces as there are columns gives them one each, left to right: a cell's place is estimated
+    from its characters' place in its line, which a long row label skews, the pieces' order is not."""
     heads: list[list[str]] = [[] for _ in range(n)]
-    for line in header_lines:
-        words = line.text.split()
-        if len(line.parts) > 1:  # cut into spans: each to the columns under it
-            for lo, hi, box in line.parts:
-                _head(heads, line.text[lo:hi], _under(box, centres))
-        elif (
-            len(words) >= n
-            and all(_HEADING.match(w.strip(",")) for w in words[-n:])
-            or (
-                len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
-            )
-        ):
-            for c, word in enumerate(words[-n:]):
-                heads[c].append(word.strip(","))
-        elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
-            starts = [0] + [m.end() for m in years[:-1]]
-            for c, (lo, m) in enumerate(zip(starts, years)):
-                heads[c].append(line.text[lo : m.end()].strip(" ,"))
-        else:
-            _head(heads, line.text, _under(line.box, centres))
+    for band in _bands(header_lines):
+        if _dated(band, n):
+            for c, line in enumerate(sorted(band, key=lambda line: line.box[0])):
+                heads[c].append(line.text)
+            continue
+        for line in band:
+            _line_heads(heads, line, n, centres)
     return [" / ".join(h for h in head if h) for head in heads]
+
+
+def _dated(band: list[Line], n: int) -> bool:
+    """A printed line of ``n`` > 1 pieces, each a date or a part of one ("August 29,", "2021",
+    "FY2019"): a heading per column."""
+    return n > 1 and len(band) == n and all(_DATED.search(line.text) for line in band)
+
+
+def _line_heads(heads: list[list[str]], line: Line, n: int, centres: list[float]) -> None:
+    """The headings one header line gives the columns."""
+    words = line.text.split()
+    if len(line.parts) > 1:  # cut into spans: each to the columns under it
+        for lo, hi, box in line.parts:
+            _head(heads, line.text[lo:hi], _under(box, centres))
+    elif (
+        len(words) >= n
+        and all(_HEADING.match(w.strip(",")) for w in words[-n:])
+        or (
+            len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
+        )
+    ):
+        for c, word in enumerate(words[-n:]):
+            heads[c].append(word.strip(","))
+    elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
+        starts = [0] + [m.end() for m in years[:-1]]
+        for c, (lo, m) in enumerate(zip(starts, years)):
+            heads[c].append(line.text[lo : m.end()].strip(" ,"))
+    else:
+        _head(heads, line.text, _under(line.box, centres))
 
 
 def _head(heads: list[list[str]], text: str, columns: list[int]) -> None:
