@@ -329,3 +329,21 @@ def test_a_long_row_label_does_not_shift_dates_to_the_next_column():
     assert [c.rsplit(" / ", 1)[-1] for c in table.columns] == ["2021", "2020", "2019"]
     cells = {(c.label, c.column[-4:]): c.text for c in table.cells()}
     assert cells[("Depreciation and amortization", "2021")] == "1,781"
+
+
+@pytest.mark.timeout(60)
+def test_cells_come_from_the_document_the_question_names(table_spans, tmp_path):
+    other = typeset(tmp_path / "other.pdf", {**SPEC, "rows": [["Cost of sales", [7310, 7020, 6875]]]})
+
+    def item(doc_id: str, spans: list[Span]) -> ContextItem:
+        hit = Hit(doc_id, 1, 0, 1.0, {}, "", [], SIZE, (0.0, 0.0, *map(float, SIZE)))
+        return ContextItem(hit=hit, spans=spans)
+
+    ranked = [item("BESTBUY_2017_10K", other), item("MICROSOFT_2016_10K", table_spans)]
+    reader = ExtractiveReader(dense=False)
+    named = reader.read("What was the FY2023 cost of sales for Microsoft?", ranked)
+    assert named.text == "4,020 million" and list(named.cited) == [1]
+    joined = reader.read("What was the FY2023 cost of sales for Best Buy?", ranked)  # "Best Buy": BESTBUY
+    assert joined.text == "7,020 million" and list(joined.cited) == [0]
+    unnamed = reader.read("What was the FY2023 cost of sales?", ranked)  # the first ranked
+    assert unnamed.text == "7,020 million"

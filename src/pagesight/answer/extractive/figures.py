@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.questions import asked_kind
 from pagesight.answer.extractive.ratios import definition, sides
+from pagesight.answer.extractive.support import Evidence, asked, is_figure
 from pagesight.answer.extractive.tables import Cell, read_tables
 from pagesight.encode.lexical import terms
 
@@ -79,10 +80,15 @@ class Used:
 class Cells:
     """Every table cell of a context, found by the phrase naming its row and by its year."""
 
-    def __init__(self, context: Sequence[ContextItem], thesaurus: str | None):
+    def __init__(self, context: Sequence[ContextItem], thesaurus: str | None, question: str = ""):
+        """The cells of ``context``'s tables; of the documents ``question`` names only, when it
+        names some of them ("COGS for Microsoft": not a Best Buy statement ranked above)."""
         self.thesaurus = thesaurus
         self.cells: list[Used] = []
+        named = _named_documents(question, context)
         for i, item in enumerate(context):
+            if named and item.hit.doc_id not in named:
+                continue
             for table in read_tables(item.spans):
                 self.cells += [Used(c, i, table.unit) for c in table.cells() if c.value is not None]
         self.used: list[Used] = []
@@ -114,6 +120,17 @@ class Cells:
             return None
         self.used.append(best)
         return best.cell.value
+
+
+def _named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
+    """The documents of ``context`` whose name or title holds one of the names ``question`` asks
+    about (none when it names none of them)."""
+    names = [w for w in asked(question) if not is_figure(w)]
+    names += [f"{a} {b}" for a, b in zip(names, names[1:])]  # "Coca" "Cola": COCACOLA's
+    headings = {
+        item.hit.doc_id: Evidence(f"{item.hit.doc_id.replace('_', ' ')}\n{item.title}") for item in context
+    }
+    return {doc for doc, heading in headings.items() if any(heading.holds(name) for name in names)}
 
 
 def _column(heading: str, year: str, asked: set[str]) -> bool:
@@ -159,7 +176,7 @@ def table_reading(
         return None  # a figure of a year is asked for, not a name, a yes or a no
     if _PART_OF_YEAR.search(question):
         return None
-    cells = Cells(context, thesaurus)
+    cells = Cells(context, thesaurus, question)
     if not cells.cells:
         return None
     result = _computed(question, years, cells)
