@@ -15,6 +15,9 @@ Why not pdfplumber's table finder (benchmarks/tables.py, BENCHMARKS.md "Tables r
 it reads the PDF's characters, which the reader no longer has (the catalog keeps lines), nor has
 for a scan; on the typeset corpus it found fewer cells right than this reader of the stored lines.
 img2table was not tried: it installs opencv-contrib-python over the OpenCV builds already here.
+
+The finder belongs to the text stage, below ingestion, the stores and the readers: the extractive
+reader answers from its cells (``answer/extractive/figures.py``) and the stores index them.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pagesight.answer.extractive.lines import YEAR, Line, characters, read_lines
 from pagesight.records import Box, Span
+from pagesight.text.lines import YEAR, Line, characters, read_lines
 
 _CURRENCY = "$€£¥"
 _FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
