@@ -17,7 +17,8 @@ for a scan; on the typeset corpus it found fewer cells right than this reader of
 img2table was not tried: it installs opencv-contrib-python over the OpenCV builds already here.
 
 The finder belongs to the text stage, below ingestion, the stores and the readers: the extractive
-reader answers from its cells (``answer/extractive/figures.py``) and the stores index them.
+reader answers from its cells (``answer/extractive/figures.py``) and BM25 indexes them beside the
+tile's text (``cell_text``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,29 @@ def read_tables(spans: list[Span]) -> list[Table]:
     return tables
 
 
+# A column heading of more words than this is a table's title or a run of headings read as one
+# (a text-layer line of several headings): no cell of its column is indexed with it.
+MAX_HEADING_WORDS = 4
+
+
+def cell_text(spans: list[Span]) -> str:
+    """The tables among a tile's spans as BM25 reads them beside its text, a line a cell: the
+    cell's column heading (the nearest, "2019" under "Year ended December 31,"), its row label and
+    its figure ("2019 Total inventories 4,521"). A question names a figure by its row and its year
+    ("FY2019 total inventories", read as "fy2019 2019 total inventori"), which the page prints a
+    row and a column apart, often under a heading 30 lines above; here they are neighbours, so
+    BM25's phrase terms ("2019 total") meet them. The heading comes first because questions put
+    the period before the item more often than after it. Cells with no heading, or a heading too
+    long to be one column's, add nothing the tile's own lines do not hold, and are left out."""
+    found = []
+    for table in read_tables(spans):
+        for cell in table.cells():
+            heading = cell.column.split(" / ")[-1]
+            if cell.label and heading and len(heading.split()) <= MAX_HEADING_WORDS:
+                found.append(f"{heading} {cell.label} {cell.figure}")
+    return "\n".join(found)
+
+
 def _row(line: Line) -> _Row | None:
     """A line as a label and the cells at its right; None when it is a sentence."""
     tokens = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line.text)]
@@ -159,7 +183,9 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
     alone is that row's label), footnote marks left in the labels."""
     counts = Counter(len(parsed[k].cells) for k in range(start, end) if len(parsed[k].cells) >= 2)
     n = max(counts, key=lambda c: (counts[c], c))
-    first = next(k for k in range(start, end) if len(parsed[k].cells) >= 2 and not _years(parsed[k]))
+    first = next((k for k in range(start, end) if len(parsed[k].cells) >= 2 and not _years(parsed[k])), None)
+    if first is None:  # rows of years only: dates, a table's headings without its body
+        return None
     above = _above(lines, parsed, first)
     centres = _centres([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
     reach = min(centres) - 0.5 * (max(centres) - min(centres)) / max(n - 1, 1)
