@@ -70,6 +70,8 @@ class Table:
     unit: str = ""
     caption: str = ""
     lines: list[str] = field(default_factory=list)  # each row's line as printed
+    # the lines each row was read from: its own, after the label lines above it since the last row
+    sources: list[list[Line]] = field(default_factory=list)
 
     def cells(self) -> list[Cell]:
         return [cell for row in self.rows for cell in row]
@@ -199,9 +201,10 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
         caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
     unit = _unit(" ".join([caption] + [h.text for h in header_lines]))
     table = Table([], columns, unit, caption)
-    pending = ""
+    pending, held = "", []
     for k in range(first, end):
         row = parsed[k]
+        held.append(lines[k])
         if not row.cells:
             pending = row.label
             continue
@@ -212,6 +215,8 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
         pending = ""
         table.rows.append(_cells(row.line, label, cells[-n:], columns, n))
         table.lines.append(row.line.text)
+        table.sources.append(held)
+        held = []
     if unit != "%" and table.rows and all(c.percent for c in table.cells() if c.value is not None):
         table.unit = "%"
     return table if table.rows else None
