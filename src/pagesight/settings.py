@@ -71,8 +71,8 @@ class Settings:
     )
     table_weight: int = option(
         1,
-        "BM25: each table cell's column heading, row label and figure are indexed together this many "
-        "times (text.tables.cell_text), so a question naming a row and a year meets that cell.",
+        "BM25: each table cell's column heading and row label are indexed together this many times "
+        "(text.tables.cell_text), so a question naming a row and a year meets that cell.",
         ge=0,
         cli=False,
     )

@@ -103,20 +103,23 @@ MAX_HEADING_WORDS = 4
 
 def cell_text(spans: list[Span]) -> str:
     """The tables among a tile's spans as BM25 reads them beside its text, a line a cell: the
-    cell's column heading (the nearest, "2019" under "Year ended December 31,"), its row label and
-    its figure ("2019 Total inventories 4,521"). A question names a figure by its row and its year
-    ("FY2019 total inventories", read as "fy2019 2019 total inventori"), which the page prints a
-    row and a column apart, often under a heading 30 lines above; here they are neighbours, so
-    BM25's phrase terms ("2019 total") meet them. The heading comes first because questions put
-    the period before the item more often than after it. Cells with no heading, or a heading too
-    long to be one column's, add nothing the tile's own lines do not hold, and are left out."""
+    cell's column heading (the nearest, "2019" under "Year ended December 31,") and its row label
+    ("2019 Total inventories"). A question names a figure by its row and its year ("FY2019 total
+    inventories", read as "fy2019 2019 total inventori"), which the page prints a row and a column
+    apart, often under a heading 30 lines above; here they are neighbours, so BM25's phrase terms
+    ("2019 total") meet them, and the next line's heading follows the label ("inventori 2018"),
+    so the label and the year meet in either order. The heading comes first because questions
+    put the period before the item more often than after it. The figure is left out: questions
+    seldom hold it, and on financebench-dev it cost more in length than it found (BENCHMARKS.md,
+    "Table cells as BM25 fields"). Cells with no heading, or a heading too long to be one
+    column's, add nothing the tile's own lines do not hold, and are left out too."""
     found = []
     for table in read_tables(spans):
         for cell in table.cells():
             heading = cell.column.split(" / ")[-1]
             if cell.label and heading and len(heading.split()) <= MAX_HEADING_WORDS:
-                found.append(f"{heading} {cell.label} {cell.figure}")
-    return "\n".join(found)
+                found.append(f"{heading} {cell.label}")
+    return "\n".join(dict.fromkeys(found))
 
 
 def _row(line: Line) -> _Row | None:
