@@ -328,7 +328,7 @@ def test_text_inputs_give_a_table_as_markdown_whose_rows_cite_their_lines(serve,
         "[3] Year ended December 31,",
         "[4] 2024 2023 2022",
     ]
-    assert passage[5].startswith("| line |  | 2024 |") and passage[5].endswith("| 2022 |")
+    assert passage[5] == "| line |  | 2024 | 2023 | 2022 |"  # each column's nearest heading
     assert passage[6] == "| --- | --- | --- | --- | --- |"
     assert passage[10] == "| [8] | Interest expense (1) | 312 | 298 | 305 |"
     assert passage[12] == "[10] (1) Restated for the change in accounting policy described in Note 2."
@@ -363,6 +363,21 @@ def test_a_table_read_cell_by_cell_numbers_each_row_with_its_cells_lines():
     _, cited, quotes, problems = parse_lines('<lines passage="1">[6, 7, 8]</lines>', [item])
     assert cited == {0: [spans[5].box, spans[6].box, spans[7].box]} and not problems
     assert quotes == {0: "Interest expense\n312\n298"}
+
+
+def test_a_heading_over_every_column_is_left_to_its_numbered_line():
+    """A text-layer line of several headings reads as one heading over every column: the table's
+    header row leaves it out rather than repeating it, and the line stays numbered above."""
+    lines = ["Model Output Length Search Count", "QwQ-32B 7.933 2.390", "QwQ-32B-SFT 4.051 2.329"]
+    item = Page("paper", lines).item()
+
+    assert numbered_lines(item).split("\n") == [
+        "[1] Model Output Length Search Count",
+        "| line |  |  |  |",
+        "| --- | --- | --- | --- |",
+        "| [2] | QwQ-32B | 7.933 | 2.390 |",
+        "| [3] | QwQ-32B-SFT | 4.051 | 2.329 |",
+    ]
 
 
 def test_text_citations_of_unknown_passages_or_lines_are_reported(serve):

@@ -261,8 +261,16 @@ def _markdown_tables(spans: Sequence[Span]) -> dict[int, tuple[str, set[int]]]:
             figures = [""] * (width - len(cells)) + [cell.text for cell in cells]
             rows.append([f"[{', '.join(map(str, held))}]", cells[0].label, *figures])
         if taken:
-            found[min(taken)] = (_markdown(["line", "", *table.columns], rows), taken)
+            found[min(taken)] = (_markdown(["line", "", *_headings(table.columns)], rows), taken)
     return found
+
+
+def _headings(columns: list[str]) -> list[str]:
+    """Each column's nearest heading ("2023" of "Year ended December 31, / 2023"); none when every
+    column has the same one (a line of several headings the text layer gave as one, over them all).
+    The header lines stay numbered above the table, so nothing of them is lost."""
+    nearest = [column.split(" / ")[-1] for column in columns]
+    return [""] * len(nearest) if len(nearest) > 1 and len(set(nearest)) == 1 else nearest
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
