@@ -5,7 +5,7 @@ reads right, with their row label and column heading.
 
 Seed 54 is the corpus the finder was written against; another seed gives tables it has not seen.
 
-``ours``: ``answer.extractive.tables`` on the stored spans (PDFium's text-layer lines; with
+``ours``: ``text.tables`` on the stored spans (PDFium's text-layer lines; with
 ``--ocr``, Tesseract's lines of the page rendered at 150 DPI); ``pdfplumber``: its table finder on
 the PDF, with its ruling-line strategy (the default) and its text-alignment one, a table's rows
 read as a header (the rows above its first figures) and rows labelled by their first cell. A cell
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
-from pagesight.answer.extractive.tables import read_tables
 from pagesight.eval.typeset import generate
+from pagesight.text.tables import read_tables
 from pagesight.text.textlayer import text_layer_spans
 
 DPI = 100

@@ -69,6 +69,13 @@ class Settings:
         "BM25: how many times each page's heading (text.titles.page_headings) counts beside its text.",
         ge=0,
     )
+    table_weight: int = option(
+        0,
+        "BM25: each table cell's column heading and row label are indexed together this many times "
+        "(text.tables.cell_text), so a question naming a row and a year meets that cell; 0: off "
+        "(on financebench-dev it helped within documents and cost a little across them).",
+        ge=0,
+    )
     period_years: bool = option(True, "BM25: read FY2018, 2023Q2 and the like as their years too.")
     phrases: bool = option(
         True, "BM25: pairs of neighbouring words are terms too, so phrases outrank scattered words."
@@ -207,6 +214,7 @@ _BEFORE = {
     "dense_context": False,
     "heading_weight": 0,
     "period_years": False,
+    "table_weight": 0,
     "phrases": False,
     "term_weights": False,
     "thesaurus": None,

@@ -16,17 +16,22 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pypdfium2 as pdfium
 import pytest
 from PIL import Image, ImageDraw
+from reportlab.pdfgen.canvas import Canvas
 
 from pagesight.answer import ContextItem, make_reader
 from pagesight.answer.openai_chat import OpenAIReader, answer_logprob
-from pagesight.answer.prompts import strip_thinking
+from pagesight.answer.prompts import numbered_lines, parse_lines, strip_thinking
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import openai_judge
+from pagesight.eval.typeset import PAGE, draw_table
 from pagesight.records import Hit, Span
 from pagesight.render.tiles import downscale
+from pagesight.text.textlayer import text_layer_spans
+from tests.text.test_tables import COSTS
 
 MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 QUESTION = "By how much did revenue grow in 2023?"
@@ -297,6 +302,82 @@ def test_text_inputs_send_the_tile_text_without_rendering_and_cite_lines(serve):
         "Passage 3: blank page 1 tile 0\n(no text)\n\n"
         f"Question: {QUESTION}"
     )
+
+
+def test_text_inputs_give_a_table_as_markdown_whose_rows_cite_their_lines(serve, tmp_path):
+    """A typeset table's rows go to a text reader as a Markdown table (each figure under its
+    column's heading, which the text layer prints lines above), numbered as the lines they were
+    read from; the other lines stay numbered lines, and a cited row gives back its line's box."""
+    pdf = Canvas(str(tmp_path / "costs.pdf"), pagesize=PAGE, invariant=True)
+    draw_table(pdf, COSTS)
+    pdf.showPage()
+    pdf.save()
+    size = (round(PAGE[0] * 100 / 72), round(PAGE[1] * 100 / 72))
+    spans = text_layer_spans(pdfium.PdfDocument(str(tmp_path / "costs.pdf"))[0], size)
+    hit = Hit("costs", 1, 0, 1.0, {}, "", [], size, (0.0, 0.0, *map(float, size)))
+    server = serve(Reply(completion('298 million. <lines passage="1">[8]</lines>')))
+
+    reading = reader_for(server, inputs="text").read(QUESTION, [ContextItem(hit=hit, spans=spans)])
+
+    (request,) = server.requests
+    passage = request["body"]["messages"][1]["content"].split("\n\nQuestion:")[0].split("\n")
+    assert passage[:5] == [
+        "Passage 1: costs page 1 tile 0",
+        "[1] Table 1. Consolidated costs",
+        "[2] (in millions)",
+        "[3] Year ended December 31,",
+        "[4] 2024 2023 2022",
+    ]
+    assert passage[5] == "| line |  | 2024 | 2023 | 2022 |"  # each column's nearest heading
+    assert passage[6] == "| --- | --- | --- | --- | --- |"
+    assert passage[10] == "| [8] | Interest expense (1) | 312 | 298 | 305 |"
+    assert passage[12] == "[10] (1) Restated for the change in accounting policy described in Note 2."
+    assert not any(line.startswith("[8] ") for line in passage)  # the row is in the table only
+    assert reading.text == "298 million."
+    assert reading.cited == {0: [tuple(spans[7].box)]}
+    assert reading.quotes == {0: "Interest expense (1) 312 298 305"}
+
+
+def test_a_table_read_cell_by_cell_numbers_each_row_with_its_cells_lines():
+    """OCR gives a row as a label and its cells apart: the row lists every line it was read from,
+    and citing them gives every cell's box."""
+    cells = [("", 200, 260), ("2024", 300, 340), ("2023", 380, 420)]
+    cells += [("Net sales", 20, 100), ("9,120", 300, 340), ("8,450", 380, 420)]
+    cells += [("Interest expense", 20, 160), ("312", 310, 340), ("298", 390, 420)]
+    spans = [
+        Span(text, (x0, 20.0 + 30 * (i // 3), x1, 40.0 + 30 * (i // 3)), "ocr")
+        for i, (text, x0, x1) in enumerate(cells)
+        if text
+    ]
+    item = Page("scan", []).item()
+    item.spans = spans
+
+    assert numbered_lines(item).split("\n") == [
+        "[1] 2024",
+        "[2] 2023",
+        "| line |  | 2024 | 2023 |",
+        "| --- | --- | --- | --- |",
+        "| [3, 4, 5] | Net sales | 9,120 | 8,450 |",
+        "| [6, 7, 8] | Interest expense | 312 | 298 |",
+    ]
+    _, cited, quotes, problems = parse_lines('<lines passage="1">[6, 7, 8]</lines>', [item])
+    assert cited == {0: [spans[5].box, spans[6].box, spans[7].box]} and not problems
+    assert quotes == {0: "Interest expense\n312\n298"}
+
+
+def test_a_heading_over_every_column_is_left_to_its_numbered_line():
+    """A text-layer line of several headings reads as one heading over every column: the table's
+    header row leaves it out rather than repeating it, and the line stays numbered above."""
+    lines = ["Model Output Length Search Count", "QwQ-32B 7.933 2.390", "QwQ-32B-SFT 4.051 2.329"]
+    item = Page("paper", lines).item()
+
+    assert numbered_lines(item).split("\n") == [
+        "[1] Model Output Length Search Count",
+        "| line |  |  |  |",
+        "| --- | --- | --- | --- |",
+        "| [2] | QwQ-32B | 7.933 | 2.390 |",
+        "| [3] | QwQ-32B-SFT | 4.051 | 2.329 |",
+    ]
 
 
 def test_text_citations_of_unknown_passages_or_lines_are_reported(serve):

@@ -14,9 +14,9 @@ from reportlab.pdfgen.canvas import Canvas
 from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive import ExtractiveReader
 from pagesight.answer.extractive.lines import answer_candidates
-from pagesight.answer.extractive.tables import read_tables, value
 from pagesight.eval.typeset import PAGE, draw_table, generate, table_spec
 from pagesight.records import Hit, Span
+from pagesight.text.tables import read_tables, value
 from pagesight.text.textlayer import text_layer_spans
 
 DPI = 100

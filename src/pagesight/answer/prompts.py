@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from pagesight.choices import COORDINATES, INPUTS
 from pagesight.errors import PagesightError
-from pagesight.records import Box
+from pagesight.records import Box, Span
+from pagesight.text.tables import read_tables
 
 if TYPE_CHECKING:
     from pagesight.answer.base import ContextItem
@@ -224,10 +225,58 @@ def passages_prompt(question: str, context: Sequence[ContextItem], number_from: 
 
 
 def numbered_lines(item: ContextItem) -> str:
-    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use."""
+    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use; the
+    rows of each table among them (``text.tables.read_tables``) as a Markdown table in their place:
+    a header row of the column headings, then a row each with the numbers of its lines, its label
+    and its cells. A text-layer row is one line of figures whose headings sit lines above it (a
+    spanning "Year ended December 31," over three years); read as a table, each figure stands
+    under its year, and the numbers keep every row citable as the lines it was read from."""
     if not item.spans:
         return "(no text)"
-    return "\n".join(f"[{k}] {span.text}" for k, span in enumerate(item.spans, 1))
+    tables = _markdown_tables(item.spans)
+    found, taken = [], set()
+    for k, span in enumerate(item.spans, 1):
+        if k in tables:
+            markdown, numbers = tables[k]
+            found.append(markdown)
+            taken |= numbers
+        if k not in taken:
+            found.append(f"[{k}] {span.text}")
+    return "\n".join(found)
+
+
+def _markdown_tables(spans: Sequence[Span]) -> dict[int, tuple[str, set[int]]]:
+    """Each table of ``spans`` as Markdown, by the number of its first line, with the numbers of
+    the lines its rows were read from (a row read by OCR is several lines, one a cell)."""
+    numbers: dict[tuple, list[int]] = {}
+    for k, span in enumerate(spans, 1):
+        numbers.setdefault(tuple(span.box), []).append(k)
+    found = {}
+    for table in read_tables(list(spans)):
+        width = len(table.columns)
+        rows, taken = [], set()
+        for cells, lines in zip(table.rows, table.sources):
+            held = [numbers[box].pop(0) for line in lines for *_, box in line.parts if numbers.get(box)]
+            taken.update(held)
+            figures = [""] * (width - len(cells)) + [cell.text for cell in cells]
+            rows.append([f"[{', '.join(map(str, held))}]", cells[0].label, *figures])
+        if taken:
+            found[min(taken)] = (_markdown(["line", "", *_headings(table.columns)], rows), taken)
+    return found
+
+
+def _headings(columns: list[str]) -> list[str]:
+    """Each column's nearest heading ("2023" of "Year ended December 31, / 2023"); none when every
+    column has the same one (a line of several headings the text layer gave as one, over them all).
+    The header lines stay numbered above the table, so nothing of them is lost."""
+    nearest = [column.split(" / ")[-1] for column in columns]
+    return [""] * len(nearest) if len(nearest) > 1 and len(set(nearest)) == 1 else nearest
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; a ``|`` in a cell escaped."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines)
 
 
 def parse_lines(

@@ -151,18 +151,22 @@ def burst_weights(tiles: Iterable[list[str]]) -> dict[str, float]:
     return weights
 
 
-def indexed_text(text: str, context: str, heading: str, settings: Settings) -> str:
+def indexed_text(text: str, context: str, heading: str, settings: Settings, cells: str = "") -> str:
     """A tile's text as BM25 indexes it: with its document's context (``text.titles.context``)
     ``settings.context_weight`` times and its page's heading (``text.titles.page_headings``)
     ``settings.heading_weight`` times more, BM25F's field weights by repeated terms, so pages of a
     document its question names rank above pages that share only the question's other words, and
-    the statement or section a question names above the notes that mention it; with the years of
-    its period codes when ``settings.period_years`` (``with_years``)."""
+    the statement or section a question names above the notes that mention it; its table cells
+    (``text.tables.cell_text``) ``settings.table_weight`` times, so a question naming a row and a
+    column meets the cell; with the years of its period codes when ``settings.period_years``
+    (``with_years``). Only BM25 reads this: the tile's text, lines and boxes stay as read."""
     parts = [text]
     if context:
         parts += [context] * settings.context_weight
     if heading:
         parts += [heading] * settings.heading_weight
+    if cells:
+        parts += [cells] * settings.table_weight
     joined = "\n".join(parts)
     return with_years(joined) if settings.period_years else joined
 

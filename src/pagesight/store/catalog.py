@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pagesight.errors import IndexFormatError
-from pagesight.records import Document, Region
+from pagesight.records import Document, Region, Span
 from pagesight.settings import Settings
 from pagesight.store.rows import (
     DocumentRow,
@@ -46,6 +46,11 @@ _TILE_LANGUAGES = (
     "SELECT t.id, p.language FROM tiles t JOIN pages p ON p.doc_id = t.doc_id AND p.number = t.page"
 )
 _BATCH = 900  # ids bound to one statement, under the 999 variables older SQLite builds allow
+
+
+def _spans(stored: bytes | str) -> list[Span]:
+    """A tile's spans as stored (``rows.span_rows``) made records again."""
+    return [Span(text, tuple(box), source, conf) for text, box, source, conf in json.loads(unpacked(stored))]
 
 
 def _batches(ids: list) -> Iterator[tuple[list, str]]:
@@ -240,14 +245,18 @@ class SQLiteCatalog:
         for tile_id, text in self.db.execute("SELECT id, text FROM tiles ORDER BY id"):
             yield tile_id, unpacked(text)
 
-    def tile_contexts(self, since: int = 0) -> Iterator[tuple[int, str, str, str]]:
-        """(tile id, text, the context naming its document, the heading of its page), by tile id:
-        ``text.titles.tile_fields``; the tiles from id ``since`` on (a document's tiles are
-        committed together, so they are all of them or none)."""
+    def tile_contexts(self, since: int = 0, cells: bool = False) -> Iterator[tuple[int, str, str, str, str]]:
+        """(tile id, text, the context naming its document, the heading of its page, its table
+        cells), by tile id: ``text.titles.tile_fields``, and with ``cells`` ``text.tables.cell_text``
+        of its spans (else empty: the spans are not read); the tiles from id ``since`` on (a
+        document's tiles are committed together, so they are all of them or none)."""
+        from pagesight.text.tables import cell_text
         from pagesight.text.titles import context, tile_fields
 
+        spans = "spans" if cells else "''"
         tiles = self.db.execute(
-            "SELECT id, doc_id, page, idx, region, text FROM tiles WHERE id >= ? ORDER BY doc_id, page, idx",
+            f"SELECT id, doc_id, page, idx, region, text, {spans} FROM tiles WHERE id >= ? "
+            "ORDER BY doc_id, page, idx",
             (since,),
         ).fetchall()
         ids = sorted({row[1] for row in tiles})
@@ -261,7 +270,10 @@ class SQLiteCatalog:
         for doc_id, group in itertools.groupby(tiles, key=lambda row: row[1]):
             group = [(row, unpacked(row[5])) for row in group]
             fields = tile_fields(named[doc_id], [(row[2], row[3], bool(row[4]), text) for row, text in group])
-            rows += [(row[0], text, *field) for (row, text), field in zip(group, fields)]
+            rows += [
+                (row[0], text, *field, cell_text(_spans(row[6])) if cells else "")
+                for (row, text), field in zip(group, fields)
+            ]
         yield from sorted(rows)
 
     def headings(self, tile_ids: list[int]) -> dict[int, str]:

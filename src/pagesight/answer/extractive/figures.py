@@ -19,8 +19,8 @@ from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.questions import asked_kind
 from pagesight.answer.extractive.ratios import definition, sides
 from pagesight.answer.extractive.support import Evidence, asked, is_figure
-from pagesight.answer.extractive.tables import Cell, read_tables
 from pagesight.encode.lexical import terms
+from pagesight.text.tables import Cell, read_tables
 
 _YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
 _DEFINED = re.compile(

@@ -11,15 +11,13 @@ from dataclasses import dataclass, field
 
 from pagesight.answer.base import ContextItem
 from pagesight.encode.lexical import terms
-from pagesight.records import Box, Span
+from pagesight.records import Box
+from pagesight.text.lines import YEAR, Line, characters, read_lines
 
 _NUMBER = re.compile(r"\d")
 ELLIPSIS = "… "  # before a sentence read from its middle
 # what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
 _MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
-
-
-YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
 
 
 _NUMERIC = re.compile(r"[-+(]?[$€£¥]?\d[\d,.]*%?\)?")
@@ -33,15 +31,6 @@ _QUOTE = re.compile(r"[“”„]|(^|\s)\"\S|\S\"(\s|$)|\b(said|says)\s+[A-Z]")
 
 
 _COLON_LABEL = re.compile(r"^([^:\d][^:]{0,40}?):\s+(\S.*)$")
-
-
-@dataclass
-class Line:
-    """A line of a tile: one span, or spans on one row joined; ``parts`` maps characters to boxes."""
-
-    text: str
-    box: Box
-    parts: list[tuple[int, int, Box]]
 
 
 @dataclass
@@ -81,14 +70,6 @@ class AnswerCandidate:
                 continue
             found.append(characters((x0, y0, x1, y1), lo, hi, max(lo, start), min(hi, end)))
         return found or self.boxes
-
-
-def characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
-    """The part of ``box``, which holds characters ``first`` to ``last``, that characters ``lo`` to
-    ``hi`` take, its width shared evenly among its characters."""
-    x0, y0, x1, y1 = box
-    width = (x1 - x0) / (last - first)
-    return (x0 + width * (lo - first), y0, x0 + width * (hi - first), y1)
 
 
 def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
@@ -136,52 +117,6 @@ def _context_terms(item: ContextItem, lines: list[Line]) -> set[str]:
     if item.hit.tile == 0:
         found |= set(terms(lines[0].text))
     return found
-
-
-def read_lines(spans: list[Span]) -> list[Line]:
-    """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
-    are joined into one line, left to right."""
-    lines: list[Line] = []
-    for span in _left_to_right(spans):
-        text = span.text.strip()
-        if not text:
-            continue
-        box = tuple(span.box)
-        if lines:
-            last = lines[-1]
-            previous = last.text[last.parts[-1][0] :]
-            if (
-                _same_row(last.parts[-1][2], box)
-                and box[0] >= last.parts[-1][2][2] - 2
-                and len(previous.split()) <= 6
-                and len(text.split()) <= 6
-            ):
-                start = len(last.text) + 1
-                last.text = f"{last.text} {text}"
-                last.parts.append((start, start + len(text), box))
-                x0, y0, x1, y1 = last.box
-                last.box = (min(x0, box[0]), min(y0, box[1]), max(x1, box[2]), max(y1, box[3]))
-                continue
-        lines.append(Line(text, box, [(0, len(text), box)]))
-    return lines
-
-
-def _left_to_right(spans: list[Span]) -> list[Span]:
-    """The spans with each run of consecutive spans on one row put left to right: OCR gives a
-    row's amount before its label when the amount's box starts a pixel higher."""
-    ordered: list[Span] = []
-    row: list[Span] = []
-    for span in spans:
-        if row and not _same_row(row[0].box, span.box):
-            ordered += sorted(row, key=lambda s: s.box[0])
-            row = []
-        row.append(span)
-    return ordered + sorted(row, key=lambda s: s.box[0])
-
-
-def _same_row(a: Box, b: Box) -> bool:
-    overlap = min(a[3], b[3]) - max(a[1], b[1])
-    return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 
 def _rows(lines: list[Line], widest: float) -> list[bool]:

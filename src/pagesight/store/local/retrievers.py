@@ -111,12 +111,13 @@ def _segment_of(catalog: SQLiteCatalog, new: np.ndarray, dim: int | None, config
     where the index has them."""
     settings = catalog.settings
     wanted = set(new.tolist())
-    rows = [row for row in catalog.tile_contexts(since=int(new[0])) if row[0] in wanted]
+    cells = settings.table_weight > 0
+    rows = [row for row in catalog.tile_contexts(since=int(new[0]), cells=cells) if row[0] in wanted]
     languages = catalog.languages_since(int(new[0]))
     added = np.array([row[0] for row in rows], dtype=np.int64)
     postings = analysed(
         added,
-        [indexed_text(text, named, heading, settings) for _, text, named, heading in rows],
+        [indexed_text(text, named, heading, settings, table) for _, text, named, heading, table in rows],
         settings.phrases,
         [languages.get(row[0], "en") for row in rows],
     )

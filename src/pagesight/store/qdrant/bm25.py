@@ -38,7 +38,10 @@ class Bm25Weights:
         stale = models.Filter(must=self.live_filter().must, must_not=[close])
         count, batch = 0, []
         for record in scroll(
-            self.client, self.tiles_name, stale, with_payload=["text", "context", "heading", "language"]
+            self.client,
+            self.tiles_name,
+            stale,
+            with_payload=["text", "context", "heading", "cells", "language"],
         ):
             batch.append(record)
             if len(batch) == PAGE:
@@ -66,7 +69,11 @@ class Bm25Weights:
         from pagesight.encode.lexical import indexed_text
 
         return indexed_text(
-            payload.get("text", ""), payload.get("context", ""), payload.get("heading", ""), self.settings
+            payload.get("text", ""),
+            payload.get("context", ""),
+            payload.get("heading", ""),
+            self.settings,
+            payload.get("cells", ""),  # none in tiles written before cells were indexed
         )
 
     def update_bursts(self) -> bool:
@@ -91,7 +98,7 @@ class Bm25Weights:
             found = self.client.retrieve(
                 self.tiles_name,
                 ids[start : start + PAGE],
-                with_payload=["text", "context", "heading", "language"],
+                with_payload=["text", "context", "heading", "cells", "language"],
             )
             texts += [self._indexed_text(r.payload) for r in found]
             languages += [r.payload.get("language", "en") for r in found]

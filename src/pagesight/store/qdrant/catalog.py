@@ -202,16 +202,22 @@ class QdrantCatalog(Lease, Bm25Weights, WhereFields):
         self._committed(document, stats)
 
     def _tile_terms(self, document: Document, tiles: list) -> tuple[list, list]:
-        """Each tile's fields (its document's context, its page's title) and the BM25 terms of its
-        text read with them, in its page's language."""
+        """Each tile's fields (its document's context, its page's title, its table cells when the
+        index weighs them) and the BM25 terms of its text read with them, in its page's language."""
         from pagesight.encode.lexical import indexed_text, tokenize
+        from pagesight.text.tables import cell_text
         from pagesight.text.titles import context, tile_fields
 
-        fields = tile_fields(
+        titles = tile_fields(
             context(document.id, document.meta),
             [(page.number, tile.index, tile.region is not None, tile.text) for page, tile in tiles],
         )
-        texts = [indexed_text(tile.text, *field, self.settings) for (_, tile), field in zip(tiles, fields)]
+        weigh = self.settings.table_weight > 0
+        fields = [(*field, cell_text(tile.spans) if weigh else "") for (_, tile), field in zip(tiles, titles)]
+        texts = [
+            indexed_text(tile.text, named, heading, self.settings, cells)
+            for (_, tile), (named, heading, cells) in zip(tiles, fields)
+        ]
         languages = [page.language for page, _ in tiles]
         return fields, tokenize(texts, self.settings.phrases, languages) if tiles else []
 

@@ -42,7 +42,7 @@ def tile_points(
     first_id: int,
     *,
     terms: list[list[str]],
-    fields: list[tuple[str, str]],
+    fields: list[tuple[str, str, str]],
     vectors: dict[tuple[int, int], np.ndarray],
     visual: dict[tuple[int, int], np.ndarray],
     multi_vector: bool,
@@ -51,12 +51,12 @@ def tile_points(
     where: dict,
 ) -> list:
     """The points of ``tiles``, ids from ``first_id``, not yet live: each tile's payload (its
-    ``fields``' context and heading, ``version``, the document's ``where``) and its BM25 weights
-    (of its ``terms``, with the ``average`` tile length), text chunk ``vectors`` and ``visual``
-    vectors."""
+    ``fields``' context, heading and table cells, ``version``, the document's ``where``) and its
+    BM25 weights (of its ``terms``, with the ``average`` tile length), text chunk ``vectors`` and
+    ``visual`` vectors."""
     models = qdrant_models()
     points = []
-    for offset, ((page, tile), tile_terms, (named, heading)) in enumerate(zip(tiles, terms, fields)):
+    for offset, ((page, tile), tile_terms, (named, heading, cells)) in enumerate(zip(tiles, terms, fields)):
         vector: dict = {"bm25": bm25_document(tile_terms, average)}
         matrix = vectors.get((page.number, tile.index))
         if matrix is not None and len(matrix):
@@ -73,6 +73,7 @@ def tile_points(
             "text": tile.text,
             "context": named,
             "heading": heading,
+            "cells": cells,
             "spans": span_rows(tile.spans),
             "links": link_rows(tile.links),
             "kind": tile.kind,

@@ -15,6 +15,10 @@ Why not pdfplumber's table finder (benchmarks/tables.py, BENCHMARKS.md "Tables r
 it reads the PDF's characters, which the reader no longer has (the catalog keeps lines), nor has
 for a scan; on the typeset corpus it found fewer cells right than this reader of the stored lines.
 img2table was not tried: it installs opencv-contrib-python over the OpenCV builds already here.
+
+The finder belongs to the text stage, below ingestion, the stores and the readers: the extractive
+reader answers from its cells (``answer/extractive/figures.py``) and BM25 indexes them beside the
+tile's text (``cell_text``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pagesight.answer.extractive.lines import YEAR, Line, characters, read_lines
 from pagesight.records import Box, Span
+from pagesight.text.lines import YEAR, Line, characters, read_lines
 
 _CURRENCY = "$€£¥"
 _FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
@@ -66,6 +70,8 @@ class Table:
     unit: str = ""
     caption: str = ""
     lines: list[str] = field(default_factory=list)  # each row's line as printed
+    # the lines each row was read from: its own, after the label lines above it since the last row
+    sources: list[list[Line]] = field(default_factory=list)
 
     def cells(self) -> list[Cell]:
         return [cell for row in self.rows for cell in row]
@@ -88,6 +94,32 @@ def read_tables(spans: list[Span]) -> list[Table]:
         if table is not None:
             tables.append(table)
     return tables
+
+
+# A column heading of more words than this is a table's title or a run of headings read as one
+# (a text-layer line of several headings): no cell of its column is indexed with it.
+MAX_HEADING_WORDS = 4
+
+
+def cell_text(spans: list[Span]) -> str:
+    """The tables among a tile's spans as BM25 reads them beside its text, a line a cell: the
+    cell's column heading (the nearest, "2019" under "Year ended December 31,") and its row label
+    ("2019 Total inventories"). A question names a figure by its row and its year ("FY2019 total
+    inventories", read as "fy2019 2019 total inventori"), which the page prints a row and a column
+    apart, often under a heading 30 lines above; here they are neighbours, so BM25's phrase terms
+    ("2019 total") meet them, and the next line's heading follows the label ("inventori 2018"),
+    so the label and the year meet in either order. The heading comes first because questions
+    put the period before the item more often than after it. The figure is left out: questions
+    seldom hold it, and on financebench-dev it cost more in length than it found (BENCHMARKS.md,
+    "Table cells as BM25 fields"). Cells with no heading, or a heading too long to be one
+    column's, add nothing the tile's own lines do not hold, and are left out too."""
+    found = []
+    for table in read_tables(spans):
+        for cell in table.cells():
+            heading = cell.column.split(" / ")[-1]
+            if cell.label and heading and len(heading.split()) <= MAX_HEADING_WORDS:
+                found.append(f"{heading} {cell.label}")
+    return "\n".join(dict.fromkeys(found))
 
 
 def _row(line: Line) -> _Row | None:
@@ -156,7 +188,9 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
     alone is that row's label), footnote marks left in the labels."""
     counts = Counter(len(parsed[k].cells) for k in range(start, end) if len(parsed[k].cells) >= 2)
     n = max(counts, key=lambda c: (counts[c], c))
-    first = next(k for k in range(start, end) if len(parsed[k].cells) >= 2 and not _years(parsed[k]))
+    first = next((k for k in range(start, end) if len(parsed[k].cells) >= 2 and not _years(parsed[k])), None)
+    if first is None:  # rows of years only: dates, a table's headings without its body
+        return None
     above = _above(lines, parsed, first)
     centres = _centres([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
     reach = min(centres) - 0.5 * (max(centres) - min(centres)) / max(n - 1, 1)
@@ -170,9 +204,10 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
         caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
     unit = _unit(" ".join([caption] + [h.text for h in header_lines]))
     table = Table([], columns, unit, caption)
-    pending = ""
+    pending, held = "", []
     for k in range(first, end):
         row = parsed[k]
+        held.append(lines[k])
         if not row.cells:
             pending = row.label
             continue
@@ -183,6 +218,8 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
         pending = ""
         table.rows.append(_cells(row.line, label, cells[-n:], columns, n))
         table.lines.append(row.line.text)
+        table.sources.append(held)
+        held = []
     if unit != "%" and table.rows and all(c.percent for c in table.cells() if c.value is not None):
         table.unit = "%"
     return table if table.rows else None

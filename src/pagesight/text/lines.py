@@ -1,0 +1,76 @@
+"""A tile's spans read back as lines: spans on one row joined left to right, each line keeping
+which of its characters came from which span's box. The extractive reader's candidates
+(``answer/extractive/lines.py``) and the table finder (``text/tables.py``) read these, and the
+table finder runs at ingestion too (BM25's table cells), so they live below both."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pagesight.records import Box, Span
+
+YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
+
+
+@dataclass
+class Line:
+    """A line of a tile: one span, or spans on one row joined; ``parts`` maps characters to boxes."""
+
+    text: str
+    box: Box
+    parts: list[tuple[int, int, Box]]
+
+
+def characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
+    """The part of ``box``, which holds characters ``first`` to ``last``, that characters ``lo`` to
+    ``hi`` take, its width shared evenly among its characters."""
+    x0, y0, x1, y1 = box
+    width = (x1 - x0) / (last - first)
+    return (x0 + width * (lo - first), y0, x0 + width * (hi - first), y1)
+
+
+def read_lines(spans: list[Span]) -> list[Line]:
+    """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
+    are joined into one line, left to right."""
+    lines: list[Line] = []
+    for span in _left_to_right(spans):
+        text = span.text.strip()
+        if not text:
+            continue
+        box = tuple(span.box)
+        if lines:
+            last = lines[-1]
+            previous = last.text[last.parts[-1][0] :]
+            if (
+                _same_row(last.parts[-1][2], box)
+                and box[0] >= last.parts[-1][2][2] - 2
+                and len(previous.split()) <= 6
+                and len(text.split()) <= 6
+            ):
+                start = len(last.text) + 1
+                last.text = f"{last.text} {text}"
+                last.parts.append((start, start + len(text), box))
+                x0, y0, x1, y1 = last.box
+                last.box = (min(x0, box[0]), min(y0, box[1]), max(x1, box[2]), max(y1, box[3]))
+                continue
+        lines.append(Line(text, box, [(0, len(text), box)]))
+    return lines
+
+
+def _left_to_right(spans: list[Span]) -> list[Span]:
+    """The spans with each run of consecutive spans on one row put left to right: OCR gives a
+    row's amount before its label when the amount's box starts a pixel higher."""
+    ordered: list[Span] = []
+    row: list[Span] = []
+    for span in spans:
+        if row and not _same_row(row[0].box, span.box):
+            ordered += sorted(row, key=lambda s: s.box[0])
+            row = []
+        row.append(span)
+    return ordered + sorted(row, key=lambda s: s.box[0])
+
+
+def _same_row(a: Box, b: Box) -> bool:
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])
