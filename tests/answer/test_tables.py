@@ -18,6 +18,7 @@ from pagesight.eval.typeset import PAGE, draw_table, generate, table_spec
 from pagesight.records import Hit, Span
 from pagesight.text.tables import read_tables, value
 from pagesight.text.textlayer import text_layer_spans
+from tests.text.test_tables import COSTS
 
 DPI = 100
 SIZE = (round(PAGE[0] * DPI / 72), round(PAGE[1] * DPI / 72))
@@ -36,19 +37,7 @@ def context(spans: list[Span]) -> list[ContextItem]:
     return [ContextItem(hit=hit, spans=spans)]
 
 
-SPEC = {
-    "caption": "Table 1. Consolidated costs",
-    "unit": "(in millions)",
-    "spanning": "Year ended December 31,",
-    "columns": ["2024", "2023", "2022"],
-    "rows": [
-        ["Net sales", [9120, 8450, 7990]],
-        ["Cost of sales", [4410, 4020, 3975]],
-        ["Restructuring charges", [-215, 0, -48]],
-        ["Interest expense", [312, 298, 305]],
-    ],
-    "footnote": 3,
-}
+SPEC = COSTS  # the typeset statement the table finder's own tests read
 
 
 @pytest.fixture(scope="module")

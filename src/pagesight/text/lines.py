@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pagesight.records import Box, Span
 
-YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
+PRINTED_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
 
 
 @dataclass

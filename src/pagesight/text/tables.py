@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pagesight.records import Box, Span
-from pagesight.text.lines import YEAR, Line, characters, read_lines
+from pagesight.text.lines import PRINTED_YEAR, Line, characters, read_lines
 
 _CURRENCY = "$€£¥"
 _FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
@@ -230,7 +230,7 @@ def _years(row: _Row) -> bool:
     2017 2016", "As of December 31, 2017 2016", "Year ended December 31,")."""
     texts = [text.strip("*") for text, _, _ in row.cells]
     day = re.compile(r"[0-3]?\d,")
-    return all(YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
+    return all(PRINTED_YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
@@ -321,7 +321,7 @@ def _line_heads(heads: list[list[str]], line: Line, n: int, centres: list[float]
     ):
         for c, word in enumerate(words[-n:]):
             heads[c].append(word.strip(","))
-    elif len(years := list(YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
+    elif len(years := list(PRINTED_YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
         starts = [0] + [m.end() for m in years[:-1]]
         for c, (lo, m) in enumerate(zip(starts, years)):
             heads[c].append(line.text[lo : m.end()].strip(" ,"))

@@ -20,9 +20,9 @@ from pagesight.answer.extractive.questions import asked_kind
 from pagesight.answer.extractive.ratios import definition, sides
 from pagesight.answer.extractive.support import Evidence, asked, is_figure
 from pagesight.encode.lexical import terms
+from pagesight.search.words import YEAR
 from pagesight.text.tables import Cell, read_tables
 
-_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
 _DEFINED = re.compile(
     r"(?:\bis defined as|\bdefine [^.]*? as\b|\bcalculated? [^.]*? as\b|=)\s*:?\s*(.+?)(?:\.(?:\s|$)|\?|$)",
     re.IGNORECASE,
@@ -136,7 +136,7 @@ def _named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
 def _column(heading: str, year: str, asked: set[str]) -> bool:
     """The column is the one asked for: its headings hold the year, or, in a table by segment or
     region (no year heading it), they name one the question names."""
-    years = _YEAR.findall(heading)
+    years = YEAR.findall(heading)
     if years:
         return year in years
     named = set(terms(heading)) - _GENERIC
@@ -171,7 +171,7 @@ def table_reading(
 ) -> Reading | None:
     """The answer read from the context's table cells, or None when the question is no table's;
     declined (``abstain``) when the cells deny the question's premise."""
-    years = _YEAR.findall(question)
+    years = YEAR.findall(question)
     if not years or asked_kind(question) not in (None, "quantity") or _NOT_A_FIGURE.search(question):
         return None  # a figure of a year is asked for, not a name, a yes or a no
     if _PART_OF_YEAR.search(question):
@@ -292,7 +292,7 @@ def _printed_margin(phrase: str, year: str, cells: Cells) -> tuple[float, str] |
 def _subject(question: str) -> str:
     """The words of the sentence that names the figure (the one with the year)."""
     for sentence in re.split(r"(?<=[.?!])\s+", question):
-        if _YEAR.search(sentence):
+        if YEAR.search(sentence):
             return sentence
     return question
 
@@ -329,8 +329,8 @@ def _formula(text: str, year: str, cells: Cells) -> float | None:
 
 
 def _phrase(phrase: str, year: str, cells: Cells) -> float | None:
-    years = _YEAR.findall(phrase) or [year]
-    words = _YEAR.sub(" ", re.sub(r"\b(?:FY|between|and|from|to)\b", " ", phrase, flags=re.IGNORECASE))
+    years = YEAR.findall(phrase) or [year]
+    words = YEAR.sub(" ", re.sub(r"\b(?:FY|between|and|from|to)\b", " ", phrase, flags=re.IGNORECASE))
     if re.match(r"\s*average\b", words, re.IGNORECASE):  # of one year: it and the one before
         span = _span(years) if len(set(years)) > 1 else [str(int(years[0]) - 1), years[0]]
         found = [cells.find(words, y) for y in span]

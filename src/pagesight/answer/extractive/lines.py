@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pagesight.answer.base import ContextItem
 from pagesight.encode.lexical import terms
 from pagesight.records import Box
-from pagesight.text.lines import YEAR, Line, characters, read_lines
+from pagesight.text.lines import PRINTED_YEAR, Line, characters, read_lines
 
 _NUMBER = re.compile(r"\d")
 ELLIPSIS = "… "  # before a sentence read from its middle
@@ -161,7 +161,7 @@ def _in_run(above: Line, below: Line, first: Line) -> bool:
 def _is_header(text: str) -> bool:
     """A table's header line: words ("Q1", "FY22" too), or years over their columns; no other numbers."""
     numbers = [t for t in text.split() if is_number(t)]
-    return all(YEAR.fullmatch(t.strip("()")) for t in numbers)
+    return all(PRINTED_YEAR.fullmatch(t.strip("()")) for t in numbers)
 
 
 def _label_value(text: str) -> tuple[str | None, str | None]:
@@ -309,7 +309,7 @@ def _is_row(text: str) -> bool:
 
 def _is_year_header(text: str) -> bool:
     numbers = [t for t in text.split() if is_number(t)]
-    return bool(numbers) and all(YEAR.fullmatch(t) for t in numbers)
+    return bool(numbers) and all(PRINTED_YEAR.fullmatch(t) for t in numbers)
 
 
 def _ends_block(line: Line, widest: float) -> bool:

@@ -8,7 +8,7 @@ import re
 
 from pagesight.answer.extractive.lines import (
     DATE,
-    YEAR,
+    PRINTED_YEAR,
     AnswerCandidate,
     is_number,
 )
@@ -167,7 +167,7 @@ _ENUMERATION = re.compile(r"^(\d+(\.\d+)*\.?|[ivxlc]+\.|\(?[a-z0-9]\))$", re.IGN
 
 def other_years(text: str, years: set[str]) -> bool:
     """The text names years, none of them one the question asks about."""
-    found = set(YEAR.findall(text))
+    found = set(PRINTED_YEAR.findall(text))
     return bool(found) and not found & years
 
 
@@ -315,11 +315,13 @@ def has_kind(text: str, kind: str | None, question_words: set[str], rate: bool =
         plain = [a for a in amounts if not _is_rate(a)]
         if not plain:
             return 0.3 if amounts else 1.0  # only percentages, or a number in words
-        return 0.5 if all(YEAR.fullmatch(a) for a in plain) else 1.0  # a bare year is seldom the amount
+        return (
+            0.5 if all(PRINTED_YEAR.fullmatch(a) for a in plain) else 1.0
+        )  # a bare year is seldom the amount
     words = [w for w in WORD.findall(text) if w.lower() not in question_words]
     if kind == "time":
         rest = " ".join(words)
-        return float(bool(YEAR.search(rest) or _MONTHS.search(rest) or DATE.search(text)))
+        return float(bool(PRINTED_YEAR.search(rest) or _MONTHS.search(rest) or DATE.search(text)))
     if kind == "place":
         return float(any(m.lower() not in question_words for m in _LOCATIVE.findall(text)))
     if kind == "person":

@@ -13,7 +13,7 @@ from pagesight.answer.base import ContextItem, Reading
 from pagesight.answer.extractive.confidence import judge, model
 from pagesight.answer.extractive.figures import table_reading
 from pagesight.answer.extractive.lines import (
-    YEAR,
+    PRINTED_YEAR,
     AnswerCandidate,
     answer_candidates,
 )
@@ -200,7 +200,7 @@ def _penalty(
     penalty[novel == 0] *= REPEATS_QUESTION
     if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
         penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
-    years = set(YEAR.findall(question))
+    years = set(PRINTED_YEAR.findall(question))
     if years:  # about another year than the one asked for
         penalty[np.array([other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
     return penalty

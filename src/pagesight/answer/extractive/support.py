@@ -48,7 +48,7 @@ _FORMAT = re.compile(
     r"|(?:please\s+)?(?:write|give|answer|round)\s+(?:down\s+)?(?:the|your)\s+answer\b.*)",
     re.IGNORECASE,
 )
-_YEAR = re.compile(r"(?<![\d.,])(?:FY|fy|CY|cy|['’])?((?:19|20)\d\d)(?![\d,]|\.\d)")
+_ASKED_YEAR = re.compile(r"(?<![\d.,])(?:FY|fy|CY|cy|['’])?((?:19|20)\d\d)(?![\d,]|\.\d)")
 _BARE_YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)")
 _REFERENCE = re.compile(
@@ -106,7 +106,7 @@ def asked(question: str) -> list[str]:
             name = match.group(1).lower().rstrip(".")
             found[f"{_REFERENCE_NAMES.get(name, name).capitalize()} {match.group(2)}"] = None
         sentence = _REFERENCE.sub(" ", sentence)
-        for year in _YEAR.findall(sentence):
+        for year in _ASKED_YEAR.findall(sentence):
             found[year] = None
         for match in _NUMBER.finditer(sentence):
             number, before = match.group().replace(",", ""), sentence[: match.start()]
@@ -143,7 +143,7 @@ def _names(sentence: str) -> list[str]:
             or plain in _FORMAT_WORDS
         ):
             continue
-        if _YEAR.fullmatch(word) or _QUARTER_OR_FISCAL.fullmatch(word) or not terms(word):
+        if _ASKED_YEAR.fullmatch(word) or _QUARTER_OR_FISCAL.fullmatch(word) or not terms(word):
             continue
         names.append(word)
     return names
