@@ -247,7 +247,7 @@ def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
             break
         if row.cells and not _years(row):
             break
-        if not any(_beside(line, other) for other in found) and _printed_lines(found) == 4:
+        if not any(_beside(line, other) for other in found) and len(_bands(found)) == 4:
             break
         found.insert(0, line)
         k -= 1
@@ -258,10 +258,6 @@ def _beside(line: Line, other: Line) -> bool:
     """The two lines share most of their height: one printed line."""
     overlap = min(line.box[3], other.box[3]) - max(line.box[1], other.box[1])
     return overlap > 0.5 * min(line.box[3] - line.box[1], other.box[3] - other.box[1])
-
-
-def _printed_lines(found: list[Line]) -> int:
-    return len(_bands(found))
 
 
 def _bands(lines: list[Line]) -> list[list[Line]]:

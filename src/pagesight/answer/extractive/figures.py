@@ -29,15 +29,16 @@ _DEFINED = re.compile(
 )
 _TOKEN = re.compile(r"\d+(?:\.\d+)?(?![\w])|[*/+×÷()]|\s-\s|[^*/+×÷()]+?(?=\s-\s|[*/+×÷()]|$)")
 _CHANGE = re.compile(r"\b(year[- ]over[- ]year|percent(?:age)? change|growth|change in)\b", re.IGNORECASE)
-# how much one year's figure exceeds another's: the first year named less the second
-_DIFFERENCE = re.compile(
-    r"\bhow much (?:higher|lower|more|less|greater|larger|smaller|bigger)\b|\bdifference\b", re.IGNORECASE
-)
+# how much one year's figure exceeds another's ("how much higher"; "how much lower" the other
+# way), or the difference between two years
+_HOW_MUCH = r"how much (?:higher|lower|more|less|greater|larger|smaller|bigger)"
+_EXCEEDS = re.compile(rf"\b{_HOW_MUCH}\b", re.IGNORECASE)
+_DIFFERENCE = re.compile(rf"\b(?:{_HOW_MUCH}|difference)\b", re.IGNORECASE)
 _LESS = re.compile(r"\bhow much (?:lower|less|smaller)\b", re.IGNORECASE)
 # a figure combined from several (a sum, a comparison, a ratio): never one cell's
 _COMBINED = re.compile(
-    r"\b(?:sum|combined|altogether|in total|together|compared (?:to|with)|than|versus|vs\.?|ratio|"
-    r"difference|how much (?:higher|lower|more|less|greater|larger|smaller|bigger))\b",
+    rf"\b(?:sum|combined|altogether|in total|together|compared (?:to|with)|than|versus|vs\.?|ratio|"
+    rf"difference|{_HOW_MUCH})\b",
     re.IGNORECASE,
 )
 _AVERAGE = re.compile(r"\baverage\b", re.IGNORECASE)
@@ -184,8 +185,7 @@ def table_reading(
         return None
     value, kind = result
     reading = _reading(question, value, kind, cells)
-    asked = _DIFFERENCE.search(question)
-    if abstain and value < 0 and asked and asked.group(0).lower().startswith("how much"):
+    if abstain and value < 0 and _EXCEEDS.search(question):
         # "how much higher was it in 2003" when 2003's figure is the lower: a premise the
         # cells deny, so no amount answers it
         cells_read = "; ".join(reading.quotes.values())
@@ -270,7 +270,7 @@ def _difference(question: str, subject: str, years: list[str], cells: Cells) -> 
     ("how much higher ... in 2003 compared to 2002"), the other way for "how much lower"; a
     "difference between" two years is the later less the earlier."""
     first, second = list(dict.fromkeys(years))[:2]  # in the order the question names them
-    if not _DIFFERENCE.search(question).group(0).lower().startswith("how much"):
+    if not _EXCEEDS.search(question):  # "the difference between": the later less the earlier
         first, second = max(first, second), min(first, second)
     a, b = cells.find(subject, first), cells.find(subject, second)
     if a is None or b is None:

@@ -83,9 +83,8 @@ class ExtractiveReader:
                     raise
 
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        from_tables = table_reading(
-            question, context, self.thesaurus, self.abstain
-        )  # a cell, or cells computed
+        # a cell, or a figure computed from cells
+        from_tables = table_reading(question, context, self.thesaurus, self.abstain)
         if from_tables is not None:
             return from_tables
         candidates = answer_candidates(context)
