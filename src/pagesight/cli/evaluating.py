@@ -104,7 +104,8 @@ def evaluate(
         typer.Option(
             help="Also break every score down by these fields of the questions (queries.jsonl's fields: "
             "ViDoRe V3's language, query_format, query_types, content_type, modality, ...; pages: the "
-            "number of relevant pages, 1, 2, 3-5, 6+). Repeat, or join by commas."
+            "number of relevant pages, 1, 2, 3-5, 6+), after those the dataset's dataset.json names "
+            "(TAT-QA's answer_type and answer_from). Repeat, or join by commas."
         ),
     ] = None,
     text_from: Annotated[

@@ -3,10 +3,11 @@ cells, and documents set as reports print them (``document``: headings, paragrap
 header rows, in a ``Look`` drawn from a seed), which the importers use for text and table datasets.
 
 **The table corpus** tests the table reader on layouts it was not tuned on: ``pagesight eval``
-reads the folder like any dataset. Each PDF page holds one table drawn cell by cell with reportlab's own Helvetica (no font need be
-installed): a caption, a unit in the header ("(in millions)"), a spanning heading over its columns
-(years, or regions), negative figures in brackets, footnote marks on labels and figures, a dash
-for nil and a totals row that sums the rows above it. ``truth.jsonl`` holds every cell (row label,
+reads the folder like any dataset. Each PDF page holds one table drawn cell by cell with
+reportlab's own Helvetica (no font need be installed): a caption, a unit in the header ("(in
+millions)"), a spanning heading over its columns (years, or regions), negative figures in
+brackets, footnote marks on labels and figures, a dash for nil and a totals row that sums the
+rows above it. ``truth.jsonl`` holds every cell (row label,
 column heading, printed text); ``queries.jsonl``/``answers.jsonl``/``qrels.tsv`` ask for a cell, a
 percent change or an average of two cells.
 """
@@ -389,23 +390,25 @@ def _spans(header: tuple[tuple[str, ...], ...]) -> list[tuple[int, int, int]]:
     return found
 
 
-_YEAR = re.compile(r"(?:19|20)\d\d")
+_YEARS = re.compile(r"(?:19|20)\d\d(?:\s*[-–/]\s*(?:19|20)?\d\d)?(?:\s*\(\d\))?")  # 2019, 2018/19 (1)
 _UNIT = re.compile(r"[^\d]{0,40}(?:thousands|millions|billions)[^\d]{0,40}", re.IGNORECASE)
 
 
 def header_rows(rows: list[list[str]]) -> int:
     """How many of a table's first rows are column headings: the leading rows that print no figure
-    but years (a row label alone, a section's name, ends them after the first row), at most 4
-    and one row less than the table; at least 1."""
+    but years, or that have no row label and words among their cells (a row label alone, a
+    section's name, ends them after the first row), at most 4 and one row less than the table;
+    none when the first row is a row of figures."""
     found = 0
     for r, row in enumerate(rows[: min(4, len(rows) - 1)]):
         cells = [cell.strip() for cell in row[1:]]
-        if any(figure_like(cell) and not _YEAR.fullmatch(cell) for cell in cells):
+        figures = [figure_like(cell) and not _YEARS.fullmatch(cell) for cell in cells if cell]
+        if any(figures) and (row[0].strip() or all(figures)):
             break
         if r and row[0].strip() and not any(cells):
             break
         found += 1
-    return max(found, 1)
+    return found
 
 
 def unit_line(rows: list[list[str]], top: int) -> tuple[str, list[list[str]]]:
