@@ -244,4 +244,21 @@ def test_a_file_that_is_not_tatqa_is_refused_by_name(tmp_path):
     )
     with pytest.raises(InputError, match="context 0 is not TAT-QA's"):
         import_dataset(path, tmp_path / "out")
+    counted = {**CONTEXTS[1], "questions": [question("c1", "How many?", "two", "count", "table")]}
+    path.write_text(json.dumps([counted]))
+    with pytest.raises(InputError, match=r"other.json: question c1: .* \(a count a whole number\)"):
+        import_dataset(path, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_declares_only_metrics_and_fields_eval_knows(source, tmp_path):
+    import_dataset(source, tmp_path / "tatqa")
+    declaration = tmp_path / "tatqa" / "dataset.json"
+    declaration.write_text(json.dumps({"answer_metric": "bleu"}))
+    with pytest.raises(
+        InputError, match="dataset.json: expected an object whose answer_metric is one of tatqa"
+    ):
+        Dataset.load(tmp_path / "tatqa")
+    declaration.write_text(json.dumps({"answer_metric": "tatqa", "by": ["answer_kind"]}))
+    with pytest.raises(InputError, match="no field 'answer_kind'"):
+        Dataset.load(tmp_path / "tatqa")

@@ -378,7 +378,7 @@ def _import_tatqa(source: Path, out: Path, seed: int) -> dict:
             queries[qid] = {"_id": qid, "text": question["question"], "fields": fields}
             qrels += [(qid, f"{uid}_{page}", 1) for page in range(1, pages + 1)]
             if "answer" in question:
-                answers[qid] = _tatqa_answer(qid, question)
+                answers[qid] = _tatqa_answer(question, f"{source}: question {qid}")
     (out / DECLARATION).write_text(
         json.dumps(
             {"source": "TAT-QA", "answer_metric": "tatqa", "by": ["answer_type", "answer_from"], "seed": seed}
@@ -406,9 +406,12 @@ def _tatqa_contexts(source: Path) -> list[dict]:
             and rows
             and all(isinstance(row, list) and row and all(isinstance(c, str) for c in row) for row in rows)
             and isinstance(table.get("uid"), str)
+            and isinstance(context.get("paragraphs", []), list)
             and all(
-                isinstance(p, dict) and isinstance(p.get("text"), str) for p in context.get("paragraphs", [])
+                isinstance(p, dict) and isinstance(p.get("text"), str) and finite_number(p.get("order", 0))
+                for p in context.get("paragraphs", [])
             )
+            and isinstance(context.get("questions", []), list)
             and all(
                 isinstance(q, dict) and isinstance(q.get("uid"), str) and isinstance(q.get("question"), str)
                 for q in context.get("questions", [])
@@ -416,27 +419,32 @@ def _tatqa_contexts(source: Path) -> list[dict]:
         ):
             raise InputError(
                 f"{source}: context {number} is not TAT-QA's: a table (uid, rows of strings), "
-                "paragraphs (text) and questions (uid, question)"
+                "paragraphs (text, order) and questions (uid, question)"
             )
     return contexts
 
 
-def _tatqa_answer(qid: str, question: dict) -> dict:
+def _tatqa_answer(question: dict, where: str) -> dict:
     """A question's answers.jsonl row: its answer (a span as a string, a multi-span as a list, a
     figure as a string; a count as a whole number), scale and type."""
     given, kind = question["answer"], question.get("answer_type")
     if isinstance(given, list) and given and all(isinstance(span, str) for span in given):
         answer = given[0] if len(given) == 1 and kind != "multi-span" else given
-    elif isinstance(given, (str, int, float)) and not isinstance(given, bool):
-        try:
-            answer = str(int(float(given))) if kind == "count" else str(given)
-        except ValueError:
-            raise InputError(
-                f"question {qid}: a count answer must be a whole number, got {given!r}"
-            ) from None
+    elif isinstance(given, (str, int, float)) and not isinstance(given, bool) and kind != "count":
+        answer = str(given)
+    elif kind == "count" and re.fullmatch(r"\d+", str(given).strip()):
+        answer = str(int(str(given).strip()))
     else:
-        raise InputError(f"question {qid}: an answer must be a string, a number or a list of strings")
-    return {"_id": qid, "answer": answer, "answer_type": kind or "", "scale": question.get("scale") or ""}
+        raise InputError(
+            f"{where}: an answer must be a string, a number or a list of strings (a count a whole "
+            f"number), got {given!r}"
+        )
+    return {
+        "_id": question["uid"],
+        "answer": answer,
+        "answer_type": kind or "",
+        "scale": question.get("scale") or "",
+    }
 
 
 def _context_blocks(context: dict, rng: random.Random) -> list[Block]:
