@@ -104,7 +104,8 @@ def evaluate(
         typer.Option(
             help="Also break every score down by these fields of the questions (queries.jsonl's fields: "
             "ViDoRe V3's language, query_format, query_types, content_type, modality, ...; pages: the "
-            "number of relevant pages, 1, 2, 3-5, 6+). Repeat, or join by commas."
+            "number of relevant pages, 1, 2, 3-5, 6+), after those the dataset's dataset.json names "
+            "(TAT-QA's answer_type and answer_from). Repeat, or join by commas."
         ),
     ] = None,
     text_from: Annotated[
@@ -299,7 +300,16 @@ def answer_grid(request: AskRequest, **given: list[str] | None):
 
 def _print_answers(summaries: list[dict]) -> None:
     """One line for one answer configuration (as before the grid); a table for several."""
-    names = ("exact_match", "f1", "relaxed_accuracy", "contains", "cites_relevant", "judge")
+    names = (
+        "tatqa_em",
+        "tatqa_f1",
+        "exact_match",
+        "f1",
+        "relaxed_accuracy",
+        "contains",
+        "cites_relevant",
+        "judge",
+    )
     if len(summaries) == 1:
         (summary,) = summaries
         scores = ", ".join(f"{name} {summary[name]:.4f}" for name in names if name in summary)
@@ -326,9 +336,26 @@ def _print_answers(summaries: list[dict]) -> None:
 
 
 def _print_breakdowns(breakdowns: dict, config: str) -> None:
-    """A table per field: the best configuration's scores over each value's questions."""
+    """A table per field: the best configuration's scores over each value's questions; with
+    answers, a table per field of the first answer configuration's main scores."""
     columns = ("recall@1", "recall@5", "ndcg@10")  # every metric and configuration in --json, --report
     for name, found in breakdowns.items():
+        answered = [entry["answers"] for entry in found.values() if "answers" in entry]
+        if answered:
+            setting = next(iter(answered[0]))
+            shown = [s for s in ANSWER_COLUMNS if s in answered[0][setting]]
+            table = Table(pad_edge=False, title=f"answers ({setting}) by {name}")
+            table.add_column("value", overflow="fold")
+            table.add_column("n", justify="right")
+            for column in shown:
+                table.add_column(
+                    column.replace("relaxed_accuracy", "relaxed").replace("_", " "), justify="right"
+                )
+            for value, entry in found.items():
+                if "answers" in entry:
+                    means = entry["answers"][setting]
+                    table.add_row(value, str(entry["n_answers"]), *(f"{means[c]:.4f}" for c in shown))
+            out.print(table)
         table = Table(pad_edge=False, title=f"{config} by {name}")
         table.add_column("value", overflow="fold")
         table.add_column("n", justify="right")
@@ -339,6 +366,9 @@ def _print_breakdowns(breakdowns: dict, config: str) -> None:
                 means = entry["configs"][config]
                 table.add_row(value, str(entry["n_queries"]), *(f"{means[c]:.4f}" for c in columns))
         out.print(table)
+
+
+ANSWER_COLUMNS = ("tatqa_em", "tatqa_f1", "relaxed_accuracy", "contains")  # the rest in --json, --report
 
 
 def _print_summaries(summaries: list[dict]) -> None:

@@ -11,6 +11,7 @@ import typer
 
 from pagesight.cli.common import err, fail, values
 from pagesight.errors import PagesightError
+from pagesight.eval.typeset import SEED
 from pagesight.settings import Settings
 
 app = typer.Typer()
@@ -19,7 +20,10 @@ app = typer.Typer()
 @app.command("import-dataset")
 def import_dataset(
     source: Annotated[
-        Path, typer.Argument(help="ViDoRe/MTEB-style tables (Parquet or JSONL) or a BEIR folder.")
+        Path,
+        typer.Argument(
+            help="ViDoRe/MTEB-style tables (Parquet or JSONL), a BEIR folder, or TAT-QA's JSON file."
+        ),
     ],
     out: Annotated[Path, typer.Argument(help="New dataset folder for `pagesight eval`.")],
     split: Annotated[str, typer.Option(help="Split to take where the source has several.")] = "test",
@@ -30,16 +34,28 @@ def import_dataset(
             "(ViDoRe V3: english, french, ...), with their judgements, boxes and answers. Repeatable."
         ),
     ] = None,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help="TAT-QA: the seed of the pages' looks (page size, margins, fonts, sizes, rules, "
+            "column widths); the same seed gives the same PDFs."
+        ),
+    ] = SEED,
 ) -> None:
     """Convert a public dataset into the layout eval reads.
 
     ViDoRe V3's tables keep their questions' fields (for eval --by), answers, gold boxes, page
-    transcriptions (for eval --text-from dataset) and documents' metadata (for --where).
+    transcriptions (for eval --text-from dataset) and documents' metadata (for --where). BEIR's
+    passages and TAT-QA's contexts (a table and its paragraphs) are typeset as PDF pages; TAT-QA's
+    questions keep their answer type, source, scale and derivation, and eval --answers scores
+    them with TAT-QA's own exact match and F1.
     """
     from pagesight.eval.importers import import_dataset as convert
 
     try:
-        counts = convert(source, out, split=split, languages=values(language, str, "--language") or ())
+        counts = convert(
+            source, out, split=split, languages=values(language, str, "--language") or (), seed=seed
+        )
     except PagesightError as exc:
         fail(str(exc))
     # corpus items, queries, judgements, answers; from tables also boxes (and those of no area

@@ -1,5 +1,6 @@
 """Answer metrics: exact match and token F1 (SQuAD), relaxed accuracy (ChartQA, VisRAG),
-containment, and multiple choice scored by letter (LiveVQA, ArxivQA); the judges are in ``judges.py``.
+containment, and multiple choice scored by letter (LiveVQA, ArxivQA); the judges are in ``judges.py``;
+a dataset's own metric, which its dataset.json declares (TAT-QA's: ``tatqa.py``), beside them.
 
 Every metric takes several reference answers (aliases, NQ's way): a prediction matching any one of
 them scores. A reasoning model's ``<think>...</think>`` is removed before anything is scored.
@@ -13,7 +14,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pagesight.answer.prompts import strip_thinking
+from pagesight.eval import tatqa
 
+# a dataset's own answer metric, as its dataset.json names it: its scores of a prediction against
+# the question's answers.jsonl row (and whether it was answered), and the score that says an
+# answer is right
+DATASET_METRICS = {"tatqa": (tatqa.scores, "tatqa_em")}
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")

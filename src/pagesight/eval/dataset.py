@@ -31,6 +31,10 @@
       texts.jsonl       optional: {"corpus_id": "<corpus id>", "text": "..."} per line: the pages'
                         own transcriptions, which ``eval --text-from dataset`` indexes instead of
                         their text layer and OCR (``text.transcripts``)
+      dataset.json      optional: what the dataset declares of itself: {"answer_metric": "tatqa"
+                        (its own answer metric, ``answers.DATASET_METRICS``, scored beside the
+                        others from answers.jsonl's rows), "by": ["answer_type", ...] (fields its
+                        scores are always broken down by), ...}
 
 A corpus id names a page (``<document id>_<page>``, pages from 1) or a whole document (its id,
 the file stem); the harness tells which from the index.
@@ -39,6 +43,7 @@ the file stem); the harness tells which from the index.
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,13 +52,14 @@ from pathlib import Path
 from PIL import Image
 
 from pagesight.errors import InputError
-from pagesight.eval.answers import LETTERS, normalize
+from pagesight.eval.answers import DATASET_METRICS, LETTERS, normalize
 from pagesight.frontends import open_image
 from pagesight.jsonl import numbered
 from pagesight.text.transcripts import read_transcripts
 
 DOCUMENT_FOLDERS = ("pdfs", "documents", "pages", "images", "corpus")
 TEXTS, BOXES, UNANSWERABLE = "texts.jsonl", "boxes.jsonl", "unanswerable.jsonl"
+DECLARATION = "dataset.json"
 PAGES = "pages"  # the field every question has: its number of relevant pages, in PAGE_BUCKETS
 PAGE_BUCKETS = ("0", "1", "2", "3-5", "6+")
 Boxes = dict[str, dict[str, dict[int, list[tuple[float, float, float, float]]]]]
@@ -74,6 +80,8 @@ class Dataset:
     images: dict[str, Path] = field(default_factory=dict)  # the pictures questions are about
     # questions no page answers: id -> {"text": ..., "doc_ids": [...] (the documents asked of)}
     unanswerable: dict[str, dict] = field(default_factory=dict)
+    answer_metric: str | None = None  # dataset.json's: the dataset's own answer metric
+    report_by: tuple[str, ...] = ()  # dataset.json's: the fields its scores are broken down by
 
     @property
     def name(self) -> str:
@@ -118,6 +126,7 @@ class Dataset:
         boxes = read_boxes(root / BOXES, qrels) if (root / BOXES).exists() else {}
         texts = read_transcripts(root / TEXTS) if (root / TEXTS).exists() else {}
         unanswerable = read_unanswerable(root / UNANSWERABLE) if (root / UNANSWERABLE).exists() else {}
+        declared = read_declaration(root / DECLARATION) if (root / DECLARATION).exists() else {}
         data = cls(
             root,
             documents,
@@ -131,7 +140,11 @@ class Dataset:
             texts,
             images,
             unanswerable,
+            declared.get("answer_metric"),
+            tuple(declared.get("by", ())),
         )
+        for name in data.report_by:
+            data.groups(name)  # a field no question has is refused here
         for qid in answers:
             data.references(qid)  # a malformed answer or an unknown option is refused here
         return data
@@ -193,6 +206,23 @@ class Dataset:
         if unit == "page":
             judged = [corpus_id.rpartition("_")[0] or corpus_id for corpus_id in judged]
         return list(dict.fromkeys(judged))
+
+
+def read_declaration(path: Path) -> dict:
+    """dataset.json: an object whose ``answer_metric`` (when given) names one of
+    ``DATASET_METRICS`` and whose ``by`` (when given) is a list of field names."""
+    try:
+        declared = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not JSON ({exc})") from None
+    metric = declared.get("answer_metric") if isinstance(declared, dict) else None
+    if not isinstance(declared, dict) or (metric is not None and metric not in DATASET_METRICS):
+        raise InputError(
+            f"{path}: expected an object whose answer_metric is one of {', '.join(DATASET_METRICS)}"
+        )
+    if not _strings(declared.get("by", []), 0):
+        raise InputError(f"{path}: by must be a list of field names")
+    return declared
 
 
 def read_unanswerable(path: Path) -> dict[str, dict]:

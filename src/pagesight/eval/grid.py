@@ -40,7 +40,7 @@ from pagesight.answer.ask import ask, retrieve
 from pagesight.answer.base import Reader
 from pagesight.answer.prompts import strip_thinking
 from pagesight.errors import PagesightError
-from pagesight.eval.answers import choice_question, chosen_letter, scores
+from pagesight.eval.answers import DATASET_METRICS, choice_question, chosen_letter, scores
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.grounding import PDF_DPI, to_gold
 from pagesight.eval.grounding import score as grounding_score
@@ -373,6 +373,9 @@ def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, jud
         seconds = searched + answer.timings["total"]
     prediction = strip_thinking(answer.text)
     scored = scores(prediction, references, options)
+    own = DATASET_METRICS.get(dataset.answer_metric or "")
+    if own is not None:  # the dataset's own metric, from its answers.jsonl row
+        scored.update(own[0](prediction, dataset.answers[qid], answer.answered))
     cited = {c.page_id for c in answer.citations} | {c.doc_id for c in answer.citations}
     scored["cites_relevant"] = float(bool(cited & gold)) if gold else 0.0
     grade = None
@@ -384,7 +387,12 @@ def _answer(index, dataset, qid, config, reader, pools, request, gold, unit, jud
         grade = judge(question, references, prediction)
     if grade is not None:
         scored["judge"] = grade.score
-    right = grade.score == 1 if grade else max(scored["relaxed_accuracy"], scored["contains"]) == 1
+    if grade is not None:
+        right = grade.score == 1
+    elif own is not None:
+        right = scored[own[1]] == 1
+    else:
+        right = max(scored["relaxed_accuracy"], scored["contains"]) == 1
     right = right and answer.answered  # a refusal that happens to contain the reference is no answer
     usage = answer.usage
     return {

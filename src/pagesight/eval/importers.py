@@ -41,6 +41,7 @@ import csv
 import io
 import json
 import os
+import random
 import re
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,7 +50,8 @@ from pathlib import Path
 from PIL import Image
 
 from pagesight.errors import InputError
-from pagesight.eval.dataset import BOXES, PAGES, TEXTS, field_value, finite_number
+from pagesight.eval.dataset import BOXES, DECLARATION, PAGES, TEXTS, field_value, finite_number
+from pagesight.eval.typeset import SEED, Block, Look, document, header_rows, unit_line
 from pagesight.ingest.extract import FOLDER_FIELDS
 from pagesight.jsonl import numbered
 from pagesight.where import FACTS
@@ -61,20 +63,27 @@ ANSWER_COLUMNS = ("answer", "raw_answers")
 MODALITY = "modality"  # a question's field: the content types of its relevant pages
 NOT_APPLICABLE = "N/A (If relevance score=0)"  # ViDoRe V3's content type of a page judged irrelevant
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+TATQA_FIELDS = ("answer_type", "answer_from", "scale", "derivation")  # kept as each question's fields
 
 
-def import_dataset(source: Path, out: Path, split: str = "test", languages: Sequence[str] = ()) -> dict:
-    """Convert ``source`` (ViDoRe-style tables or a BEIR folder) into ``out``, keeping only the
-    questions in ``languages`` when given; returns counts."""
+def import_dataset(
+    source: Path, out: Path, split: str = "test", languages: Sequence[str] = (), seed: int = SEED
+) -> dict:
+    """Convert ``source`` (ViDoRe-style tables, a BEIR folder or TAT-QA's JSON file) into ``out``,
+    keeping only the questions in ``languages`` when given, TAT-QA's pages typeset in looks drawn
+    from ``seed``; returns counts."""
     source, out = Path(source), Path(out)
-    if not source.is_dir():
-        raise InputError(f"{source}: no such folder")
+    tatqa = source.is_file() and source.suffix == ".json"
+    if not (source.is_dir() or tatqa):
+        raise InputError(f"{source}: no such folder (or TAT-QA's .json file)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: exists and is not empty")
     staging = out.with_name(f".{out.name}.{os.getpid()}.importing")
     staging.mkdir(parents=True)
     try:
-        if (source / "corpus.jsonl").exists() and not _has_images(source / "corpus.jsonl"):
+        if tatqa:
+            counts = _import_tatqa(source, staging, seed)
+        elif (source / "corpus.jsonl").exists() and not _has_images(source / "corpus.jsonl"):
             counts = _import_beir(source, staging, split, languages)
         else:
             counts = _import_tables(source, staging, split, languages)
@@ -317,25 +326,13 @@ def _write_fields(path: Path, fields: dict[str, dict]) -> None:
 
 
 def _import_beir(source: Path, out: Path, split: str, languages: Sequence[str]) -> dict:
-    try:
-        from reportlab.lib.pagesizes import A4
-        from reportlab.lib.styles import getSampleStyleSheet
-        from reportlab.platypus import Paragraph, SimpleDocTemplate
-    except ImportError:
-        raise InputError("typesetting BEIR text needs reportlab: pip install 'pagesight[eval]'") from None
-    from xml.sax.saxutils import escape
-
     documents = out / "documents"
     documents.mkdir(parents=True)
-    styles = getSampleStyleSheet()
     n_pages = 0
     for row in _jsonl_rows(source / "corpus.jsonl"):
         corpus_id = _safe_id(_column(row, ID_COLUMNS, "corpus"), "corpus")
-        story = []
-        if row.get("title"):
-            story.append(Paragraph(escape(str(row["title"])), styles["Heading2"]))
-        story.append(Paragraph(escape(str(row.get("text", ""))), styles["BodyText"]))
-        SimpleDocTemplate(str(documents / f"{corpus_id}.pdf"), pagesize=A4, invariant=1).build(story)
+        title = [Block("heading", str(row["title"]))] if row.get("title") else []
+        document(documents / f"{corpus_id}.pdf", [*title, Block("text", str(row.get("text", "")))])
         n_pages += 1
     queries, answers, dropped = _questions(_jsonl_rows(source / "queries.jsonl"), languages)
     qrels_path = source / "qrels" / f"{split}.tsv"
@@ -345,6 +342,138 @@ def _import_beir(source: Path, out: Path, split: str, languages: Sequence[str]) 
         rows = [row for row in csv.reader(handle, delimiter="\t") if row and row[0] != "query-id"]
     qrels = [(row[0], _safe_id(row[1], "qrels"), int(float(row[2]))) for row in rows if row[0] not in dropped]
     return _write(out, queries, answers, qrels, n_pages)
+
+
+# TAT-QA ------------------------------------------------------------------------------------------
+
+
+def _import_tatqa(source: Path, out: Path, seed: int) -> dict:
+    """TAT-QA's contexts (a table and its paragraphs from an annual report), each typeset as a
+    document of its own (``<table uid>.pdf``, one page unless it cannot fit when set down to
+    ``typeset.SMALLEST``) in a look drawn from ``seed`` and its uid; every question judges every
+    page of its context. Each question's ``answer_type``, ``answer_from``, ``scale`` ("none" when
+    it has none) and ``derivation`` are its fields; its answer (a span as a string, a multi-span
+    as the list of its spans, a figure as its string) goes to answers.jsonl with its scale and
+    type, which TAT-QA's metric reads; dataset.json declares that metric."""
+    contexts = _tatqa_contexts(source)
+    documents = out / "pdfs"
+    documents.mkdir(parents=True)
+    queries, answers, qrels = {}, {}, []
+    n_pages, longer = 0, 0
+    for number, context in enumerate(contexts):
+        uid = _safe_id(context["table"]["uid"], f"{source}: context {number}")
+        rng = random.Random(f"{seed}:{uid}")
+        look = Look.drawn(rng)
+        pages = document(documents / f"{uid}.pdf", _context_blocks(context, rng), look, fit=True)
+        n_pages += pages
+        longer += pages > 1
+        for question in context["questions"]:
+            qid = _safe_id(question["uid"], f"{source}: context {uid}")
+            if qid in queries:
+                raise InputError(f"{source}: question {qid} appears twice")
+            fields = {name: question[name] for name in TATQA_FIELDS if field_value(question.get(name))}
+            fields["scale"] = fields.get("scale") or "none"
+            if not fields.get("derivation"):
+                fields.pop("derivation", None)
+            queries[qid] = {"_id": qid, "text": question["question"], "fields": fields}
+            qrels += [(qid, f"{uid}_{page}", 1) for page in range(1, pages + 1)]
+            if "answer" in question:
+                answers[qid] = _tatqa_answer(question, f"{source}: question {qid}")
+    (out / DECLARATION).write_text(
+        json.dumps(
+            {"source": "TAT-QA", "answer_metric": "tatqa", "by": ["answer_type", "answer_from"], "seed": seed}
+        )
+        + "\n"
+    )
+    counts = _write(out, queries, answers, qrels, len(contexts))
+    return {**counts, "pages": n_pages, "documents_past_one_page": longer}
+
+
+def _tatqa_contexts(source: Path) -> list[dict]:
+    """TAT-QA's contexts, each checked: a table (uid, rows of strings), paragraphs (text, order),
+    questions (uid, question)."""
+    try:
+        contexts = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{source}: not TAT-QA's JSON ({exc})") from None
+    if not isinstance(contexts, list) or not contexts:
+        raise InputError(f"{source}: expected TAT-QA's list of contexts (table, paragraphs, questions)")
+    for number, context in enumerate(contexts):
+        table = context.get("table") if isinstance(context, dict) else None
+        rows = table.get("table") if isinstance(table, dict) else None
+        if not (
+            isinstance(rows, list)
+            and rows
+            and all(isinstance(row, list) and row and all(isinstance(c, str) for c in row) for row in rows)
+            and isinstance(table.get("uid"), str)
+            and isinstance(context.get("paragraphs", []), list)
+            and all(
+                isinstance(p, dict) and isinstance(p.get("text"), str) and finite_number(p.get("order", 0))
+                for p in context.get("paragraphs", [])
+            )
+            and isinstance(context.get("questions", []), list)
+            and all(
+                isinstance(q, dict) and isinstance(q.get("uid"), str) and isinstance(q.get("question"), str)
+                for q in context.get("questions", [])
+            )
+        ):
+            raise InputError(
+                f"{source}: context {number} is not TAT-QA's: a table (uid, rows of strings), "
+                "paragraphs (text, order) and questions (uid, question)"
+            )
+    return contexts
+
+
+def _tatqa_answer(question: dict, where: str) -> dict:
+    """A question's answers.jsonl row: its answer (a span as a string, a multi-span as a list, a
+    figure as a string; a count as a whole number), scale and type."""
+    given, kind = question["answer"], question.get("answer_type")
+    if isinstance(given, list) and given and all(isinstance(span, str) for span in given):
+        answer = given[0] if len(given) == 1 and kind != "multi-span" else given
+    elif isinstance(given, (str, int, float)) and not isinstance(given, bool) and kind != "count":
+        answer = str(given)
+    elif kind == "count" and re.fullmatch(r"\d+", str(given).strip()):
+        answer = str(int(str(given).strip()))
+    else:
+        raise InputError(
+            f"{where}: an answer must be a string, a number or a list of strings (a count a whole "
+            f"number), got {given!r}"
+        )
+    return {
+        "_id": question["uid"],
+        "answer": answer,
+        "answer_type": kind or "",
+        "scale": question.get("scale") or "",
+    }
+
+
+def _context_blocks(context: dict, rng: random.Random) -> list[Block]:
+    """A context as a report prints it: its paragraphs in order (a short one without a full stop
+    as a heading), its table (header rows, its unit as a line above it) after the paragraph that
+    introduces it (ending with a colon), else after the opening headings or after everything, as
+    ``rng`` draws."""
+    rows = context["table"]["table"]
+    width = max(len(row) for row in rows)
+    rows = [[cell.strip() for cell in row] + [""] * (width - len(row)) for row in rows]
+    top = header_rows(rows)
+    unit, kept = unit_line(rows, top)
+    top -= len(rows) - len(kept)
+    table = [Block("unit", unit)] if unit else []
+    table.append(Block("table", rows=tuple(tuple(row) for row in kept), header_rows=top))
+    texts = [
+        p["text"].strip() for p in sorted(context.get("paragraphs", []), key=lambda p: p.get("order", 0))
+    ]
+    blocks = [Block("heading" if _heading(text) else "text", text) for text in texts if text]
+    at = next((n + 1 for n, block in enumerate(blocks) if block.text.endswith(":")), None)
+    if at is None:
+        opening = next((n for n, block in enumerate(blocks) if block.kind != "heading"), len(blocks))
+        at = rng.choice((opening, len(blocks)))
+    return blocks[:at] + table + blocks[at:]
+
+
+def _heading(text: str) -> bool:
+    """A paragraph printed as a heading: short, with letters, ending without punctuation."""
+    return len(text) <= 90 and any(c.isalpha() for c in text) and not text.endswith((".", ":", ";", ","))
 
 
 def _write(

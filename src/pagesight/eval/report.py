@@ -236,6 +236,8 @@ def answer_table(answered: Sequence[dict], compact: bool = False) -> list[list[s
 
 
 ANSWER_SCORES = (
+    "tatqa_em",
+    "tatqa_f1",
     "exact_match",
     "f1",
     "relaxed_accuracy",
@@ -250,11 +252,20 @@ ANSWER_SCORES = (
     "grounding_iou",
     "grounding_page_f1",
 )
-COMPACT_SCORES = ("relaxed_accuracy", "contains", "judge", "declined", "declined_unanswerable")
+COMPACT_SCORES = (
+    "tatqa_em",
+    "tatqa_f1",
+    "relaxed_accuracy",
+    "contains",
+    "judge",
+    "declined",
+    "declined_unanswerable",
+)
 ANSWER_NOTE = (
     "gold_right / gold_wrong: a gold page was in the context and the answer was right / wrong (the "
     "reader's misses); missed_right / missed_wrong: none was (missed_wrong: the retrieval's misses). "
-    "Right: the judge's top grade when judged, else relaxed accuracy or containment. declined: the "
+    "Right: the judge's top grade when judged, else the dataset's own metric's (tatqa_em: TAT-QA's "
+    "exact match, tatqa_f1 its numeracy-aware F1), else relaxed accuracy or containment. declined: the "
     "share of questions the reader declined to answer (not attempted, as SimpleQA counts them: "
     "neither right nor wrong); right_given_attempted: the share right of those it answered; "
     "declined_unanswerable: the share of the dataset's unanswerable questions it declined."

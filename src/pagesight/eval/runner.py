@@ -162,11 +162,13 @@ def evaluate_dataset(
     the weight of the image run or MUVERA's ``ef``.
     ``report`` is a folder for report.md, report.html, plots, TREC runs and the answers. ``by``:
     fields of the questions (``Dataset.field_names``: queries.jsonl's ``fields`` and ``pages``) to
-    break every score down by. ``text_from``: 'documents' (the pages' text layer or OCR) or
-    'dataset' (its texts.jsonl, in an index of its own by default). ``trust_remote_code`` lets the
+    break every score down by, after those the dataset declares (``Dataset.report_by``).
+    ``text_from``: 'documents' (the pages' text layer or OCR) or 'dataset' (its texts.jsonl, in an
+    index of its own by default). ``trust_remote_code`` lets the
     index's visual encoder, the reranker and the readers built here run the code a model comes with
     (``Index.open``)."""
     data = dataset if isinstance(dataset, Dataset) else Dataset.load(Path(dataset))
+    by = dict.fromkeys([*data.report_by, *by])  # the dataset's own breakdowns first
     groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
