@@ -389,3 +389,41 @@ def test_a_client_without_torch_reaches_the_endpoint(folders, double):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["320", "320"]
+
+
+@pytest.mark.timeout(240)
+def test_a_server_searches_through_the_operators_endpoint_alone(folders, tmp_path, monkeypatch):
+    """``pagesight serve --visual-endpoint``: the queries of every request go to the operator's
+    endpoint with the key read at start; a request cannot name another, and a key put in the
+    environment later is never read."""
+    from fastapi.testclient import TestClient
+
+    from pagesight.serve.workers import ServeConfig, build
+
+    name = folders["colqwen3.5"]
+    _Target.hits = []
+    target = HTTPServer(("127.0.0.1", 0), _Target)
+    threading.Thread(target=target.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{target.server_address[1]}"
+    make_pdf(tmp_path / "owls.pdf", [["Zephyrine owls nest in basalt cliffs"]])
+    settings = {"dense_model": None, "visual_encoder": "colqwen3.5", "visual_model": name}
+    with Double({name: Served("colqwen3.5", name)}, api_key="sk-operator") as operators:
+        served = endpoint(operators.url, api_key="sk-operator")
+        with Index.open(tmp_path / "ix", settings=settings, visual_endpoint=served) as index:
+            assert index.add([tmp_path / "owls.pdf"], jobs=1, ocr="never").ok
+        config = ServeConfig(str(tmp_path / "ix"), visual_endpoint=operators.url)
+        app = build(config, api_key=None, visual_key="sk-operator")
+        monkeypatch.setenv("PAGESIGHT_VISUAL_API_KEY", "sk-later")
+        start = len(operators.seen)
+        with TestClient(app, base_url="http://127.0.0.1") as client:  # build's loopback guard
+            for params in (
+                {"q": "owls", "mode": "visual"},
+                {"q": "owls", "mode": "visual", "visual_endpoint": elsewhere, "visual_model": "other"},
+            ):
+                found = client.get("/api/search", params=params)
+                assert found.status_code == 200 and found.json()["hits"][0]["doc_id"] == "owls"
+        queries = [body for path, _, body in operators.seen[start:] if path == "/pooling" and "input" in body]
+        assert [body["input"][0].split("<|endoftext|>")[0] for body in queries] == ["owls", "owls"]
+        assert {headers["authorization"] for _, headers, _ in operators.seen} == {"Bearer sk-operator"}
+    assert _Target.hits == []
+    target.shutdown()
