@@ -70,6 +70,7 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float = 180) -> None:
 
 def corpus(folder: Path, count: int) -> list[Path]:
     """``count`` two-page PDFs of a few lines and a coloured block each."""
+    folder.mkdir(parents=True)
     pdfs = []
     for number in range(count):
         lines = [QUERIES[(number + k) % len(QUERIES)] for k in range(3)]
@@ -162,7 +163,9 @@ def main() -> None:
         for _ in range(args.rounds):
             ingestion["in_process"].append(ingest(work / "here", settings, pdfs, args.batch))
             ingestion["endpoint"].append(ingest(work / "served", settings, pdfs, args.batch, endpoint))
-        rates = {kind: statistics.median(run["pages_per_s"] for run in runs) for kind, runs in ingestion.items()}
+        rates = {
+            kind: statistics.median(run["pages_per_s"] for run in runs) for kind, runs in ingestion.items()
+        }
 
         serve_port = free_port()
         server = subprocess.Popen(
@@ -182,8 +185,12 @@ def main() -> None:
             "ingestion": ingestion,
             "pages_per_s_median": rates,
             "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),
-            "search": {"one_client": one, f"{args.clients}_clients": many, "load": f"{before} / {load()}",
-                       "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2)},  # fmt: skip
+            "search": {
+                "one_client": one,
+                f"{args.clients}_clients": many,
+                "load": f"{before} / {load()}",
+                "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2),
+            },  # fmt: skip
             "cpus": os.cpu_count(),
         }
     finally:

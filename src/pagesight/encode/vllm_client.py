@@ -19,11 +19,17 @@ never followed. At most ``concurrency`` requests of this process are in flight; 
 free one (backpressure on the caller). A 429, a 5xx, a timeout or a refused connection is tried
 again after a backoff (doubling, with jitter; a ``Retry-After`` the server sends is honoured), at
 most ``retries`` times; any other answer is an error naming the endpoint, the model and vLLM's
-message. Vectors come back as float32 arrays, checked against the width the encoder has.
+message. The first answer (the encoder's probe) comes as JSON numbers, which give the model's
+width; every later one as base64 little-endian float32 (``encoding_format``, ``embed_dtype``,
+``endianness``; each output's values flattened: ``vllm/utils/serial_utils.py``, 07dfb38), a
+fraction of the numbers' cost to write and read, laid out by that width and checked against it by
+the request's token count (``usage.prompt_tokens``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import random
 import threading
 import time
@@ -41,6 +47,9 @@ POOLING = "/pooling"
 EMBEDDINGS = "/v1/embeddings"
 MODELS = "/v1/models"
 RETRIED = frozenset({429, 500, 502, 503, 504})
+# vectors as base64 float32, little-endian: each output's values flattened
+# (vllm/utils/serial_utils.py, tensor2binary, at 07dfb38)
+BINARY = {"encoding_format": "base64", "embed_dtype": "float32", "endianness": "little"}
 
 Conversation = list[dict]  # chat messages: one input of ``messages``
 
@@ -98,45 +107,60 @@ class VllmClient:
             "or name it by --served-model-name"
         )
 
-    def pool(self, inputs: Sequence[str | Conversation], **fields: Any) -> list[np.ndarray]:
+    def pool(
+        self, inputs: Sequence[str | Conversation], dim: int | None = None, **fields: Any
+    ) -> list[np.ndarray]:
         """One ``(tokens, dim)`` array an input, by ``/pooling`` with task ``token_embed``."""
-        return self._vectors(POOLING, inputs, {"task": "token_embed", **fields}, "data", 2)
+        return self._vectors(POOLING, inputs, {"task": "token_embed", **fields}, "data", 2, dim)
 
-    def embed(self, inputs: Sequence[str | Conversation], **fields: Any) -> list[np.ndarray]:
+    def embed(
+        self, inputs: Sequence[str | Conversation], dim: int | None = None, **fields: Any
+    ) -> list[np.ndarray]:
         """One ``(dim,)`` array an input, by ``/v1/embeddings``."""
-        return self._vectors(EMBEDDINGS, inputs, fields, "embedding", 1)
+        return self._vectors(EMBEDDINGS, inputs, fields, "embedding", 1, dim)
 
     def _vectors(
-        self, path: str, inputs: Sequence[str | Conversation], fields: dict, key: str, ndim: int
+        self,
+        path: str,
+        inputs: Sequence[str | Conversation],
+        fields: dict,
+        key: str,
+        ndim: int,
+        dim: int | None,
     ) -> list[np.ndarray]:
         """The vectors of ``inputs``: the texts in one request, each conversation in its own (a
-        request holds one), in flight together up to the endpoint's bound."""
+        request holds one), in flight together up to the endpoint's bound. With the width ``dim``
+        known, they come as base64 float32 (a fraction of the JSON numbers' cost), each request's
+        checked against it by its token count."""
         if not inputs:
             return []
         found: list[np.ndarray | None] = [None] * len(inputs)
         texts = [number for number, item in enumerate(inputs) if isinstance(item, str)]
         conversations = [number for number, item in enumerate(inputs) if not isinstance(item, str)]
-        base = {"model": self.model, "encoding_format": "float", **fields}
+        shape = {"encoding_format": "float"} if dim is None else BINARY
+        base = {"model": self.model, **shape, **fields}
+        read = (path, key, ndim, dim)
         pending = [
             (
                 [number],
                 self._fan.submit(
-                    self._request, path, {**base, "messages": inputs[number], "add_special_tokens": True}
+                    self._request, read, {**base, "messages": inputs[number], "add_special_tokens": True}, 1
                 ),
             )
             for number in conversations
         ]
         if texts:
             body = {**base, "input": [inputs[number] for number in texts]}
-            for number, vectors in zip(texts, self._request(path, body, len(texts))):
+            for number, vectors in zip(texts, self._request(read, body, len(texts))):
                 found[number] = vectors
         for numbers, future in pending:
             for number, vectors in zip(numbers, future.result()):
                 found[number] = vectors
-        return [self._checked(vectors, key, ndim) for vectors in found]
+        return found
 
-    def _request(self, path: str, body: dict, count: int = 1) -> list[Any]:
-        """The ``count`` outputs of one request, in their inputs' order."""
+    def _request(self, read: tuple, body: dict, count: int) -> list[np.ndarray]:
+        """The ``count`` outputs of one request, in their inputs' order, as arrays."""
+        path, key, ndim, dim = read
         answer = self._call("POST", path, body)
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, list) or len(data) != count:
@@ -144,13 +168,38 @@ class VllmClient:
                 f"the {self.where} answered {path} with {len(data) if isinstance(data, list) else 'no'} "
                 f"outputs for {count} inputs"
             )
-        return [item for item in sorted(data, key=lambda item: item.get("index", 0))]
+        ordered = sorted(data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0)
+        values = [self._values(item, key) for item in ordered]
+        tokens = (answer.get("usage") or {}).get("prompt_tokens") if isinstance(answer, dict) else None
+        flat = dim is not None and ndim == 2 and all(found.ndim == 1 for found in values)
+        if flat and isinstance(tokens, int) and tokens > 0:
+            given = sum(found.size for found in values)  # tokens x width values, all of them
+            if given != tokens * dim:
+                raise EndpointError(
+                    f"the {self.where} gave vectors of {given / tokens:g} dimensions, where it gave {dim} "
+                    "before: it is serving another model"
+                )
+        return [self._shaped(found, ndim, dim if flat else None) for found in values]
 
-    def _checked(self, item: Any, key: str, ndim: int) -> np.ndarray:
+    def _values(self, item: Any, key: str) -> np.ndarray:
+        """An output's values: JSON numbers as they are, base64 little-endian float32 flattened."""
         try:
-            vectors = np.asarray(item[key], dtype=np.float32)
-        except (KeyError, TypeError, ValueError):
+            given = item[key]
+            if isinstance(given, str):
+                return np.frombuffer(base64.b64decode(given), dtype="<f4").astype(np.float32)
+            return np.asarray(given, dtype=np.float32)
+        except (KeyError, TypeError, ValueError, binascii.Error):
             raise EndpointError(f"the {self.where} gave an output without '{key}' vectors") from None
+
+    def _shaped(self, vectors: np.ndarray, ndim: int, dim: int | None) -> np.ndarray:
+        """``vectors`` laid out as ``(-1, dim)`` when they came flat, checked for their shape."""
+        if dim is not None:
+            if vectors.size % dim:
+                raise EndpointError(
+                    f"the {self.where} gave {vectors.size} values, not vectors of {dim} dimensions: it is "
+                    "serving another model"
+                )
+            vectors = vectors.reshape(-1, dim)
         if vectors.ndim != ndim or vectors.shape[-1] == 0 or (ndim == 2 and vectors.shape[0] == 0):
             kind = "a list of token vectors" if ndim == 2 else "one vector"
             raise EndpointError(

@@ -31,23 +31,28 @@ import argparse
 import base64
 import collections
 import io
+import json
 import queue
+import sys
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import transformers
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from PIL import Image
 
 from pagesight.encode.visual.processors import image_only
 
 KINDS = ("colqwen3", "colqwen3.5", "qwen3-vl-embedding")
+DTYPES = {"float32": np.float32, "float16": np.float16}  # embed_dtype (numpy holds no bfloat16)
+ORDERS = ("native", "little", "big")
 WINDOW = 0.005  # seconds the scheduler waits for more requests to join a batch
 
 
@@ -83,18 +88,20 @@ class Served:
         self.processor = image_only(transformers.Qwen3VLProcessor).from_pretrained(self.folder)
         self.processor.tokenizer.padding_side = "left"
 
-    def run(self, prompts: list[str], images: list[Image.Image]) -> list[torch.Tensor]:
-        """The pooled output of each prompt, run as one left-padded batch."""
+    def run(self, prompts: list[str], images: list[Image.Image]) -> list[tuple[torch.Tensor, int]]:
+        """The pooled output of each prompt and its token count, run as one left-padded batch."""
         inputs = self.processor(text=prompts, images=images or None, padding=True, return_tensors="pt")
+        tokens = inputs["attention_mask"].sum(dim=1).tolist()
         with torch.inference_mode():
             if self.task == "token_embed":
                 backbone = type(self.model).__mro__[1]  # Qwen3VLModel or Qwen3_5Model
                 hidden = backbone.forward(self.model, **inputs, use_cache=False).last_hidden_state
                 vectors = torch.nn.functional.normalize(self.model.custom_text_proj(hidden), dim=-1)
                 mask = inputs["attention_mask"].bool()
-                return [rows[keep] for rows, keep in zip(vectors, mask)]
+                return [(rows[keep], count) for rows, keep, count in zip(vectors, mask, tokens)]
             hidden = self.model(**inputs).last_hidden_state
-            return list(torch.nn.functional.normalize(hidden[:, -1], dim=-1))  # left padding: last is real
+            pooled = torch.nn.functional.normalize(hidden[:, -1], dim=-1)  # left padding: the last is real
+            return list(zip(pooled, tokens))
 
 
 @dataclass
@@ -197,8 +204,13 @@ class Double:
         wanted = "token_embed" if path == "/pooling" else "embed"
         if served.task != wanted or body.get("task", wanted) != wanted:
             return error(400, f"Task {body.get('task', wanted)} is not supported by {body['model']}")
-        if body.get("encoding_format", "float") != "float":
-            return error(400, "the double answers encoding_format 'float' alone")
+        encoding = (
+            body.get("encoding_format", "float"),
+            body.get("embed_dtype", "float32"),
+            body.get("endianness", "native"),
+        )
+        if encoding[0] not in ("float", "base64") or encoding[1] not in DTYPES or encoding[2] not in ORDERS:
+            return error(400, f"the double answers float, or base64 of {'/'.join(DTYPES)}, alone")
         try:
             prompts, images = self._prompts(served, body)
         except ValueError as exc:
@@ -214,21 +226,19 @@ class Double:
                 )
         job = _Job(served, prompts, images)
         self._jobs.put(job)
-        vectors = job.done.result()
-        if path == "/pooling":
-            data = [{"index": i, "object": "pooling", "data": v.tolist()} for i, v in enumerate(vectors)]
-        else:
-            data = [
-                {"index": i, "object": "embedding", "embedding": v.tolist()} for i, v in enumerate(vectors)
-            ]
-        return {
+        outputs = job.done.result()
+        key, kind = ("data", "pooling") if path == "/pooling" else ("embedding", "embedding")
+        data = [{"index": i, "object": kind, key: _encoded(v, *encoding)} for i, (v, _) in enumerate(outputs)]
+        tokens = sum(count for _, count in outputs)
+        content = {
             "id": f"pool-{time.monotonic_ns()}",
             "object": "list",
             "created": int(time.time()),
             "model": body["model"],
             "data": data,
-            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+        return Response(json.dumps(content), media_type="application/json")
 
     def _prompts(self, served: Served, body: dict) -> tuple[list[str], list[Image.Image]]:
         """The prompts and images of a request, as vLLM's renderer makes them."""
@@ -288,7 +298,7 @@ class Double:
             images = [image for j in batch for image in j.images]
             try:
                 self.forward_sizes.append(len(prompts))
-                outputs = [v.float().numpy() for v in job.served.run(prompts, images)]
+                outputs = [(v.float().numpy(), count) for v, count in job.served.run(prompts, images)]
             except Exception as exc:  # every request of the batch sees the failure
                 for j in batch:
                     j.done.set_exception(exc)
@@ -325,6 +335,17 @@ class Double:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _encoded(vectors, encoding: str, dtype: str, order: str):
+    """An output's vectors as vLLM writes them: JSON numbers, or base64 of their values flattened
+    in ``dtype`` and byte ``order`` (``serial_utils.tensor2binary``)."""
+    if encoding == "float":
+        return vectors.tolist()
+    flat = vectors.astype(DTYPES[dtype]).ravel()
+    if order != "native" and order != sys.byteorder:
+        flat = flat.byteswap()
+    return base64.b64encode(flat.tobytes()).decode("ascii")
 
 
 def _decoded(url: str) -> Image.Image:

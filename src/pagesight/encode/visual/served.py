@@ -174,7 +174,7 @@ class ServedEncoder:
         call = self.client.pool if self.multi_vector else self.client.embed
         conversations = any(not isinstance(item, str) for item in inputs)
         fields = {"chat_template": VERBATIM} if conversations else {}
-        vectors = [normalize(found) for found in call(inputs, **fields)]
+        vectors = [normalize(found) for found in call(inputs, self.dim or None, **fields)]
         for found in vectors:
             if self.dim and found.shape[-1] != self.dim:
                 raise PagesightError(
