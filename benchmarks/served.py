@@ -10,7 +10,8 @@ what the client costs beside the model.
    alternated ``--rounds`` times: pages a second of the whole ingestion (rendering included).
 2. Searches: ``pagesight serve --visual-endpoint`` (a process of its own) over the index built
    through the double; one client searching in visual mode ``--searches`` times one after another,
-   then ``--clients`` clients at once, each as many times: latency p50 and p99 of each.
+   then ``--clients`` clients at once, each as many times: latency p50 and p99 of each; then the
+   same with the encoder in the server's process (``serve`` without ``--visual-endpoint``).
 
 Three processes share the machine (the double, the server or the ingestion, the clients), so the
 figures are the machine's at its load, which is printed with them.
@@ -167,30 +168,34 @@ def main() -> None:
             kind: statistics.median(run["pages_per_s"] for run in runs) for kind, runs in ingestion.items()
         }
 
-        serve_port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "pagesight", "serve", "--index", str(work / "served"), "--port",
-             str(serve_port), "--visual-endpoint", url],
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
-        served = f"http://127.0.0.1:{serve_port}"
-        wait_for(f"{served}/api/status", server)
-        searches(served, 4, 4)  # warm-up
-        before = load()
-        one = percentiles(searches(served, 1, args.searches))
-        many = percentiles(searches(served, args.clients, args.searches))
+        search = {}
+        for kind, flags in (("endpoint", ["--visual-endpoint", url]), ("in_process", ["--device", "cpu"])):
+            serve_port = free_port()
+            command = [sys.executable, "-m", "pagesight", "serve", "--index", str(work / "served"),
+                       "--port", str(serve_port), *flags]  # fmt: skip
+            server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+            served = f"http://127.0.0.1:{serve_port}"
+            wait_for(f"{served}/api/status", server)
+            searches(served, 4, 4)  # warm-up
+            before = load()
+            one = percentiles(searches(served, 1, args.searches))
+            many = percentiles(searches(served, args.clients, args.searches))
+            search[kind] = {
+                "one_client": one,
+                f"{args.clients}_clients": many,
+                "load": f"{before} / {load()}",
+                "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2),
+            }
+            server.terminate()
+            server.wait(timeout=30)
+            server = None
         result = {
             "encoder": args.encoder,
             "batch": args.batch,
             "ingestion": ingestion,
             "pages_per_s_median": rates,
             "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),
-            "search": {
-                "one_client": one,
-                f"{args.clients}_clients": many,
-                "load": f"{before} / {load()}",
-                "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2),
-            },  # fmt: skip
+            "search": search,
             "cpus": os.cpu_count(),
         }
     finally:

@@ -46,6 +46,7 @@ VERBATIM = (
 )
 MAX_PIXELS = 2_000_000  # a page larger is shrunk before it is sent (tiles are about 0.9 Mpx)
 BATCH = 8  # inputs an encoder call sends together (pages: that many requests in flight)
+QUERY_BATCH = 32  # text queries a request holds at most (a server gathers up to 32: batching.MAX_BATCH)
 
 # colpali-engine's ColQwen3Processor and ColQwen3_5Processor (0.3.18): ``visual_prompt_prefix`` and
 # ten ``query_augmentation_token`` after a query (``process_queries``); tests compare them.
@@ -137,9 +138,13 @@ class ServedEncoder:
         self.device = endpoint.base_url  # where it runs, as ingestion's report names devices
         self.instructions = {"page_instruction": page_instruction, "query_instruction": query_instruction}
         self.client = VllmClient(endpoint, self.model_id)
-        self.client.check_served()
         self.dim = 0
-        (probe,) = self._send([self._prompt(recipe.query, "dimension")])
+        try:
+            self.client.check_served()
+            (probe,) = self._send([self._prompt(recipe.query, "dimension")])
+        except BaseException:
+            self.client.close()
+            raise
         self.dim = int(probe.shape[-1])
 
     def _prompt(self, template: str, text: str = "") -> str:
@@ -183,10 +188,11 @@ class ServedEncoder:
                 )
         return vectors
 
-    def _batched(self, inputs: list, progress: Progress | None) -> list[np.ndarray]:
+    def _batched(self, inputs: list, progress: Progress | None, size: int | None = None) -> list[np.ndarray]:
         vectors: list[np.ndarray] = []
-        for start in range(0, len(inputs), self.batch_size):
-            batch = inputs[start : start + self.batch_size]
+        size = size or self.batch_size
+        for start in range(0, len(inputs), size):
+            batch = inputs[start : start + size]
             vectors.extend(self._send(batch))
             if progress is not None:
                 progress(len(batch))
@@ -211,7 +217,8 @@ class ServedEncoder:
         return vectors
 
     def encode_queries(self, texts: Sequence[str], progress: Progress | None = None) -> list[np.ndarray]:
-        return self._batched([self._prompt(self.recipe.query, text) for text in texts], progress)
+        prompts = [self._prompt(self.recipe.query, text) for text in texts]
+        return self._batched(prompts, progress, max(self.batch_size, QUERY_BATCH))
 
     def encode_image_queries(
         self, images: Sequence[Image.Image], progress: Progress | None = None
