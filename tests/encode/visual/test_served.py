@@ -128,7 +128,11 @@ def test_pages_go_as_vllm_documents_them(folders, fresh, pages):
     (page_path, _, page), (query_path, _, query) = fresh.seen[start:]
     assert (page_path, page["task"], page["chat_template"]) == ("/pooling", "token_embed", VERBATIM)
     # the width known (from the probe, in JSON numbers), vectors come as base64 float32
-    assert (page["encoding_format"], page["embed_dtype"], page["endianness"]) == ("base64", "float32", "little")
+    assert (page["encoding_format"], page["embed_dtype"], page["endianness"]) == (
+        "base64",
+        "float32",
+        "little",
+    )
     (message,) = page["messages"]
     before, image, after = message["content"]
     assert (message["role"], before["text"], after["text"]) == (

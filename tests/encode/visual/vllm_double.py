@@ -12,9 +12,10 @@ answers ``{id, object: "list", created, model, data: [{index, object: "pooling",
 
 What vLLM does with a request the double does with transformers, none of it pagesight's code: the
 chat template rendered over the conversation (an image part given to it as ``{"type": "image"}``,
-vLLM's "openai" content format), the tokens checked against ``max_model_len``, the standard
-``Qwen3VLProcessor`` (vLLM's ColQwen3 and ColQwen3.5 models force it) on the prompt and the
-decoded images, then the model and its pooler: ``token_embed``, the ColQwen head's vector of every
+vLLM's "openai" content format), the standard ``Qwen3VLProcessor`` (vLLM's ColQwen3 and ColQwen3.5
+models force it) on the prompt and the decoded images in the request's own thread (vLLM's frontend
+works apart from its engine), the tokens checked against ``max_model_len``, then the model and its
+pooler: ``token_embed``, the ColQwen head's vector of every
 token, L2-normalised (vLLM's ``ColQwen3Model.forward``: backbone, ``custom_text_proj``, normalise);
 ``embed``, the last token's final hidden state, normalised. Requests that arrive together are run
 as one batch (left-padded), as vLLM's scheduler batches across clients.
@@ -88,9 +89,15 @@ class Served:
         self.processor = image_only(transformers.Qwen3VLProcessor).from_pretrained(self.folder)
         self.processor.tokenizer.padding_side = "left"
 
-    def run(self, prompts: list[str], images: list[Image.Image]) -> list[tuple[torch.Tensor, int]]:
-        """The pooled output of each prompt and its token count, run as one left-padded batch."""
-        inputs = self.processor(text=prompts, images=images or None, padding=True, return_tensors="pt")
+    def prepare(self, prompts: list[str], images: list[Image.Image]) -> dict:
+        """The processor's inputs of one request (its prompts, unpadded when one), on the CPU: what
+        vLLM's frontend does apart from the engine."""
+        return dict(self.processor(text=prompts, images=images or None, padding=True, return_tensors="pt"))
+
+    def run(self, prepared: list[dict]) -> list[tuple[torch.Tensor, int]]:
+        """The pooled output of each prompt of the requests ``prepared`` and its token count, run as
+        one left-padded batch."""
+        inputs = collate(prepared, self.processor.tokenizer.pad_token_id)
         tokens = inputs["attention_mask"].sum(dim=1).tolist()
         with torch.inference_mode():
             if self.task == "token_embed":
@@ -104,11 +111,33 @@ class Served:
             return list(zip(pooled, tokens))
 
 
+TOKENS = ("input_ids", "attention_mask", "mm_token_type_ids")  # a value a token, padded on the left
+
+
+def collate(prepared: list[dict], pad: int) -> dict:
+    """Requests' processor outputs as one batch: their token rows left-padded to the longest (the
+    pad token, 0 elsewhere), the rest (the images' patches and grids) one after another in the
+    rows' order."""
+    width = max(part["input_ids"].shape[1] for part in prepared)
+    batch = {}
+    for key in {key for part in prepared for key in part}:
+        parts = [part[key] for part in prepared if key in part]
+        if key not in TOKENS:
+            batch[key] = torch.cat(parts)
+            continue
+        padded = [
+            torch.nn.functional.pad(rows, (width - rows.shape[1], 0), value=pad if key == "input_ids" else 0)
+            for rows in parts
+        ]
+        batch[key] = torch.cat(padded)
+    return batch
+
+
 @dataclass
 class _Job:
     served: Served
-    prompts: list[str]
-    images: list[Image.Image]
+    prepared: dict
+    count: int  # prompts
     done: Future = field(default_factory=Future)
 
 
@@ -215,16 +244,16 @@ class Double:
             prompts, images = self._prompts(served, body)
         except ValueError as exc:
             return error(400, str(exc))
-        for prompt in prompts:
-            tokens = len(served.processor.tokenizer(prompt)["input_ids"])
-            if tokens > self.max_model_len:
-                return error(
-                    400,
-                    f"This model's maximum context length is {self.max_model_len} tokens. However, you "
-                    f"requested {tokens} tokens in the input for embedding generation. Please reduce the "
-                    "length of the input.",
-                )
-        job = _Job(served, prompts, images)
+        prepared = served.prepare(prompts, images)
+        tokens = int(prepared["attention_mask"].sum(dim=1).max())
+        if tokens > self.max_model_len:
+            return error(
+                400,
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                f"requested {tokens} tokens in the input for embedding generation. Please reduce the "
+                "length of the input.",
+            )
+        job = _Job(served, prepared, len(prompts))
         self._jobs.put(job)
         outputs = job.done.result()
         key, kind = ("data", "pooling") if path == "/pooling" else ("embedding", "embedding")
@@ -285,7 +314,7 @@ class Double:
         while (job := self._jobs.get()) is not None:
             batch = [job]
             deadline = time.monotonic() + WINDOW
-            while sum(len(j.prompts) for j in batch) < self.max_batch:
+            while sum(j.count for j in batch) < self.max_batch:
                 try:
                     more = self._jobs.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
@@ -294,19 +323,17 @@ class Double:
                     self._jobs.put(more)
                     break
                 batch.append(more)
-            prompts = [prompt for j in batch for prompt in j.prompts]
-            images = [image for j in batch for image in j.images]
             try:
-                self.forward_sizes.append(len(prompts))
-                outputs = [(v.float().numpy(), count) for v, count in job.served.run(prompts, images)]
+                self.forward_sizes.append(sum(j.count for j in batch))
+                outputs = [(v.float().numpy(), n) for v, n in job.served.run([j.prepared for j in batch])]
             except Exception as exc:  # every request of the batch sees the failure
                 for j in batch:
                     j.done.set_exception(exc)
                 continue
             start = 0
             for j in batch:
-                j.done.set_result(outputs[start : start + len(j.prompts)])
-                start += len(j.prompts)
+                j.done.set_result(outputs[start : start + j.count])
+                start += j.count
 
     # running -----------------------------------------------------------------------------------
 
