@@ -17,7 +17,7 @@ ROOT = Path(pagesight.__file__).parent
 
 LAYERS = [
     {"errors"},
-    {"spec", "choices", "where", "jsonl", "records", "registry", "devices", "priority"},
+    {"spec", "choices", "where", "jsonl", "records", "registry", "devices", "priority", "endpoints"},
     {"settings", "request"},
     {"vectors", "text"},
     {"encode", "render"},

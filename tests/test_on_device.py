@@ -112,6 +112,8 @@ BUILDERS = {
     "siglip": build_siglip,
     "colqwen2": col(build_qwen, "ColQwen2", "ColQwen2Processor", "qwen2-vl"),
     "colqwen2.5": col(build_qwen, "ColQwen2_5", "ColQwen2_5_Processor", "qwen2.5-vl"),
+    "colqwen3": col(build_qwen, "ColQwen3", "ColQwen3Processor", "qwen3-vl"),
+    "colqwen3.5": col(build_qwen, "ColQwen3_5", "ColQwen3_5Processor", "qwen3.5"),
     "colpali": col(build_colpali, "ColPali", "ColPaliProcessor"),
     "colsmol": col(build_idefics3, "ColIdefics3", "ColIdefics3Processor", "idefics3"),
     "colmodernvbert": col(build_idefics3, "ColModernVBert", "ColModernVBertProcessor", "modernvbert"),

@@ -31,6 +31,7 @@ from pagesight.store.base import Catalog, Store, open_store, store_exists
 # command that only opens the index (info, documents) starts in a fraction of a second.
 if TYPE_CHECKING:
     from pagesight.answer.base import Answer, Reader
+    from pagesight.endpoints import VisualEndpoint
     from pagesight.ingest.options import IngestOptions
     from pagesight.ingest.pipeline import IngestReport
     from pagesight.render.pages import PageRenderer
@@ -39,10 +40,17 @@ if TYPE_CHECKING:
 
 
 class Index:
-    def __init__(self, store: Store, device: str = "auto", trust_remote_code: bool = False):
+    def __init__(
+        self,
+        store: Store,
+        device: str = "auto",
+        trust_remote_code: bool = False,
+        visual_endpoint: VisualEndpoint | None = None,
+    ):
         self.store = store
         self._renderer = None  # render.pages.PageRenderer, made when a page must be rendered again
         self._visual = None  # the visual encoder, loaded on first use
+        self._owns_visual = False  # loaded here (closed with the index), not lent by another index
         self._visual_copies: dict = {}  # by device: its copies on the other GPUs ingestion encodes on
         self._rerankers: dict = {}  # loaded rerankers by name and options
         self.device = device  # where the visual encoder and rerankers run: auto, cpu, cuda[:N] or mps
@@ -52,6 +60,9 @@ class Index:
         # where the readers and rerankers it builds by name call their models (answer.endpoint;
         # None: each from the environment); a server sets its offer's, so requests reach no other
         self.endpoint = None
+        # where its visual encoder runs when not here: a server of the model (endpoints.VisualEndpoint),
+        # the opener's choice like the device, never stored (the index records the model, not where)
+        self.visual_endpoint = visual_endpoint
 
     @classmethod
     def open(
@@ -62,6 +73,7 @@ class Index:
         settings: Settings | Mapping[str, Any] | None = None,
         device: str = "auto",
         trust_remote_code: bool = False,
+        visual_endpoint: VisualEndpoint | None = None,
     ) -> Index:
         """Open the index at ``path``; create it with ``settings`` when ``create`` and absent.
 
@@ -73,6 +85,9 @@ class Index:
         (VisRAG-Ret, jina-embeddings-v4, Nemotron ColEmbed, jina-reranker-m0): it is this opening's
         leave, not a setting, so an index made with such an encoder must be opened with it again
         to encode with it; without it, loading that model is refused, naming it and the flag.
+        ``visual_endpoint`` runs the visual encoder's model on an inference server instead
+        (``endpoints.VisualEndpoint``: vLLM's pooling or embeddings API); the index's recorded
+        encoder (name, model, width) is checked against what the server gives, as in-process.
         """
         if settings is not None and not store_exists(path):
             settings = Settings.given(settings)
@@ -80,7 +95,7 @@ class Index:
             if settings.layout:
                 _check_layout()
         store = open_store(path, create=create, settings=settings)
-        return cls(store, device=device, trust_remote_code=trust_remote_code)
+        return cls(store, device=device, trust_remote_code=trust_remote_code, visual_endpoint=visual_endpoint)
 
     @property
     def root(self) -> Path:
@@ -121,6 +136,11 @@ class Index:
             paths = [paths]
         try:
             options = IngestOptions.given(options, **fields)  # a bad option: a new index goes again
+            if options.ray is not None and self.visual_endpoint is not None and self.settings.visual_encoder:
+                raise PagesightError(
+                    "--ray loads the visual encoder in its actors; with --visual-endpoint ingest without --ray "
+                    "(the server batches the pages of every client)"
+                )
             with self.store.writing():
                 visual = self._ingest_encoders if self.settings.visual_encoder else None
                 report = pipeline.run(
@@ -162,25 +182,36 @@ class Index:
             return None
         if self._visual is None:
             self._visual = self._load_visual(self.device)
+            self._owns_visual = True
         return self._visual
 
     def use_visual_encoder(self, encoder) -> None:
         """Search and ingest with ``encoder``, a loaded visual encoder: another ``Index``'s over the
         same store (a model loaded once per process), or one wrapped (a server's
         ``encode.visual.batching.QueryBatcher``)."""
+        # a wrapper of the encoder loaded here stays this index's to close
+        self._owns_visual = self._owns_visual and getattr(encoder, "encoder", None) is self._visual
         self._visual = encoder
 
     def _load_visual(self, device: str):
         """The index's visual encoder loaded on ``device``, checked against the recorded one."""
         from pagesight.encode.visual import check_compatible, make_encoder
 
-        encoder = make_encoder(
-            self.settings.visual_encoder,
-            model=self.settings.visual_model,
-            adapter=self.settings.visual_adapter,
-            device=device,
-            trust_remote_code=self.trust_remote_code,
-        )
+        settings = self.settings
+        if self.visual_endpoint is not None:
+            from pagesight.encode.visual.served import served_encoder
+
+            encoder = served_encoder(
+                settings.visual_encoder, settings.visual_model, self.visual_endpoint, settings.visual_adapter
+            )
+        else:
+            encoder = make_encoder(
+                settings.visual_encoder,
+                model=settings.visual_model,
+                adapter=settings.visual_adapter,
+                device=device,
+                trust_remote_code=self.trust_remote_code,
+            )
         recorded = self.catalog.visual_spec()
         if recorded is not None:
             check_compatible(recorded, encoder)
@@ -195,6 +226,8 @@ class Index:
         encoder = self.visual_encoder()
         if self.catalog.visual_spec() is None:
             self.catalog.set_visual_spec(encoder.spec())
+        if self.visual_endpoint is not None:
+            return [encoder]  # the server spreads the pages over its own devices
         for device in every_gpu(self.device)[1:]:
             if device not in self._visual_copies:
                 self._visual_copies[device] = self._load_visual(device)
@@ -481,6 +514,9 @@ class Index:
         ]  # fmt: skip
 
     def close(self) -> None:
+        if self._owns_visual and hasattr(self._visual, "close"):
+            self._visual.close()  # a served encoder's connections to its endpoint
+        self._visual = None
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None

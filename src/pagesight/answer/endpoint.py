@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from pagesight.endpoints import first_set
 from pagesight.errors import PagesightError
 
 BASE_URL_ENV = ("PAGESIGHT_OPENAI_BASE_URL", "OPENAI_BASE_URL")
@@ -48,8 +49,8 @@ class Endpoint:
         """The endpoint given, what is not given read from the environment (the module docstring),
         the public OpenAI API when no URL is given anywhere."""
         return cls(
-            base_url or _first(BASE_URL_ENV) or DEFAULT_BASE_URL,
-            api_key or _first(KEY_ENV),
+            base_url or first_set(BASE_URL_ENV) or DEFAULT_BASE_URL,
+            api_key or first_set(KEY_ENV),
             model or os.environ.get(MODEL_ENV) or None,
         )
 
@@ -65,10 +66,6 @@ class Endpoint:
         if self.base_url is None:
             raise PagesightError(NO_ENDPOINT)
         return _client(self, timeout, max_retries).chat.completions.create(**body)
-
-
-def _first(names: tuple[str, ...]) -> str | None:
-    return next((os.environ[name] for name in names if os.environ.get(name)), None)
 
 
 @functools.lru_cache(maxsize=32)

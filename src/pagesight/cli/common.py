@@ -21,6 +21,7 @@ from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.request import MODES, SearchRequest, label, spec, value_type
 
 if TYPE_CHECKING:
+    from pagesight.endpoints import VisualEndpoint
     from pagesight.index import Index
 
 out = Console()
@@ -53,6 +54,33 @@ TrustOption = Annotated[
     ),
 ]
 
+VisualEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--visual-endpoint",
+        help="Run the visual encoder's model on this vLLM server (http://HOST:PORT, or a router in front "
+        "of several) instead of here: pages and queries go there (colqwen3, colqwen3.5, "
+        "qwen3-vl-embedding). Its key: --visual-endpoint-key-file, else $PAGESIGHT_VISUAL_API_KEY.",
+    ),
+]
+VisualKeyFileOption = Annotated[
+    Path | None,
+    typer.Option("--visual-endpoint-key-file", help="A file holding the key sent to --visual-endpoint."),
+]
+VisualConcurrencyOption = Annotated[
+    int, typer.Option("--visual-concurrency", help="--visual-endpoint: requests in flight at once.", min=1)
+]
+
+
+def served_at(url: str | None, key_file: Path | None, concurrency: int) -> VisualEndpoint | None:
+    """The visual endpoint of the options (None without ``--visual-endpoint``), its key read once."""
+    from pagesight.endpoints import VisualEndpoint
+
+    try:
+        return VisualEndpoint.given(url, key_file, concurrency=concurrency)
+    except PagesightError as exc:
+        fail(str(exc))
+
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as the command's error on stderr and end it with exit code ``code``."""
@@ -67,15 +95,22 @@ def open_index(
     settings: dict | None = None,
     device: str = "auto",
     trust_remote_code: bool = False,
+    visual_endpoint: VisualEndpoint | None = None,
 ) -> Index:
-    """The index at ``path`` (created with ``settings`` when ``create``), its models on ``device``,
-    allowed to run a model's own code with ``trust_remote_code``; an error ends the command,
-    except a settings conflict, which the caller words with its options' names."""
+    """The index at ``path`` (created with ``settings`` when ``create``), its models on ``device``
+    (the visual encoder's at ``visual_endpoint`` when given), allowed to run a model's own code with
+    ``trust_remote_code``; an error ends the command, except a settings conflict, which the caller
+    words with its options' names."""
     try:
         from pagesight.index import Index
 
         index = Index.open(
-            path, create=create, settings=settings, device=device, trust_remote_code=trust_remote_code
+            path,
+            create=create,
+            settings=settings,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            visual_endpoint=visual_endpoint,
         )
     except SettingsConflict:
         raise

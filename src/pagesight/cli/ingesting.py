@@ -19,6 +19,9 @@ from pagesight.cli.common import (
     IndexOption,
     JsonOption,
     TrustOption,
+    VisualConcurrencyOption,
+    VisualEndpointOption,
+    VisualKeyFileOption,
     choices,
     err,
     fail,
@@ -26,7 +29,9 @@ from pagesight.cli.common import (
     is_given,
     open_index,
     progress_bar,
+    served_at,
 )
+from pagesight.endpoints import CONCURRENCY
 from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.ingest.options import IngestOptions
 from pagesight.settings import Settings
@@ -189,15 +194,24 @@ def ingest(
     flags: dict,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
+    visual_endpoint: VisualEndpointOption = None,
+    visual_endpoint_key_file: VisualKeyFileOption = None,
+    visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
     as_json: JsonOption = False,
 ) -> None:
     """Add files, folders and URLs to the index.
 
     The index is created if missing; unchanged inputs are skipped, changed ones replaced.
     """
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
     try:
         idx = open_index(
-            index, create=True, settings=settings, device=device, trust_remote_code=trust_remote_code
+            index,
+            create=True,
+            settings=settings,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            visual_endpoint=served,
         )
     except SettingsConflict as exc:
         named = [flag_of(ctx, flags[name]) for name in exc.conflicts]

@@ -22,12 +22,17 @@ from pagesight.cli.common import (
     JsonOption,
     ReaderDeviceOption,
     TrustOption,
+    VisualConcurrencyOption,
+    VisualEndpointOption,
+    VisualKeyFileOption,
     err,
     fail,
     open_index,
     out,
     request_options,
+    served_at,
 )
+from pagesight.endpoints import CONCURRENCY
 from pagesight.errors import PagesightError
 from pagesight.frontends import open_image, parse_region
 from pagesight.index import Index
@@ -61,6 +66,9 @@ def search(
     ] = None,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
+    visual_endpoint: VisualEndpointOption = None,
+    visual_endpoint_key_file: VisualKeyFileOption = None,
+    visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
     as_json: JsonOption = False,
 ) -> None:
     """Search by a question, a picture or both.
@@ -68,7 +76,8 @@ def search(
     A picture (--image, a --region of it) is searched with the question. Hits are tiles with
     their page, score per retriever, snippet and evidence boxes.
     """
-    idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    idx = open_index(index, device=device, trust_remote_code=trust_remote_code, visual_endpoint=served)
     try:
         if image is not None:  # a search by the picture (and the question, when given)
             picture = open_image(image, str(image))
@@ -137,6 +146,9 @@ def ask(
     html: Annotated[
         Path | None, typer.Option(help="Also write an HTML page showing the cited regions.")
     ] = None,
+    visual_endpoint: VisualEndpointOption = None,
+    visual_endpoint_key_file: VisualKeyFileOption = None,
+    visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
     stream: Annotated[
         bool,
         typer.Option(
@@ -157,7 +169,10 @@ def ask(
     """
     from pagesight.answer.show import write_html
 
-    idx = open_index(index, device=device or "auto", trust_remote_code=trust_remote_code)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    idx = open_index(
+        index, device=device or "auto", trust_remote_code=trust_remote_code, visual_endpoint=served
+    )
     try:
         reader = build_reader(
             request, trust_remote_code=trust_remote_code, base_url=base_url, api_key=api_key, device=device

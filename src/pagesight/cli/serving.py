@@ -7,7 +7,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pagesight.cli.common import DeviceOption, IndexOption, TrustOption, err, fail, open_index
+from pagesight.cli.common import (
+    DeviceOption,
+    IndexOption,
+    TrustOption,
+    VisualConcurrencyOption,
+    VisualEndpointOption,
+    VisualKeyFileOption,
+    err,
+    fail,
+    open_index,
+    served_at,
+)
+from pagesight.endpoints import CONCURRENCY
 from pagesight.errors import PagesightError
 
 if TYPE_CHECKING:
@@ -92,13 +104,17 @@ def serve(
     ] = 1024,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
+    visual_endpoint: VisualEndpointOption = None,
+    visual_endpoint_key_file: VisualKeyFileOption = None,
+    visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
 ) -> None:
     """Serve the index over HTTP: a web page and a JSON API.
 
     The API is documented at /docs (OpenAPI). Binds to 127.0.0.1; with --api-key every request needs
     the key, and uploads and deletes are allowed. Requests choose among the readers, models and
     rerankers given here: by default the extractive reader and no reranker. Whether models may run
-    their own code (--trust-remote-code) is the operator's choice alone: no request can ask for it.
+    their own code (--trust-remote-code), and where the visual encoder runs (--visual-endpoint), are
+    the operator's choices alone: no request can name them.
     """
     if host not in LOOPBACK and not (api_key or keys) and not insecure:
         fail(f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)")
@@ -106,10 +122,11 @@ def serve(
         fail("--max-upload-mb, --readers and --workers must be positive")
     from pagesight.serve.workers import ServeConfig, check, run
 
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)  # its key read once
     config = ServeConfig(
         index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
         str(keys) if keys else None, tuple(reader or ()), tuple(model or ()), base_url, tuple(rerank or ()),
-        max_tokens, trust_remote_code,
+        max_tokens, trust_remote_code, visual_endpoint, visual_concurrency,
     )  # fmt: skip
     try:
         check(config)
@@ -122,7 +139,7 @@ def serve(
     processes = f", {workers} processes" if workers > 1 else ""
     tools = "" if index.startswith("qdrant:") else f", MCP at http://{shown}:{port}/mcp"
     err.print(f"serving {index} at http://{shown}:{port}/ ({writes}{processes}{tools})", highlight=False)
-    run(config, api_key, model_key)
+    run(config, api_key, model_key, served.api_key if served else None)
 
 
 @app.command("mcp")
@@ -142,6 +159,9 @@ def mcp_server(
     base_url: Annotated[str | None, typer.Option(help="openai reader: the endpoint's base URL.")] = None,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
+    visual_endpoint: VisualEndpointOption = None,
+    visual_endpoint_key_file: VisualKeyFileOption = None,
+    visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
 ) -> None:
     """Serve the index as MCP tools for agents.
 
@@ -152,7 +172,8 @@ def mcp_server(
     from pagesight.request import AskRequest
     from pagesight.serve.mcp import serve as serve_mcp
 
-    idx = open_index(index, device=device, trust_remote_code=trust_remote_code)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    idx = open_index(index, device=device, trust_remote_code=trust_remote_code, visual_endpoint=served)
     try:
         idx.visual_encoder()  # loaded now: the first search does not wait for the model
     except PagesightError as exc:

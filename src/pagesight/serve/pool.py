@@ -71,6 +71,7 @@ class IndexPool:
             create=False,
             device=index.device,
             trust_remote_code=index.trust_remote_code,
+            visual_endpoint=index.visual_endpoint,
         )
         opened.endpoint = index.endpoint  # the server's one endpoint for model calls
         self._opened.append(opened)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 
+from pagesight.endpoints import CONCURRENCY, VisualEndpoint
 from pagesight.errors import PagesightError
 from pagesight.index import Index
 from pagesight.serve.offer import DEFAULT_MAX_TOKENS, Offer
@@ -42,6 +43,7 @@ except ImportError:  # no httptools: uvicorn's h11 protocol serves
 CONFIG_ENV = "PAGESIGHT_SERVE_CONFIG"  # a worker's configuration, as JSON (the keys are not in it)
 KEY_ENV = "PAGESIGHT_API_KEY"
 MODEL_KEY_ENV = "PAGESIGHT_SERVE_MODEL_KEY"  # the key sent to the offered endpoint, for a worker
+VISUAL_KEY_ENV = "PAGESIGHT_SERVE_VISUAL_KEY"  # the key sent to the visual encoder's endpoint, for a worker
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,16 @@ class ServeConfig:
     # whether the index's visual encoder and the offered rerankers may run their model's own code:
     # the operator's leave at start, which no request can give (it is no request field)
     trust_remote_code: bool = False
+    # where the index's visual encoder runs, when on an inference server (endpoints.VisualEndpoint):
+    # the operator's, its key given apart (never in this configuration, which workers read as JSON)
+    visual_endpoint: str | None = None
+    visual_concurrency: int = CONCURRENCY
+
+    def served(self, visual_key: str | None = None) -> VisualEndpoint | None:
+        """The visual encoder's endpoint, ``visual_key`` sent to it; None: the encoder runs here."""
+        if self.visual_endpoint is None:
+            return None
+        return VisualEndpoint(self.visual_endpoint, api_key=visual_key, concurrency=self.visual_concurrency)
 
     def offer(self, model_key: str | None = None) -> Offer:
         """What requests may choose, its endpoint called with ``model_key``."""
@@ -104,6 +116,7 @@ def check(config: ServeConfig) -> None:
     if config.keys is not None:
         load_keys(Path(config.keys))  # a missing or malformed keys file stops the server with one line
     config.offer()  # a model reader without its models or endpoint stops it too
+    config.served()  # a visual endpoint that is no URL too
     with Index.open(config.index, create=False, device=config.device) as index:
         if config.uploads is None and not index.root.is_dir():
             raise PagesightError(
@@ -111,11 +124,13 @@ def check(config: ServeConfig) -> None:
             )
 
 
-def build(config: ServeConfig, api_key: str | None, model_key: str | None = None) -> FastAPI:
+def build(
+    config: ServeConfig, api_key: str | None, model_key: str | None = None, visual_key: str | None = None
+) -> FastAPI:
     """The app of one server process: the index opened, the MCP tools beside it where the store
     lets a second client open it (stateless with several processes), the JSON API and web page;
     ``api_key`` is the operator's key to the server, ``model_key`` the one sent to the offered
-    model endpoint."""
+    model endpoint, ``visual_key`` the one sent to the visual encoder's endpoint."""
     from pagesight.encode import exported
     from pagesight.serve.app import create_app
     from pagesight.serve.mcp import http_app
@@ -124,8 +139,13 @@ def build(config: ServeConfig, api_key: str | None, model_key: str | None = None
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
     offer = config.offer(model_key)
+    served = config.served(visual_key)
     index = Index.open(
-        config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
+        config.index,
+        create=False,
+        device=config.device,
+        trust_remote_code=config.trust_remote_code,
+        visual_endpoint=served,
     )
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
@@ -133,7 +153,11 @@ def build(config: ServeConfig, api_key: str | None, model_key: str | None = None
     mcp = None
     if isinstance(index.store, LocalStore):
         tools = Index.open(
-            config.index, create=False, device=config.device, trust_remote_code=config.trust_remote_code
+            config.index,
+            create=False,
+            device=config.device,
+            trust_remote_code=config.trust_remote_code,
+            visual_endpoint=served,
         )
         if queries is not None:
             tools.use_visual_encoder(queries)  # one model a process
@@ -157,7 +181,12 @@ def app_from_environment() -> FastAPI:
     config = ServeConfig(
         **{key: tuple(value) if isinstance(value, list) else value for key, value in given.items()}
     )
-    return build(config, os.environ.get(KEY_ENV) or None, os.environ.get(MODEL_KEY_ENV) or None)
+    return build(
+        config,
+        os.environ.get(KEY_ENV) or None,
+        os.environ.get(MODEL_KEY_ENV) or None,
+        os.environ.get(VISUAL_KEY_ENV) or None,
+    )
 
 
 def http_protocol() -> type | str:
@@ -167,13 +196,16 @@ def http_protocol() -> type | str:
     return TargetHost if TargetHost is not None else "h11"
 
 
-def run(config: ServeConfig, api_key: str | None, model_key: str | None = None) -> None:
+def run(
+    config: ServeConfig, api_key: str | None, model_key: str | None = None, visual_key: str | None = None
+) -> None:
     """Serve until stopped (``check`` the configuration first): the app in this process, or
-    ``config.workers`` processes of it; ``model_key`` is sent to the offered endpoint."""
+    ``config.workers`` processes of it; ``model_key`` is sent to the offered endpoint,
+    ``visual_key`` to the visual encoder's."""
     import uvicorn
 
     if config.workers <= 1:
-        app = build(config, api_key, model_key)
+        app = build(config, api_key, model_key, visual_key)
         uvicorn.run(app, host=config.host, port=config.port, log_level="warning", http=http_protocol())
         return
     os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(config))
@@ -181,6 +213,8 @@ def run(config: ServeConfig, api_key: str | None, model_key: str | None = None) 
         os.environ[KEY_ENV] = api_key
     if model_key:
         os.environ[MODEL_KEY_ENV] = model_key
+    if visual_key:
+        os.environ[VISUAL_KEY_ENV] = visual_key
     uvicorn.run(
         "pagesight.serve.workers:app_from_environment",
         factory=True,

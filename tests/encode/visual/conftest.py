@@ -120,8 +120,27 @@ QWEN_TOKEN_IDS = {
 }
 
 
+QWEN3_VISION = {
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_heads": 2,
+    "out_hidden_size": 64,
+    "num_position_embeddings": 64,
+    "patch_size": 16,
+}
+QWEN3_ROPE = {
+    "rope_type": "default",
+    "mrope_section": [2, 3, 3],
+    "mrope_interleaved": True,
+    "rope_theta": 10000.0,
+}
+
+
 def qwen_config(family: str):
-    """A two-layer config of ``family``: "qwen2-vl", "qwen2.5-vl" or "qwen3-vl"."""
+    """A two-layer config of ``family``: "qwen2-vl", "qwen2.5-vl", "qwen3-vl" or "qwen3.5" (one Gated
+    DeltaNet layer, one full-attention layer; a ColQwen3.5 projection of 320 dimensions, as the
+    published checkpoints' ``dim``)."""
     if family == "qwen2-vl":
         vision = {"depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "patch_size": 14}
         return transformers.Qwen2VLConfig(
@@ -142,26 +161,23 @@ def qwen_config(family: str):
             text_config=qwen_text_config(), vision_config=vision, **QWEN_TOKEN_IDS
         )
     if family == "qwen3-vl":
-        vision = {
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [0],
-            "patch_size": 16,
-        }
-        text = qwen_text_config(
-            head_dim=16,
-            rope_parameters={
-                "rope_type": "default",
-                "mrope_section": [2, 3, 3],
-                "mrope_interleaved": True,
-                "rope_theta": 10000.0,
-            },
-        )
+        vision = {**QWEN3_VISION, "deepstack_visual_indexes": [0]}
+        text = qwen_text_config(head_dim=16, rope_parameters=QWEN3_ROPE)
         return transformers.Qwen3VLConfig(text_config=text, vision_config=vision, **QWEN_TOKEN_IDS)
+    if family == "qwen3.5":
+        vision = {**QWEN3_VISION, "depth": 1}
+        text = qwen_text_config(
+            head_dim=32,  # half of it rotated (Qwen3.5 rotates a quarter of its 256)
+            layer_types=["linear_attention", "full_attention"],
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            rope_parameters={**QWEN3_ROPE, "partial_rotary_factor": 0.5},
+        )
+        config = transformers.Qwen3_5Config(text_config=text, vision_config=vision, **QWEN_TOKEN_IDS)
+        config.dim = 320
+        return config
     raise ValueError(family)
 
 
@@ -171,7 +187,7 @@ def save_qwen_processor(folder: Path, family: str, processor_class: type) -> obj
 
     from pagesight.encode.visual.processors import image_only
 
-    patch = 16 if family == "qwen3-vl" else 14
+    patch = 16 if family in ("qwen3-vl", "qwen3.5") else 14
     factor = (patch * 2) ** 2 / 28**2
     image_processor = Qwen2VLImageProcessorPil(
         patch_size=patch,

@@ -1,5 +1,6 @@
-"""ColQwen2 and ColQwen2.5 through colpali-engine on tiny random-weight models: one 128-dim vector
-per real token, MaxSim scores equal to colpali-engine's, LoRA adapters."""
+"""The ColQwen family (ColQwen2, ColQwen2.5, ColQwen3, ColQwen3.5) through colpali-engine on tiny
+random-weight models: one vector per real token (128 dimensions, 320 for ColQwen3 and the ColQwen3.5
+checkpoints), MaxSim scores equal to colpali-engine's, LoRA adapters."""
 
 from __future__ import annotations
 
@@ -26,12 +27,17 @@ def colpali_models():
     return import_colpali()
 
 
-@pytest.fixture(
-    scope="module", params=[("colqwen2", "qwen2-vl", "ColQwen2"), ("colqwen2.5", "qwen2.5-vl", "ColQwen2_5")]
-)
+FAMILIES = [
+    ("colqwen2", "qwen2-vl", "ColQwen2", "ColQwen2Processor", 128),
+    ("colqwen2.5", "qwen2.5-vl", "ColQwen2_5", "ColQwen2_5_Processor", 128),
+    ("colqwen3", "qwen3-vl", "ColQwen3", "ColQwen3Processor", 320),
+    ("colqwen3.5", "qwen3.5", "ColQwen3_5", "ColQwen3_5Processor", 320),
+]
+
+
+@pytest.fixture(scope="module", params=FAMILIES, ids=[family[0] for family in FAMILIES])
 def tiny(request, tmp_path_factory, colpali_models):
-    name, family, model_class = request.param
-    processor_class = {"ColQwen2": "ColQwen2Processor", "ColQwen2_5": "ColQwen2_5_Processor"}[model_class]
+    name, family, model_class, processor_class, _ = request.param
     folder = tmp_path_factory.mktemp(f"tiny-{name}")
     model = build_qwen(
         folder, family, getattr(colpali_models, model_class), getattr(colpali_models, processor_class)
@@ -41,7 +47,8 @@ def tiny(request, tmp_path_factory, colpali_models):
 
 def test_contract_and_tokens(tiny, pages, queries):
     name, _, model, encoder = tiny
-    assert (encoder.name, encoder.multi_vector, encoder.dim) == (name, True, 128)
+    dim = next(family[-1] for family in FAMILIES if family[0] == name)
+    assert (encoder.name, encoder.multi_vector, encoder.dim) == (name, True, dim)
     page_vectors, query_vectors = assert_encoder_contract(encoder, pages, queries)
     processor = encoder.processor
     batch = processor.process_images(pages[:1])
@@ -78,3 +85,17 @@ def test_lora_and_compatibility(tiny, pages, queries, tmp_path):
     assert_differ(adapted.encode_queries(queries), encoder.encode_queries(queries))
     with pytest.raises(PagesightError, match=f"adapter {tmp_path / 'adapter'}"):
         check_compatible(adapted.spec(), encoder)
+
+
+def test_a_backbone_this_transformers_lacks_is_named_in_one_line(tmp_path):
+    """A family whose backbone the installed transformers does not hold is refused before anything
+    loads, naming the encoder, the backbone and the installed version."""
+    from pagesight.encode.visual.colqwen import ColQwen35Encoder
+
+    class Later(ColQwen35Encoder):
+        name = "colqwen9"
+        backbone = "qwen9_vl"  # no transformers holds it
+
+    with pytest.raises(PagesightError, match=r"^visual encoder 'colqwen9' needs transformers' qwen9_vl backbone, "
+                       r"which transformers \S+ lacks: pip install -U transformers$"):  # fmt: skip
+        Later(model=str(tmp_path), device="cpu")

@@ -97,6 +97,8 @@ ENCODERS = Registry(
         "colpali": "pagesight.encode.visual.colpali:ColPaliEncoder",
         "colqwen2": "pagesight.encode.visual.colqwen:ColQwen2Encoder",
         "colqwen2.5": "pagesight.encode.visual.colqwen:ColQwen25Encoder",
+        "colqwen3": "pagesight.encode.visual.colqwen:ColQwen3Encoder",
+        "colqwen3.5": "pagesight.encode.visual.colqwen:ColQwen35Encoder",
         "colsmol": "pagesight.encode.visual.colsmol:ColSmolEncoder",
         "colmodernvbert": "pagesight.encode.visual.colmodernvbert:ColModernVBertEncoder",
         "qwen3-vl-embedding": "pagesight.encode.visual.qwen3vl_embedding:Qwen3VLEmbeddingEncoder",

@@ -38,6 +38,15 @@ EXTRA = "colpali"
 _TORCHVISION_MODULE = "transformers.models.qwen2_vl.image_processing_qwen2_vl"
 
 
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def import_colpali() -> Any:
     """``colpali_engine.models``, importable without torchvision."""
     if "colpali_engine.models" in sys.modules:
@@ -66,6 +75,7 @@ class LateInteractionEncoder(TorchEncoder):
     extra: ClassVar[str] = EXTRA
     model_class: ClassVar[str]
     processor_class: ClassVar[str]
+    backbone: ClassVar[str | None] = None  # transformers' module of the backbone, when recent
 
     def __init__(
         self,
@@ -78,12 +88,30 @@ class LateInteractionEncoder(TorchEncoder):
         max_pixels: int | None = None,
     ):
         super().__init__(model, device, adapter, batch_size, dtype, revision)
+        self._check_backbone()
         models = import_colpali()
+        if not hasattr(models, self.model_class):
+            raise PagesightError(
+                f"visual encoder '{self.name}' needs colpali-engine's {self.model_class}, which colpali-engine "
+                f"{_version('colpali-engine')} lacks: pip install -U 'colpali-engine>=0.3.18'"
+            )
         processor_class = image_only(getattr(models, self.processor_class))
         self.processor = self._from_pretrained("processor", processor_class.from_pretrained)
         self.max_pixels = self._configure_images(max_pixels)
         self.model = self._load_model(getattr(models, self.model_class))
         self.dim = int(self.model.dim)
+
+    def _check_backbone(self) -> None:
+        """Refuse, in one line, a transformers without the backbone this family is built on."""
+        require("transformers", EXTRA)
+        if (
+            self.backbone is not None
+            and importlib.util.find_spec(f"transformers.models.{self.backbone}") is None
+        ):
+            raise PagesightError(
+                f"visual encoder '{self.name}' needs transformers' {self.backbone} backbone, which transformers "
+                f"{_version('transformers')} lacks: pip install -U transformers"
+            )
 
     def _configure_images(self, max_pixels: int | None) -> int:
         """Apply ``max_pixels`` to the processor; returns the largest image the model sees unscaled."""

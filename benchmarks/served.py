@@ -1,0 +1,213 @@
+"""A visual encoder behind an inference server, on this CPU with a tiny random-weight model (issue 62):
+what the client costs beside the model.
+
+    python benchmarks/served.py [--encoder colqwen3] [--pdfs 12] [--batch 4] [--rounds 3]
+                                [--searches 48] [--clients 16] [--json out.json]
+
+1. Ingestion: the same PDFs ingested with the encoder in-process and through the loopback double
+   of vLLM (``tests/encode/visual/vllm_double.py``, in a process of its own, batching the requests
+   that arrive together as vLLM's scheduler does), at the same ``--visual-batch``, the two
+   alternated ``--rounds`` times: pages a second of the whole ingestion (rendering included).
+2. Searches: ``pagesight serve --visual-endpoint`` (a process of its own) over the index built
+   through the double; one client searching in visual mode ``--searches`` times one after another,
+   then ``--clients`` clients at once, each as many times: latency p50 and p99 of each; then the
+   same with the encoder in the server's process (``serve`` without ``--visual-endpoint``).
+
+Three processes share the machine (the double, the server or the ingestion, the clients), so the
+figures are the machine's at its load, which is printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import make_pdf  # noqa: E402
+
+QUERIES = ["quarterly revenue by region", "staff numbers", "costs fell", "outlook for next year",
+           "appendix tables", "warehouse capacity", "supplier change", "annual report summary"]  # fmt: skip
+KINDS = {"colqwen3": ("qwen3-vl", "ColQwen3", "ColQwen3Processor"),
+         "colqwen3.5": ("qwen3.5", "ColQwen3_5", "ColQwen3_5Processor")}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def wait_for(url: str, process: subprocess.Popen, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: the process ended ({process.returncode})")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {seconds:.0f} s")
+
+
+def corpus(folder: Path, count: int) -> list[Path]:
+    """``count`` two-page PDFs of a few lines and a coloured block each."""
+    folder.mkdir(parents=True)
+    pdfs = []
+    for number in range(count):
+        lines = [QUERIES[(number + k) % len(QUERIES)] for k in range(3)]
+        colour = ((number * 37 % 100) / 100, (number * 59 % 100) / 100, 0.5)
+        blocks = [(72, 300, 300, 200, colour), (200, 80, 250, 400, colour[::-1])]
+        pdfs.append(make_pdf(folder / f"doc{number:03d}.pdf", [lines, lines[::-1]], blocks=blocks))
+    return pdfs
+
+
+def ingest(index: Path, settings: dict, pdfs: list[Path], batch: int, endpoint=None) -> dict:
+    from pagesight import Index
+
+    shutil.rmtree(index, ignore_errors=True)
+    start = time.perf_counter()
+    with Index.open(index, settings=settings, visual_endpoint=endpoint) as opened:
+        opened.device = "cpu"
+        report = opened.add(pdfs, jobs=1, ocr="never", visual_batch=batch)
+    seconds = time.perf_counter() - start
+    assert report.ok, report.failed
+    return {"pages": report.pages, "tiles": report.visual["tiles"], "seconds": round(seconds, 2),
+            "pages_per_s": round(report.pages / seconds, 2), "load": load()}  # fmt: skip
+
+
+def searches(url: str, clients: int, each: int) -> list[float]:
+    """Latencies (ms) of ``clients`` threads each searching ``each`` times, at once."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def client(number: int) -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            for k in range(each):
+                query = QUERIES[(number + k) % len(QUERIES)]
+                start = time.perf_counter()
+                answer = http.get("/api/search", params={"q": query, "mode": "visual", "k": 5})
+                took = (time.perf_counter() - start) * 1000
+                answer.raise_for_status()
+                with lock:
+                    latencies.append(took)
+
+    threads = [threading.Thread(target=client, args=(number,)) for number in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies
+
+
+def percentiles(latencies: list[float]) -> dict:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 1), "p99_ms": round(p99, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--encoder", choices=sorted(KINDS), default="colqwen3")
+    parser.add_argument("--pdfs", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--searches", type=int, default=48)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    from pagesight.encode.visual.late_interaction import import_colpali
+    from pagesight.endpoints import VisualEndpoint
+    from tests.encode.visual.conftest import build_qwen
+
+    work = Path(tempfile.mkdtemp(prefix="pagesight-served-"))
+    family, model_class, processor_class = KINDS[args.encoder]
+    models = import_colpali()
+    folder = work / args.encoder
+    build_qwen(folder, family, getattr(models, model_class), getattr(models, processor_class))
+    pdfs = corpus(work / "pdfs", args.pdfs)
+    settings = {"dense_model": None, "visual_encoder": args.encoder, "visual_model": str(folder)}
+
+    port = free_port()
+    double = subprocess.Popen(
+        [sys.executable, "-m", "tests.encode.visual.vllm_double", f"{folder}={args.encoder}:{folder}",
+         "--port", str(port)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"},
+    )  # fmt: skip
+    server = None
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/v1/models", double)
+        endpoint = VisualEndpoint(url)
+        ingestion: dict[str, list] = {"in_process": [], "endpoint": []}
+        ingest(work / "warm", settings, pdfs[:2], args.batch)  # the model's first load and torch's warm-up
+        for _ in range(args.rounds):
+            ingestion["in_process"].append(ingest(work / "here", settings, pdfs, args.batch))
+            ingestion["endpoint"].append(ingest(work / "served", settings, pdfs, args.batch, endpoint))
+        rates = {
+            kind: statistics.median(run["pages_per_s"] for run in runs) for kind, runs in ingestion.items()
+        }
+
+        search = {}
+        for kind, flags in (("endpoint", ["--visual-endpoint", url]), ("in_process", ["--device", "cpu"])):
+            serve_port = free_port()
+            command = [sys.executable, "-m", "pagesight", "serve", "--index", str(work / "served"),
+                       "--port", str(serve_port), *flags]  # fmt: skip
+            server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+            served = f"http://127.0.0.1:{serve_port}"
+            wait_for(f"{served}/api/status", server)
+            searches(served, 4, 4)  # warm-up
+            before = load()
+            one = percentiles(searches(served, 1, args.searches))
+            many = percentiles(searches(served, args.clients, args.searches))
+            search[kind] = {
+                "one_client": one,
+                f"{args.clients}_clients": many,
+                "load": f"{before} / {load()}",
+                "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2),
+            }
+            server.terminate()
+            server.wait(timeout=30)
+            server = None
+        result = {
+            "encoder": args.encoder,
+            "batch": args.batch,
+            "ingestion": ingestion,
+            "pages_per_s_median": rates,
+            "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),
+            "search": search,
+            "cpus": os.cpu_count(),
+        }
+    finally:
+        for process in (server, double):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
