@@ -1,12 +1,12 @@
 """CPU seconds of the extractive reader on the worst questions a request may send (issue 60).
 
-    python benchmarks/request_bounds.py [--pages 40] [--phrases 195] [--json out.json]
+    python benchmarks/request_bounds.py [--pages 40] [--phrases 195] [--attacks-only] [--json out.json]
 
 Each question is of the longest length a request takes (4,000 characters): issue 60's attacks
 (defect 1: "what is X", spaces and "!"; defect 2: a ratio's sides, "what is a to " repeated; defect
 3: a formula of ``--phrases`` cell phrases, over a statement of ``--pages`` typeset pages of 30
-rows each) and one question of every shape the pattern fuzz tries (a character repeated after a
-question's opening: spaces, tabs, digits, letters, punctuation). Each is read once by
+rows each) and, unless ``--attacks-only``, one question of every shape the pattern fuzz tries (a
+character repeated after a question's opening: spaces, tabs, digits, letters, punctuation). Each is read once by
 ``ExtractiveReader(dense=False)`` over the statement's first page (the formula over all of them),
 timed by ``time.process_time``. Prints one JSON object: the seconds of each, and the worst.
 """
@@ -81,12 +81,12 @@ def formula(phrases: int) -> str:
     return "The score is defined as: " + " + ".join(parts) + ". What is the FY2024 score?"
 
 
-def questions(phrases: int) -> dict[str, str]:
+def questions(phrases: int, shapes: bool = True) -> dict[str, str]:
     found = {
         "defect 1: what is X, spaces, !": "what is X" + " " * (LONGEST - 10) + "!",
         "defect 2: what is a to, repeated": "The FY2021 ratio: " + "what is a to " * 306 + "!",
     }
-    for opening in OPENINGS:
+    for opening in OPENINGS if shapes else ():
         for pump in PUMPED:
             found[f"{opening!r} + {pump!r} x n + '!'"] = opening + pump * (LONGEST - len(opening) - 1) + "!"
     found[f"defect 3: a formula of {phrases} phrases"] = formula(phrases)
@@ -97,13 +97,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=40)
     parser.add_argument("--phrases", type=int, default=195)
+    parser.add_argument("--attacks-only", action="store_true", help="issue 60's three attacks alone")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     reader = ExtractiveReader(dense=False)
     with tempfile.TemporaryDirectory() as folder:
         pages = statement(Path(folder), args.pages)
     seconds = {}
-    for name, question in questions(args.phrases).items():
+    for name, question in questions(args.phrases, not args.attacks_only).items():
         context = pages if name.startswith("defect 3") else pages[:1]
         start = time.process_time()
         reader.read(question, context)

@@ -7,8 +7,9 @@ question and its context's tiles (text, boxes, hits: no images, no index) and wa
 asks back for a document's text when the reader's support check needs it (read by the request
 thread through the index it borrows). A reading past its deadline is ended with its process
 (``ReadingTimedOut``, answered 504): the next reading starts another. Worker processes start on
-the first ask that needs one, so a server starts as fast without them; a tenant holds at most
-``per_tenant`` of them while another tenant waits for one. ``pagesight ask`` and ``Index.ask`` read
+the first ask that needs one, so a server starts as fast without them; a free worker goes first to
+a tenant holding fewer than ``per_tenant`` of them, so one tenant's readings never keep another's
+waiting longer than one reading. ``pagesight ask`` and ``Index.ask`` read
 in their own process, as always.
 """
 
@@ -38,8 +39,8 @@ class ReadingTimedOut(PagesightError):
 
 class ReadingPool:
     """Worker processes reading with the extractive reader, ``processes`` of them at most, each
-    reading given ``seconds``; ``per_tenant``: the workers one tenant may hold while another waits
-    (None: all but one, at least one)."""
+    reading given ``seconds``; ``per_tenant``: the workers a tenant may hold and still go first to a
+    free one (None: all but one, at least one)."""
 
     def __init__(
         self, processes: int = PROCESSES, seconds: float = READ_SECONDS, per_tenant: int | None = None
@@ -81,7 +82,8 @@ class ReadingPool:
 
     def _take(self, tenant: Any, deadline: float) -> _Worker:
         """A free worker (started if none is and fewer than ``processes`` are), once this reading
-        is the first waiting whose tenant holds fewer than ``per_tenant``; ``ReadingTimedOut`` at
+        is the first waiting whose tenant holds fewer than ``per_tenant`` (or the first waiting,
+        when every waiting one's tenant holds that many: no worker idles); ``ReadingTimedOut`` at
         the deadline."""
         me = [tenant]
         with self._changed:
@@ -90,7 +92,8 @@ class ReadingPool:
                 while True:
                     if self._closed:
                         raise PagesightError("the server is stopping")
-                    eligible = [w for w in self._waiting if self._held.get(w[0], 0) < self.per_tenant]
+                    under = [w for w in self._waiting if self._held.get(w[0], 0) < self.per_tenant]
+                    eligible = under or self._waiting
                     available = self._free or self._started < self.processes
                     if eligible and eligible[0] is me and available:
                         break
