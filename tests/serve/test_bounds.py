@@ -102,21 +102,21 @@ def test_the_worst_questions_hold_no_other_tenants_search(served):
 
 @pytest.mark.timeout(120)
 def test_a_reading_past_its_deadline_is_ended_and_the_server_answers_on(tmp_path):
-    pdf = make_pdf(tmp_path / "owls.pdf", [["zephyrine owls nest in basalt cliffs"]])
     index = Index.open(tmp_path / "ix", settings={"dense_model": None})
-    assert index.add([pdf], jobs=1).ok
-    pool = ReadingPool(processes=1, seconds=0.001)  # no reading ends in a millisecond
+    assert index.add([statement(tmp_path / "statement.pdf", 3)], jobs=1).ok
+    pool = ReadingPool(processes=1, seconds=0.001)  # a formula over 90 rows reads longer than that
     app = create_app(index, api_key=OPERATOR, answers=OfferedReaders(Offer(), pool))
     live = LiveServer(app)
+    question = {"question": formula(60), "k": 3}
     try:
         with httpx.Client(base_url=live.url, headers=as_(OPERATOR), timeout=60) as client:
             for stream in (False, True):
-                asked = client.post("/api/ask", json={"question": "Where do owls nest?", "stream": stream})
+                asked = client.post("/api/ask", json={**question, "stream": stream})
                 if stream:
                     assert '"event": "error"' in asked.text and "longer than 0.001 s" in asked.text
                 else:
                     assert asked.status_code == 504 and "longer than 0.001 s" in asked.json()["error"]
-            assert client.get("/api/search", params={"q": "owls"}).json()["hits"]
+            assert client.get("/api/search", params={"q": "net sales"}).json()["hits"]
         assert app.state.served.asks.running() == 0
         assert pool._started == 0 and not pool._free  # each worker ended with its reading
     finally:

@@ -69,10 +69,9 @@ class ReadingPool:
         self, options: dict, question: str, context: Sequence[ContextItem], tenant: Any = None
     ) -> Reading:
         """``ExtractiveReader(**options).read(question, context)`` in a worker, within the deadline."""
-        deadline = time.monotonic() + self.seconds
-        worker = self._take(tenant, deadline)
+        worker = self._take(tenant, time.monotonic() + self.seconds)
         try:
-            reading = worker.read(options, question, context, deadline, self.seconds)
+            reading = worker.read(options, question, context, self.seconds)
         except BaseException:
             worker.end()  # past its deadline, or broken: no reading is left in it
             self._give_back(tenant, None)
@@ -174,14 +173,20 @@ class _Worker:
             self.end()
             raise PagesightError(f"the reading process did not start within {START_SECONDS:g} s")
 
-    def read(
-        self, options: dict, question: str, context: Sequence[ContextItem], deadline: float, seconds: float
-    ) -> Reading:
+    def read(self, options: dict, question: str, context: Sequence[ContextItem], seconds: float) -> Reading:
+        """The reading, within ``seconds`` from when the worker has its reader (built on its first
+        use of ``options``: a model loaded, within ``START_SECONDS``)."""
         shipped = [
             dataclasses.replace(item, load_image=None, load_document=None, _image=None) for item in context
         ]
         self.conn.send((options, question, shipped))
         documents = {item.hit.doc_id: item.load_document for item in context if item.load_document}
+        if not self.conn.poll(START_SECONDS):
+            raise PagesightError(f"the reader was not ready within {START_SECONDS:g} s")
+        kind, value = self._receive()
+        if kind != "reading from now":
+            _raise(kind, value)
+        deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.conn.poll(left):
@@ -194,10 +199,8 @@ class _Worker:
                 self.conn.send(read() if read is not None else None)
             elif kind == "reading":
                 return value
-            elif kind == "refused":
-                raise PagesightError(value)
             else:
-                raise PagesightError(f"the reader failed: {value}")
+                _raise(kind, value)
 
     def _receive(self) -> tuple[str, Any]:
         try:
@@ -210,6 +213,11 @@ class _Worker:
             self.process.kill()
         self.process.join(timeout=10)
         self.conn.close()
+
+
+def _raise(kind: str, said: str) -> None:
+    """A worker's refusal (a ``PagesightError`` of the reader's) or failure, raised here."""
+    raise PagesightError(said if kind == "refused" else f"the reader failed: {said}")
 
 
 def _serve(conn) -> None:
@@ -229,6 +237,7 @@ def _serve(conn) -> None:
                 if len(readers) >= KEPT_READERS:
                     readers.pop(next(iter(readers)))
                 readers[key] = ExtractiveReader(**options)
+            conn.send(("reading from now", None))
             for item in context:
                 item.load_document = _asker(conn, item.hit.doc_id)
             conn.send(("reading", readers[key].read(question, context)))
