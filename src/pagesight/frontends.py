@@ -71,7 +71,10 @@ def parse_region(text: str | None, name: str = "region") -> Box | None:
 def open_image(source: str | IO[bytes], name: str, formats: tuple[str, ...] | None = None) -> Image.Image:
     """A query image from a path or an open file, as RGB; ``PagesightError`` naming ``name`` when
     Pillow cannot read it, it is none of ``formats`` (Pillow's names; None: any), or it has more
-    than ``MAX_QUERY_PIXELS`` pixels (told from its header, before it is decoded)."""
+    than ``MAX_QUERY_PIXELS`` pixels, or sides an encoder would blow up
+    (``search.engine.query_size_refusal``), told from its header, before it is decoded."""
+    from pagesight.search.engine import query_size_refusal
+
     try:
         with Image.open(source) as opened:
             if formats is not None and opened.format not in formats:
@@ -81,6 +84,9 @@ def open_image(source: str | IO[bytes], name: str, formats: tuple[str, ...] | No
                     f"{name}: {opened.width}x{opened.height} is more than a query image's "
                     f"{MAX_QUERY_PIXELS:,} pixels"
                 )
+            refused = query_size_refusal(opened.width, opened.height)
+            if refused is not None:
+                raise PagesightError(f"{name}: {refused}")
             return opened.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise PagesightError(f"{name}: not an image Pillow can read ({exc})") from None

@@ -36,8 +36,10 @@ OPERATORS = ("<=", ">=", "!=", "^=", "=", "<", ">")
 FACTS = ("id", "path", "type", "pages", "size", "modified", "language")  # the catalog's, never given
 MAX_WHERE = 4000  # characters of an expression
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
+# a token after the spaces before it (the spaces read from their first: ``(?<!\s)``, so a run of
+# them is read once wherever a search starts)
 _TOKEN = re.compile(
-    r"""\s*(?:
+    r"""(?<!\s)\s*(?:
         (?P<string>"[^"]*"|'[^']*')
       | (?P<op><=|>=|!=|\^=|=|<|>)
       | (?P<punct>[(),])

@@ -662,3 +662,24 @@ def test_a_deleted_office_upload_leaves_no_converted_pdf(tenants, tmp_path: Path
     assert client.delete("/api/documents/red--memo", headers=as_(RED)).status_code == 200
     assert not converted.exists()
     assert not (index.root / "uploads" / "red--memo.docx").exists()
+
+
+@office
+@pytest.mark.timeout(240)
+def test_one_tenants_slow_office_files_hold_no_converter_another_tenant_needs(tenants, tmp_path: Path):
+    """Issue 60, defect 10: red's two slow .docx files took both converters, so blue's office
+    upload waited for LibreOffice's 100 s limit."""
+    from tests.render.test_office_limits import docx
+
+    client, _ = tenants
+    row = "<w:tr><w:tc><w:p><w:r><w:t>cell</w:t></w:r></w:p></w:tc></w:tr>"
+    slow = [docx(tmp_path / f"table{n}.docx", f"<w:tbl>{row * (40_000 + n)}</w:tbl><w:p/>") for n in range(2)]
+    memo = docx(tmp_path / "memo.docx", "<w:p><w:r><w:t>blue's harbour memo</w:t></w:r></w:p>")
+    started = time.monotonic()
+    reds = upload(client, RED, *[(path.name, path.read_bytes()) for path in slow]).json()["job"]["id"]
+    time.sleep(1)  # red's files are both taken before blue's arrives
+    blues = upload(client, BLUE, ("memo.docx", memo.read_bytes())).json()["job"]["id"]
+    blue = wait_for(client, blues, BLUE, seconds=60)
+    assert blue["added"] == ["blue--memo"], blue
+    red = client.get(f"/api/jobs/{reds}", headers=as_(RED)).json()
+    assert red["state"] == "queued" and time.monotonic() - started < 60, red  # red's still converting

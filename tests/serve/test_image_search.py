@@ -4,7 +4,9 @@ API ranks as ``Index.search_image`` does."""
 from __future__ import annotations
 
 import io
+import threading
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -164,3 +166,61 @@ def test_a_served_visual_index_loads_its_encoder_at_start_and_encodes_queries_to
         assert {"wait", "check", "encode", "visual", "evidence", "total"} <= set(timings)
         assert timings["total"] >= timings["encode"] >= 0
     served.close()
+
+
+@pytest.mark.timeout(120)
+def test_query_pictures_an_encoder_would_blow_up_are_refused_before_they_join_a_batch(client):
+    """Issue 60, defects 6 and 7: a 200000x1 PNG (666 bytes) cost the encoder 18 s while every
+    tenant's visual queries waited (1000000x1: a 500, MemoryError), and a region rounding to no
+    pixel failed every query batched with it."""
+    from PIL import Image
+
+    for size in ((200_000, 1), (1, 1_000_000), (3_000, 20)):
+        thin = Image.new("L", size, 255)
+        searched = client.post("/api/search/image", files={"image": ("q.png", as_png(thin))})
+        assert "times as long as it is wide" in error_of(searched, 415) or "side over" in searched.text
+    picture = as_png(Image.new("RGB", (100, 100), "white"))
+    for region in ("10.1,10.1,10.4,60", "10,10,60,10.3"):
+        searched = client.post(
+            "/api/search/image", files={"image": ("q.png", picture)}, data={"region": region}
+        )
+        assert "holds no whole pixel" in error_of(searched, 400)
+    assert client.post("/api/search/image", files={"image": ("q.png", picture)}).status_code == 200
+
+
+@pytest.mark.timeout(180)
+def test_an_image_search_reranked_by_the_endpoints_model_takes_a_slot(clip_index):
+    """Issue 60, defect 5: image search with a question and rerank=vlm-openai took no slot, so one
+    key put any number of model calls in flight."""
+    from pagesight.serve.offer import ASKS_PER_TENANT, Offer
+    from tests.answer.test_openai_reader import ChatServer, Reply
+    from tests.serve.live import LiveServer, until
+    from tests.serve.test_model_calls import judged
+
+    slow = ChatServer([Reply(judged(), delay=15.0)])
+    offer = Offer(readers=("openai",), models=("m1",), base_url=slow.base_url, rerankers=("vlm-openai",))
+    app = create_app(
+        Index.open(clip_index.root, create=False), api_key="operator-key-0123456789", offer=offer
+    )
+    live = LiveServer(app)
+    key = {"Authorization": "Bearer operator-key-0123456789"}
+    picture = as_png(clip_index.tile_image("report", 2, 0))
+    form = {"q": "what does this show?", "rerank": "vlm-openai", "rerank_candidates": "1", "k": "1"}
+
+    def search():
+        return httpx.post(f"{live.url}/api/search/image", files={"image": ("q.png", picture)}, data=form,
+                          headers=key, timeout=60)  # fmt: skip
+
+    waiting = [threading.Thread(target=search) for _ in range(ASKS_PER_TENANT)]
+    try:
+        for thread in waiting:
+            thread.start()
+        until(lambda: len(slow.requests) == ASKS_PER_TENANT, 60, "the reranked searches waiting on the model")
+        third = search()
+        assert third.status_code == 429, third.text
+        for thread in waiting:
+            thread.join(timeout=60)
+        assert app.state.served.asks.running() == 0
+    finally:
+        slow.close()
+        live.stop()

@@ -191,3 +191,35 @@ def test_streamable_http_mounted_in_a_fastapi_app(lexical_samples):
         live.stop()
     assert {tool.name for tool in listed.tools} == TOOLS
     assert payload(found)["hits"][0]["doc_id"] == "retrieval-primer"
+
+
+@pytest.mark.timeout(120)
+def test_the_readers_the_tools_keep_are_bounded(tmp_path):
+    """Issue 60: the ask tool kept a reader for each distinct min_support, without a bound."""
+    import gc
+
+    import anyio
+    from mcp import Client
+
+    from pagesight import Index
+    from pagesight.answer.extractive import ExtractiveReader
+    from pagesight.serve.mcp import build_server
+    from pagesight.serve.offer import KEPT_READERS
+    from tests.conftest import make_pdf
+
+    pdf = make_pdf(tmp_path / "owls.pdf", [["zephyrine owls nest in basalt cliffs"]])
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    assert index.add([pdf], jobs=1).ok
+
+    async def asked():
+        async with Client(build_server(index), read_timeout_seconds=120) as client:
+            for n in range(2 * KEPT_READERS):
+                said = await client.call_tool(
+                    "ask", {"question": "Where do owls nest?", "min_support": n / 100}
+                )
+                assert not said.is_error, said
+
+    anyio.run(asked)
+    gc.collect()
+    assert sum(type(o) is ExtractiveReader for o in gc.get_objects()) <= KEPT_READERS
+    index.close()

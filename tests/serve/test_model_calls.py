@@ -126,9 +126,9 @@ def test_a_slow_reranked_search_holds_no_tool_of_the_mcp_server(owls):
         live.stop()
 
 
-def _mcp_calls(url: str, calls: list[tuple[str, dict]] | None = None) -> list:
-    """Tool calls through /mcp (a tool's name and arguments besides a query about owls): by
-    default a search and an ask, each reranked by the offered model."""
+def _mcp_calls(url: str, calls: list[tuple[str, dict]] | None = None, key: str = OPERATOR) -> list:
+    """Tool calls through /mcp with ``key`` (a tool's name and arguments besides a query about
+    owls): by default a search and an ask, each reranked by the offered model."""
     httpx2 = pytest.importorskip("httpx2")
     import anyio
     from mcp import Client
@@ -140,7 +140,7 @@ def _mcp_calls(url: str, calls: list[tuple[str, dict]] | None = None) -> list:
 
     async def session():
         async with (
-            httpx2.AsyncClient(headers=as_(OPERATOR), timeout=60) as http,
+            httpx2.AsyncClient(headers=as_(key), timeout=60) as http,
             Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=60) as client,
         ):
             return [await client.call_tool(name, {**query.get(name, {}), **more}) for name, more in calls]

@@ -35,7 +35,7 @@ _REFUSALS = [
     r"can|in|for)\b",
     rf"\b(?:is|are|was|were)\s+{_NOT}\s+(?:mentioned|stated|given|provided|shown|specified|available|"
     r"included|present|listed|reported|disclosed|found|answerable|described|visible)\b",
-    rf"\b(?:the\s+)?(?:given|provided|retrieved|supplied)?\s*{_PAGES}\s+(?:do|does|did)\s*{_NOT}\s+"
+    rf"\b(?:the\s+)?(?:(?:given|provided|retrieved|supplied)\s*)?{_PAGES}\s+(?:do|does|did)\s*{_NOT}\s+"
     r"(?:say|mention|state|contain|show|provide|include|specify|give|list|report|disclose|tell|"
     r"indicate|describe|answer|have|cover|discuss)\b",
     r"\b(?:not|un)\s?answerable\b",
@@ -48,7 +48,8 @@ _TURN = re.compile(
     r"assuming|likely|probably|approximately|estimated?)\b",
     re.IGNORECASE,
 )
-_STATED = re.compile(r"[;:]|[$€£¥%]|\d[\d,]*\.\d|\d{1,3},\d{3}")
+# a clause, a currency or a figure (a digit, commas and a decimal point: "1,234.5")
+_STATED = re.compile(r"[;:]|[$€£¥%]|\d,*\.\d|\d{1,3},\d{3}")
 _FIRST_SENTENCE = re.compile(r"\S.*?(?:[.!?](?=\s|$)|\n|$)", re.DOTALL)
 MAX_LEAD = 80  # characters the refusal may start into its sentence ("According to the pages, ...")
 MAX_REASON = 200  # characters of the refusal kept as its reason

@@ -102,6 +102,17 @@ def serve(
     max_tokens: Annotated[
         int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
     ] = 1024,
+    rerank_candidates: Annotated[
+        int,
+        typer.Option(help="The most tiles a search may have reranked (each a model call for vlm-openai)."),
+    ] = 100,
+    read_seconds: Annotated[
+        float,
+        typer.Option(
+            help="The extractive reader's deadline for one answer, in seconds (read in processes of "
+            "its own); past it the answer is refused with 504."
+        ),
+    ] = 30.0,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
     visual_endpoint: VisualEndpointOption = None,
@@ -118,15 +129,15 @@ def serve(
     """
     if host not in LOOPBACK and not (api_key or keys) and not insecure:
         fail(f"--host {host} serves beyond this machine: give --api-key KEY (or --insecure to serve it open)")
-    if max_upload_mb <= 0 or readers < 1 or workers < 1:
-        fail("--max-upload-mb, --readers and --workers must be positive")
+    if max_upload_mb <= 0 or readers < 1 or workers < 1 or rerank_candidates < 1 or read_seconds <= 0:
+        fail("--max-upload-mb, --readers, --workers, --rerank-candidates and --read-seconds must be positive")
     from pagesight.serve.workers import ServeConfig, check, run
 
     served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)  # its key read once
     config = ServeConfig(
         index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
         str(keys) if keys else None, tuple(reader or ()), tuple(model or ()), base_url, tuple(rerank or ()),
-        max_tokens, trust_remote_code, visual_endpoint, visual_concurrency,
+        max_tokens, trust_remote_code, visual_endpoint, visual_concurrency, rerank_candidates, read_seconds,
     )  # fmt: skip
     try:
         check(config)
@@ -171,6 +182,7 @@ def mcp_server(
     from pagesight.answer.base import Readers
     from pagesight.request import AskRequest
     from pagesight.serve.mcp import serve as serve_mcp
+    from pagesight.serve.offer import KEPT_READERS
 
     served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
     idx = open_index(index, device=device, trust_remote_code=trust_remote_code, visual_endpoint=served)
@@ -181,7 +193,7 @@ def mcp_server(
     options = {key: value for key, value in (("model", model), ("base_url", base_url)) if value is not None}
     # built for each ask's options (its coordinates); the extractive reader on the first ask, so the
     # server starts at once, another now, so a bad option fails here
-    chosen = Readers(reader, options, trust_remote_code=trust_remote_code)
+    chosen = Readers(reader, options, kept=KEPT_READERS, trust_remote_code=trust_remote_code)
     if reader != "extractive" or options:
         try:
             chosen.get(AskRequest())

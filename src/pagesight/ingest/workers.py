@@ -123,7 +123,7 @@ class _Process(ForkServerProcess):
         return _Popen(process_obj)
 
 
-class _Context(ForkServerContext):
+class WorkerContext(ForkServerContext):
     """The fork-server start method, without running the parent's ``__main__`` in workers."""
 
     Process = _Process
@@ -176,7 +176,7 @@ def worker_pool(
         max_workers=workers,
         initializer=_start_worker,
         initargs=(max_memory, threads, board, nice),
-        context=_Context(),
+        context=WorkerContext(),
     )
     try:
         try:
@@ -238,7 +238,7 @@ def read_files(
     queue = deque(todo)
     alone = 0  # how many tasks at the head of the queue run one at a time (suspects of a crash)
     window = workers * 4
-    board = _Context().RawArray("d", 2 * window)
+    board = WorkerContext().RawArray("d", 2 * window)
     while queue:
         with worker_pool(workers, max_memory, max(limit.base, 60.0), board, nice) as pool:
             in_flight: deque[_Flight] = deque()

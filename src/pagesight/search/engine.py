@@ -49,6 +49,12 @@ from pagesight.store.base import Allowed, Catalog, Effort, Retrievers, Store
 from pagesight.text.language import query_language, question_language
 from pagesight.where import parse
 
+# A query image (or the region of it searched by) an encoder's processor takes in bounded work:
+# a 200,000 x 1 picture is few pixels, but a processor scaling its short side up to the model's
+# size makes it billions (CLIP's 224: 18 s, or no memory, while every batched query waits)
+MAX_QUERY_SIDE = 10_000  # pixels of a side
+MAX_QUERY_ASPECT = 50  # the long side over the short
+
 
 def search_text(
     store: Store,
@@ -274,15 +280,32 @@ def dense_weight(catalog: Catalog, given: str | None, query: str, dense: Run) ->
 
 def query_image(image: Image.Image, region: tuple[float, float, float, float] | None) -> Image.Image:
     """The part of a query image searched by: its ``region`` (x0, y0, x1, y1 in its pixels), or all
-    of it, in RGB."""
+    of it, in RGB; refused (before it joins other queries' batch) when it is not inside the image,
+    holds no pixel once rounded, or its sides are past ``query_size_refusal``'s bounds."""
     if region is not None:
         x0, y0, x1, y1 = region
         if not (0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height):
             raise PagesightError(
                 f"region {list(region)} is not inside the {image.width}x{image.height} query image"
             )
-        image = image.crop((round(x0), round(y0), round(x1), round(y1)))
+        box = (round(x0), round(y0), round(x1), round(y1))
+        if box[2] <= box[0] or box[3] <= box[1]:
+            raise PagesightError(f"region {list(region)} holds no whole pixel of the query image")
+        image = image.crop(box)
+    refused = query_size_refusal(image.width, image.height)
+    if refused is not None:
+        raise PagesightError(f"the {'region' if region is not None else 'query image'}: {refused}")
     return image.convert("RGB")
+
+
+def query_size_refusal(width: int, height: int) -> str | None:
+    """Why a query picture of ``width`` x ``height`` is refused (a side past ``MAX_QUERY_SIDE``,
+    or past ``MAX_QUERY_ASPECT`` times the other), or None."""
+    if max(width, height) > MAX_QUERY_SIDE:
+        return f"{width}x{height} has a side over {MAX_QUERY_SIDE:,} pixels"
+    if max(width, height) > MAX_QUERY_ASPECT * max(1, min(width, height)):
+        return f"{width}x{height} is more than {MAX_QUERY_ASPECT} times as long as it is wide"
+    return None
 
 
 def image_vector(encoder, image: Image.Image, text: str = "") -> np.ndarray:

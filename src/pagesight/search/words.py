@@ -22,7 +22,7 @@ from pagesight.encode.lexical import LineWords, line_words, stems_by_line
 if TYPE_CHECKING:
     from pagesight.store.rows import TileRow
 
-_NUMBER = re.compile(r"[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
+_NUMBER = re.compile(r"(?<![($€£])[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
 _FIGURE_START = frozenset("($€£-0123456789")
 YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 

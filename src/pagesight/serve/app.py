@@ -49,8 +49,9 @@ from pagesight.frontends import Scrub
 from pagesight.index import Index
 from pagesight.ingest.options import IngestOptions
 from pagesight.serve.jobs import Jobs, UploadError
-from pagesight.serve.offer import NotOffered, Offer, OfferedReaders, TooManyAsks
+from pagesight.serve.offer import Asks, NotOffered, Offer, OfferedReaders, TooManyAsks
 from pagesight.serve.pool import IndexPool
+from pagesight.serve.reading import ReadingPool, ReadingTimedOut
 from pagesight.serve.routes import ROUTERS
 from pagesight.serve.routes.common import Served
 from pagesight.serve.tenants import OPERATOR, PUBLIC, Tenant, identify
@@ -72,6 +73,8 @@ def create_app(
     mcp_app=None,
     offer: Offer | None = None,
     host: str | None = None,
+    answers: OfferedReaders | None = None,
+    asks: Asks | None = None,
 ) -> FastAPI:
     """The app serving ``index``.
 
@@ -85,9 +88,13 @@ def create_app(
     given an ``Index`` of its own), its lifespan run by this app's. ``offer``: the readers, models
     and rerankers requests may choose (``serve.offer``; default: the extractive reader, no
     reranker). ``host``: the address served; a loopback one makes every route refuse requests
-    whose Host or Origin is not loopback (DNS rebinding).
+    whose Host or Origin is not loopback (DNS rebinding). ``answers``: the readers built for
+    requests (default: the offer's, the extractive one reading in processes of its own,
+    ``serve.reading``); ``asks``: the answers in progress (``offer.Asks``); both shared with the
+    MCP tools of ``mcp_app`` when it was built with them.
     """
     offer = offer or Offer()
+    answers = answers if answers is not None else OfferedReaders(offer, ReadingPool())
     index.endpoint = offer.endpoint()  # every model call of the server goes there (serve.offer)
     pool = IndexPool(index, readers)
     uploads = Path(uploads) if uploads is not None else index.root / "uploads"
@@ -101,6 +108,8 @@ def create_app(
             yield
         jobs.close()
         pool.close()
+        if answers.pool is not None:
+            answers.pool.close()
 
     app = FastAPIOffline(  # /docs with its scripts from the package, not a CDN
         title="pagesight",
@@ -115,7 +124,7 @@ def create_app(
         Guard, api_key=api_key, keys=keys or {}, max_upload_mb=max_upload_mb, loopback_only=loopback_only
     )
 
-    app.state.served = Served(pool, jobs, OfferedReaders(offer), uploads, offer, scrub)
+    app.state.served = Served(pool, jobs, answers, uploads, offer, scrub, asks or Asks())
     for router in ROUTERS:  # serve/routes/: each reads the state above through Depends
         app.include_router(router)
 
@@ -288,6 +297,10 @@ def _install_errors(app: FastAPI, scrub: Scrub) -> None:
     @app.exception_handler(TooManyAsks)
     async def too_many(request: Request, exc: TooManyAsks) -> JSONResponse:
         return _error(429, str(exc), {"Retry-After": "1"})
+
+    @app.exception_handler(ReadingTimedOut)
+    async def too_slow(request: Request, exc: ReadingTimedOut) -> JSONResponse:
+        return _error(504, str(exc))
 
     @app.exception_handler(IndexLockedError)
     async def locked(request: Request, exc: IndexLockedError) -> JSONResponse:

@@ -7,7 +7,8 @@ table in an 8 KB .docx does). Converted within a turn, such a file held every te
 that long. So a job's office files are converted as soon as the job is queued, here: into the
 office cache (``render.office.office_pdf``, with its limits and sandbox), by ``CONVERTERS`` worker
 processes of their own (the ingestion's memory limit, at background priority), taking turns
-between tenants as the ingestion does. Meanwhile the ingestion thread passes over a job whose next
+between tenants as the ingestion does; a tenant converts in all of them but one at most, so
+another tenant's file never waits for its slow ones. Meanwhile the ingestion thread passes over a job whose next
 files are still converting and takes the other tenants' turns; once they are converted the job's
 turn finds their PDFs in the cache and reads them like any PDF, and a file whose conversion failed
 fails in its turn with the conversion's reason, not converted again.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import wait
 from pathlib import Path
@@ -50,6 +51,8 @@ class Conversions:
         self._max_memory = max_memory
         self._workers = workers
         self._turns: OrderedDict[str | None, deque[Path]] = OrderedDict()  # tenant -> files, in turn
+        self._converting: Counter[str | None] = Counter()  # tenant -> its files converting now
+        self._per_tenant = max(1, workers - 1)
         self._pending: set[Path] = set()  # submitted, not converted yet
         self._failed: dict[Path, str] = {}  # file -> why it could not be converted
         self._wake = threading.Condition()
@@ -104,25 +107,30 @@ class Conversions:
             thread.join()
         self._stack.close()
 
-    def _take(self) -> Path | None:
-        """The next file of the tenant whose turn it is; that tenant goes to the end of the turns."""
+    def _take(self) -> tuple[str | None, Path] | None:
+        """The next file of the tenant whose turn it is among those converting fewer than
+        ``_per_tenant`` files now; that tenant goes to the end of the turns."""
         with self._wake:
             while not self._closed:
                 for tenant, waiting in self._turns.items():
-                    if waiting:
+                    if waiting and self._converting[tenant] < self._per_tenant:
                         self._turns.move_to_end(tenant)
-                        return waiting.popleft()
+                        self._converting[tenant] += 1
+                        return tenant, waiting.popleft()
                 self._wake.wait()
             return None
 
     def _loop(self) -> None:
         lower_this_thread()  # hashing the files too: searches first
-        while (path := self._take()) is not None:
+        while (taken := self._take()) is not None:
+            tenant, path = taken
             reason = self._convert(path)
             with self._wake:
                 self._pending.discard(path)
+                self._converting[tenant] -= 1
                 if reason is not None and path.exists():  # else its job is gone
                     self._failed[path] = reason
+                self._wake.notify_all()  # the tenant may take a converter again
             self._on_done()
 
     def _convert(self, path: Path) -> str | None:

@@ -414,7 +414,9 @@ class Jobs:
 
     def _swap_in(self, staged: Path) -> None:
         """A staged file whose document was just committed (its source already the path under
-        ``uploads/``) put in place there, replacing an earlier version at once."""
+        ``uploads/``) put in place there, replacing an earlier version at once. A server taking over
+        a killed one's job may find it in place already (a link of the staged file): renaming one
+        link of a file over another of the same file does nothing, so the temporary link goes too."""
         final = self.uploads / staged.name
         temporary = self.uploads / f"{temporary_prefix('swap')}{uuid.uuid4().hex}"  # leftovers.sweep
         try:
@@ -422,6 +424,7 @@ class Jobs:
         except OSError:  # a file system without hard links: a copy, renamed into place all the same
             shutil.copy2(staged, temporary)
         os.replace(temporary, final)
+        temporary.unlink(missing_ok=True)  # still there when final was a link of the same file
 
     def _finish(self, job: Job) -> None:
         if job.state != "failed":

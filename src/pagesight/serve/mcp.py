@@ -32,7 +32,7 @@ import inspect
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -53,7 +53,7 @@ from pagesight.render.png import png_base64
 from pagesight.render.tiles import downscale
 from pagesight.request import MAX_PAGE, MAX_TILE, AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import tool_parameters, tool_request
-from pagesight.serve.offer import Offer
+from pagesight.serve.offer import ENDPOINT_RERANKERS, KEPT_READERS, Asks, Offer, OfferedReaders, for_tenant
 from pagesight.serve.pool import Lending
 from pagesight.serve.tenants import OPERATOR, Tenant, shown
 from pagesight.where import MAX_WHERE
@@ -96,8 +96,8 @@ class _Tools:
     """What the tools do on one index (``build_server``): one tool at a time, its index errors
     tool errors that name no folder of the server."""
 
-    def __init__(self, index: Index, readers: Readers, offer: Offer | None):
-        self.index, self.readers, self.offer = index, readers, offer
+    def __init__(self, index: Index, readers: Readers, offer: Offer | None, asks: Asks | None):
+        self.index, self.readers, self.offer, self.asks = index, readers, offer, asks
         self.lock = threading.Lock()
         self.scrub = Scrub({index.root: "<index>"})
 
@@ -112,6 +112,11 @@ class _Tools:
             yield
         except PagesightError as exc:
             raise ToolError(self.scrub(str(exc))) from None
+
+    def slot(self, tenant: Tenant, calls: bool = True):
+        """The caller's place among the answers in progress (``offer.Asks``) while a tool reads
+        answers or calls a model (``calls``), given back however it ends; none where no bound is kept."""
+        return self.asks.take(tenant) if calls and self.asks is not None else nullcontext()
 
     @contextmanager
     def lent(self) -> Iterator[Index]:
@@ -134,7 +139,8 @@ class _Tools:
             image, box = _query_image(picture, region)
             if image is not None:  # the picture alone, or with the query (a question about it)
                 request = ImageSearchRequest.of(request, image, box)
-            hits = lent.search(tenant.narrowed(request))
+            with self.slot(tenant, request.rerank in ENDPOINT_RERANKERS):
+                hits = lent.search(tenant.narrowed(request))
             found = hits_payload(hits, compression)
             content: list[TextContent | ImageContent] = [_text(found)]
             if images:
@@ -153,13 +159,11 @@ class _Tools:
             if self.offer is not None:
                 request = self.offer.check(request)
             image, box = _query_image(picture, region)
-            answer = ask(
-                Lending(self.lent, self.index),
-                tenant.narrowed(request),
-                self.readers.get(request),
-                image=image,
-                region=box,
-            )
+            reader = for_tenant(self.readers.get(request), tenant)
+            with self.slot(tenant):
+                answer = ask(
+                    Lending(self.lent, self.index), tenant.narrowed(request), reader, image=image, region=box
+                )
         data = answer.to_dict()
         result = {
             key: data[key]
@@ -216,20 +220,31 @@ def _request_tool(name: str, run, parameters: list[inspect.Parameter]):
 
 
 def build_server(
-    index: Index, reader: str | Reader | Readers = "extractive", offer: Offer | None = None
+    index: Index,
+    reader: str | Reader | Readers = "extractive",
+    offer: Offer | None = None,
+    asks: Asks | None = None,
 ) -> MCPServer:
     """The MCP server of ``index``; ``ask`` answers with ``reader`` (a reader, a reader's name, or
     the ``Readers`` that build it for each request's options, such as its coordinates; a reader
     named is built on the first ask that needs it: it may load a model). ``offer``: the rerankers a
     search or an ask may name (``serve.offer``; None: any, for an agent that launched the server
     itself), whose endpoint (``Offer.endpoint``) every model call of the tools goes to; pages are
-    drawn within ``MAX_SERVED_PIXELS``. Errors never name the index's folder."""
+    drawn within ``MAX_SERVED_PIXELS``. ``asks``: the answers in progress, each key's bounded
+    (``offer.Asks``: a server's, shared with its HTTP routes; None: unbounded, for one agent).
+    The readers built are kept ``KEPT_READERS`` at most. Errors never name the index's folder."""
     # Warnings only: the SDK's log level is the root logger's, and INFO lines from every library
     # would fill an agent's log of the server's stderr.
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     if offer is not None:  # its rerankers call the offered endpoint and no other
         index.endpoint = offer.endpoint()
-    tools = _Tools(index, reader if isinstance(reader, Readers) else Readers(reader), offer)
+    if isinstance(reader, Readers):
+        readers = reader
+    elif offer is not None and reader == "extractive":
+        readers = OfferedReaders(offer)
+    else:
+        readers = Readers(reader, kept=KEPT_READERS)
+    tools = _Tools(index, readers, offer, asks)
     shown_too = Annotated[bool, Field(description="Also return each tile as an image.")]
     search = [  # the query may be left out for an image alone
         *(p.replace(default="") if p.name == "query" else p for p in tool_parameters(SearchRequest)),
@@ -293,16 +308,17 @@ def http_app(
     host: str = "127.0.0.1",
     stateless: bool = False,
     offer: Offer | None = None,
+    asks: Asks | None = None,
 ) -> Starlette:
     """The tools over streamable HTTP as an ASGI app answering at ``path`` (``/``: where it is mounted).
 
     ``host`` is where the app is served: on a loopback address the SDK refuses requests whose Host or
     Origin header is not a loopback one (DNS rebinding). Run the app's lifespan (see the module
     docstring): it starts the session manager. ``stateless``: each request stands alone, for
-    several server processes behind one address (``serve --workers``). ``offer``: what a search
-    may choose (``build_server``).
+    several server processes behind one address (``serve --workers``). ``offer``, ``asks``: what a
+    search may choose and the answers in progress (``build_server``).
     """
-    return build_server(index, reader, offer).streamable_http_app(
+    return build_server(index, reader, offer, asks).streamable_http_app(
         streamable_http_path=path, host=host, stateless_http=stateless
     )
 

@@ -26,11 +26,13 @@ from pagesight.answer import base
 from pagesight.answer.endpoint import Endpoint
 from pagesight.errors import PagesightError
 from pagesight.request import AskRequest, SearchRequest
+from pagesight.serve.reading import PooledReader, ReadingPool
 
 LOCAL_READER = "extractive"  # reads the tiles' text: nothing to pay, nothing to load
 MODEL_READERS = ("openai",)  # readers a server may offer: their model runs behind an endpoint
 ENDPOINT_RERANKERS = ("vlm-openai",)  # rerankers whose model runs behind the offer's endpoint
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_RERANK_CANDIDATES = 100  # tiles one search may have reranked: a model call each, for vlm-openai
 KEPT_READERS = 16
 ASKS_PER_TENANT = 2  # answers one key may have in progress at once (each may wait on a model)
 ASKS = 16  # answers in progress at once over all keys: the request threads (40) stay mostly free
@@ -49,7 +51,9 @@ class Offer:
     """``readers``: model readers offered beside the extractive one; ``models``: the models a
     request may name for them and for an endpoint's reranker (the first is the default);
     ``base_url`` and ``api_key``: their endpoint and the key sent to it; ``rerankers``: the
-    rerankers a request may name; ``max_tokens``: the longest answer a request may ask for."""
+    rerankers a request may name; ``max_tokens``: the longest answer a request may ask for;
+    ``rerank_candidates``: the most tiles a request may have reranked (each a model call for an
+    endpoint's reranker)."""
 
     readers: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
@@ -57,6 +61,7 @@ class Offer:
     rerankers: tuple[str, ...] = ()
     max_tokens: int = DEFAULT_MAX_TOKENS
     api_key: str | None = field(default=None, repr=False)
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
 
     def __post_init__(self) -> None:
         for reader in self.readers:
@@ -80,6 +85,8 @@ class Offer:
             )
         if self.max_tokens < 1:
             raise PagesightError("--max-tokens must be 1 or more")
+        if self.rerank_candidates < 1:
+            raise PagesightError("--rerank-candidates must be 1 or more")
 
     def endpoint(self) -> Endpoint:
         """Where every model call of the server goes: the offered endpoint with its key and first
@@ -94,6 +101,10 @@ class Offer:
         if request.rerank is not None and request.rerank not in self.rerankers:
             offered = ", ".join(self.rerankers) or "none (serve --rerank NAME)"
             raise NotOffered(f"reranker '{request.rerank}' is not offered here; offered: {offered}")
+        if request.rerank is not None and request.rerank_candidates > self.rerank_candidates:
+            raise NotOffered(
+                f"rerank_candidates is at most {self.rerank_candidates} here, got {request.rerank_candidates}"
+            )
         if not isinstance(request, AskRequest):
             return request
         if request.reader == LOCAL_READER:
@@ -117,13 +128,25 @@ class Offer:
 class OfferedReaders(base.Readers):
     """The readers a server built for requests, by reader and options, at most ``KEPT_READERS``
     (a model reader holds a connection pool, a model in memory): built on a request's first use,
-    a model reader calling the offer's endpoint."""
+    a model reader calling the offer's endpoint; the extractive reader reading in ``pool``'s
+    processes when given (``serve.reading``: its CPU work never holds the request threads)."""
 
-    def __init__(self, offer: Offer):
+    def __init__(self, offer: Offer, pool: ReadingPool | None = None):
         super().__init__(local={"endpoint": offer.endpoint()} if offer.readers else {}, kept=KEPT_READERS)
+        self.pool = pool
+
+    def get(self, request: AskRequest) -> base.Reader:
+        if self.pool is not None and request.reader == LOCAL_READER and self.given is None:
+            return self.pool.reader(base.reader_options(request, {}))
+        return super().get(request)
 
     def local_options(self, request: AskRequest) -> dict[str, Any]:
         return self.local if request.reader != LOCAL_READER else {}
+
+
+def for_tenant(reader: base.Reader, tenant: Any) -> base.Reader:
+    """``reader``, its work counted as ``tenant``'s where it reads in a pool (``serve.reading``)."""
+    return reader.for_tenant(tenant) if isinstance(reader, PooledReader) else reader
 
 
 class Asks:

@@ -32,7 +32,8 @@ from fastapi import FastAPI
 from pagesight.endpoints import CONCURRENCY, VisualEndpoint
 from pagesight.errors import PagesightError
 from pagesight.index import Index
-from pagesight.serve.offer import DEFAULT_MAX_TOKENS, Offer
+from pagesight.serve.offer import DEFAULT_MAX_TOKENS, DEFAULT_RERANK_CANDIDATES, Offer
+from pagesight.serve.reading import READ_SECONDS
 from pagesight.serve.tenants import load_keys
 
 try:
@@ -70,6 +71,8 @@ class ServeConfig:
     # the operator's, its key given apart (never in this configuration, which workers read as JSON)
     visual_endpoint: str | None = None
     visual_concurrency: int = CONCURRENCY
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES  # the most tiles a search may have reranked
+    read_seconds: float = READ_SECONDS  # an extractive reading's deadline (serve.reading)
 
     def served(self, visual_key: str | None = None) -> VisualEndpoint | None:
         """The visual encoder's endpoint, ``visual_key`` sent to it; None: the encoder runs here."""
@@ -86,6 +89,7 @@ class ServeConfig:
             tuple(self.rerankers),
             self.max_tokens,
             api_key=model_key,
+            rerank_candidates=self.rerank_candidates,
         )
 
 
@@ -134,7 +138,9 @@ def build(
     from pagesight.encode import exported
     from pagesight.serve.app import create_app
     from pagesight.serve.mcp import http_app
+    from pagesight.serve.offer import Asks, OfferedReaders
     from pagesight.serve.pool import batched
+    from pagesight.serve.reading import ReadingPool
     from pagesight.store.local import LocalStore
 
     exported.use_threads(1)  # requests run side by side: one thread each encodes queries best
@@ -150,6 +156,10 @@ def build(
     # MCP at /mcp through an index of its own (its tools take turns on it); Qdrant's local mode
     # lets one client open a folder, so there `pagesight mcp` serves the tools instead.
     queries = batched(index)  # the visual encoder loaded now, its queries gathered across threads
+    # the routes and the tools answer with the same readers (the extractive one in processes of its
+    # own, started on the first ask), within the same bound of answers in progress
+    answers = OfferedReaders(offer, ReadingPool(seconds=config.read_seconds))
+    asks = Asks()
     mcp = None
     if isinstance(index.store, LocalStore):
         tools = Index.open(
@@ -161,7 +171,7 @@ def build(
         )
         if queries is not None:
             tools.use_visual_encoder(queries)  # one model a process
-        mcp = http_app(tools, host=config.host, stateless=config.workers > 1, offer=offer)
+        mcp = http_app(tools, answers, host=config.host, stateless=config.workers > 1, offer=offer, asks=asks)
     return create_app(
         index,
         api_key=api_key,
@@ -172,6 +182,8 @@ def build(
         mcp_app=mcp,
         offer=offer,
         host=config.host,
+        answers=answers,
+        asks=asks,
     )
 
 

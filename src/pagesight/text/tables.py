@@ -31,7 +31,7 @@ from pagesight.records import Box, Span
 from pagesight.text.lines import PRINTED_YEAR, Line, characters, read_lines
 
 _CURRENCY = "$€£¥"
-_FOOTNOTE_TAIL = re.compile(r"(?:[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
+_FOOTNOTE_TAIL = re.compile(r"(?:(?<![*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰])[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+|\([a-z]\))$")
 _FOOTNOTE = re.compile(r"^(?:\(\d\)|\([a-z]\)|[*†‡§¹²³⁴⁵⁶⁷⁸⁹⁰]+)$")
 _FIGURE = re.compile(r"^[$€£¥]?\(?[-+−–]?[$€£¥]?(\d[\d,]*(?:\.\d+)?|\.\d+)\)?%?\)?$")
 _NIL = re.compile(r"^[—–-]{1,3}$")

@@ -1,6 +1,7 @@
 """Queries of concurrent threads encoded together (``QueryBatcher``) on tiny random-weight CLIP and
 ColQwen2: each thread gets the vectors it would get alone, the encoder is called once for a batch
-instead of once a thread, and an encoder's failure reaches every thread of its batch."""
+instead of once a thread, an encoder's failure reaches every thread of its batch, and a query the
+model cannot take fails alone."""
 
 from __future__ import annotations
 
@@ -122,3 +123,15 @@ def test_late_interaction_queries_of_different_lengths_keep_their_own_tokens(tmp
     assert len(lengths) > 1  # padded together, each keeps its own real tokens
     for text, vector in zip(texts, found):
         assert_close(vector, encoder.encode_queries([text])[0])
+
+
+@pytest.mark.timeout(120)
+def test_a_query_the_model_cannot_take_fails_alone(clip, pages):
+    """Issue 60, defect 7: one tenant's failing query (a picture of no pixels) failed every query
+    batched with it; now it fails alone and the others get their own vectors."""
+    batcher = QueryBatcher(clip, window=0.5)
+    images = [page.crop((0, 0, 200, 200)) for page in pages[:3]] + [pages[0].crop((10, 10, 10, 10))]
+    found = together(lambda image: batcher.encode_image_queries([image])[0], images)
+    assert isinstance(found[-1], Exception)
+    for image, vector in zip(images[:-1], found[:-1]):
+        assert_close(vector, clip.encode_image_queries([image])[0])

@@ -11,6 +11,7 @@ with its unit, the row and column it was read from in the citation's text.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,7 +80,9 @@ class Used:
 
 
 class Cells:
-    """Every table cell of a context, found by the phrase naming its row and by its year."""
+    """Every table cell of a context, found by the phrase naming its row and by its year: each
+    label's and heading's words read once, and the cells indexed by their label's words, so a
+    formula of many phrases reads only the cells that share a word with each."""
 
     def __init__(self, context: Sequence[ContextItem], thesaurus: str | None, question: str = ""):
         """The cells of ``context``'s tables; of the documents ``question`` names only, when it
@@ -93,6 +96,17 @@ class Cells:
             for table in read_tables(item.spans):
                 self.cells += [Used(c, i, table.unit) for c in table.cells() if c.value is not None]
         self.used: list[Used] = []
+        labels: dict[str, frozenset[str]] = {}
+        for used in self.cells:
+            if used.cell.label not in labels:
+                labels[used.cell.label] = _label_terms(used.cell.label)
+        self._labels = [labels[used.cell.label] for used in self.cells]
+        self._headings: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._by_word: dict[str, list[int]] = {}
+        for n, label in enumerate(self._labels):
+            for word in label:
+                self._by_word.setdefault(word, []).append(n)
+        self._phrases: dict[str, tuple[set[str], set[str]]] = {}
 
     def find(self, phrase: str, year: str) -> float | None:
         """The value of the row ``phrase`` names in the column of ``year`` (None: no row does);
@@ -104,23 +118,42 @@ class Cells:
         return None
 
     def _find(self, phrase: str, year: str) -> float | None:
-        asked = set(terms(phrase)) - _GENERIC
+        if phrase not in self._phrases:
+            asked = set(terms(phrase)) - _GENERIC
+            extra = set(terms(_expanded(phrase, self.thesaurus))) - asked - _GENERIC if asked else set()
+            self._phrases[phrase] = asked, extra  # extra: not "total" alone
+        asked, extra = self._phrases[phrase]
         if not asked:
             return None
-        extra = set(terms(_expanded(phrase, self.thesaurus))) - asked - _GENERIC  # not "total" alone
+        held: dict[int, list[int]] = {}  # a cell's label words the phrase holds: its own, the thesaurus's
+        for kind, words in enumerate((asked, extra)):
+            for word in words:
+                for n in self._by_word.get(word, ()):
+                    held.setdefault(n, [0, 0])[kind] += 1
         best, best_score = None, (MIN_MATCH, 0)
-        for used in self.cells:
-            if not _column(used.cell.column, year, asked):
+        for n in sorted(held):  # a cell whose label shares no word with the phrase scores nothing
+            used = self.cells[n]
+            if not self._column(used.cell.column, year, asked):
                 continue
-            label = _label_terms(used.cell.label)
-            held = sum(1.0 if t in asked else EXPANDED if t in extra else 0.0 for t in label)
-            score = (held / max(len(label), 1), len(label & (asked | extra)))
-            if score[1] and score > best_score:
+            own, expanded = held[n]
+            score = ((own + EXPANDED * expanded) / max(len(self._labels[n]), 1), own + expanded)
+            if score > best_score:
                 best, best_score = used, score
         if best is None:
             return None
         self.used.append(best)
         return best.cell.value
+
+    def _column(self, heading: str, year: str, asked: set[str]) -> bool:
+        """The column is the one asked for: its headings hold the year, or, in a table by segment
+        or region (no year heading it), they name one the question names."""
+        if heading not in self._headings:
+            years = frozenset(YEAR.findall(heading))
+            self._headings[heading] = years, frozenset() if years else frozenset(terms(heading)) - _GENERIC
+        years, named = self._headings[heading]
+        if years:
+            return year in years
+        return bool(named) and named <= asked
 
 
 def _named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
@@ -134,16 +167,6 @@ def _named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
     return {doc for doc, heading in headings.items() if any(heading.holds(name) for name in names)}
 
 
-def _column(heading: str, year: str, asked: set[str]) -> bool:
-    """The column is the one asked for: its headings hold the year, or, in a table by segment or
-    region (no year heading it), they name one the question names."""
-    years = YEAR.findall(heading)
-    if years:
-        return year in years
-    named = set(terms(heading)) - _GENERIC
-    return bool(named) and named <= asked
-
-
 def _names(phrase: str) -> list[str]:
     """``phrase``, after it with each of its terms statements print otherwise in their words."""
     found = []
@@ -153,9 +176,9 @@ def _names(phrase: str) -> list[str]:
     return found + [phrase]
 
 
-def _label_terms(label: str) -> set[str]:
+def _label_terms(label: str) -> frozenset[str]:
     """A row label's words, less what its brackets hold ("(PP&E)", "(used in)") and generic ones."""
-    found = set(terms(re.sub(r"\([^)]*\)", " ", label)))
+    found = frozenset(terms(re.sub(r"\([^)]*\)", " ", label)))
     return found - _GENERIC or found
 
 
@@ -331,11 +354,11 @@ def _formula(text: str, year: str, cells: Cells) -> float | None:
 def _phrase(phrase: str, year: str, cells: Cells) -> float | None:
     years = YEAR.findall(phrase) or [year]
     words = YEAR.sub(" ", re.sub(r"\b(?:FY|between|and|from|to)\b", " ", phrase, flags=re.IGNORECASE))
-    if re.match(r"\s*average\b", words, re.IGNORECASE):  # of one year: it and the one before
+    if re.match(r"average\b", words.lstrip(), re.IGNORECASE):  # of one year: it and the one before
         span = _span(years) if len(set(years)) > 1 else [str(int(years[0]) - 1), years[0]]
         found = [cells.find(words, y) for y in span]
         return None if None in found else sum(found) / len(found)
-    if re.match(r"\s*change in\b", words, re.IGNORECASE) and len(years) >= 2:
+    if re.match(r"change in\b", words.lstrip(), re.IGNORECASE) and len(years) >= 2:
         a, b = cells.find(words, min(years)), cells.find(words, max(years))
         return None if a is None or b is None else b - a
     return cells.find(words, years[-1])
@@ -343,7 +366,8 @@ def _phrase(phrase: str, year: str, cells: Cells) -> float | None:
 
 def _evaluate(expression: list[str]) -> float | None:
     """The arithmetic of ``expression`` (numbers, operators, brackets), by Python's own parser on
-    nothing but those tokens; None when it does not parse or divides by zero."""
+    nothing but those tokens; None when it does not parse, divides by zero or leaves the range of
+    a float (a figure no table holds)."""
     import ast
 
     source = " ".join(expression)
@@ -355,9 +379,10 @@ def _evaluate(expression: list[str]) -> float | None:
     if not all(isinstance(node, allowed) for node in ast.walk(tree)):
         return None
     try:
-        return float(eval(compile(tree, "<formula>", "eval"), {"__builtins__": {}}))
-    except ZeroDivisionError:
+        value = float(eval(compile(tree, "<formula>", "eval"), {"__builtins__": {}}))
+    except (ZeroDivisionError, OverflowError):
         return None
+    return value if math.isfinite(value) else None
 
 
 def _reading(question: str, value: float, kind: str, cells: Cells) -> Reading:

@@ -114,15 +114,15 @@ _PERSON_NAME = re.compile(r"\b[A-Z][a-z]+\s+(?:&\s+)?[A-Z][a-z]+")
 _NAME = re.compile(r"^\s*(which|what (company|supplier|organi[sz]ation|team|model|product))\b", re.IGNORECASE)
 
 
-# "what does X do", "what is X", "when does X run": X, the subject the answer should be about
-_SUBJECT = re.compile(
-    r"^\s*(?:what|when|how|why)\s+(?:does|do|did|is|are|was|were)\s+(.+?)(?:\s+(?:do|does|mean|means|run|"
-    r"happen|work|return|contain|stand for))?\s*\??\s*$",
-    re.IGNORECASE,
-)
+# "what does X do", "what is X", "when does X run": X, the subject the answer should be about, is
+# what follows the opening up to a closing verb and the question mark (read by ``_subject``: a
+# pattern with X lazy between optional ends backtracks cubically)
+_SUBJECT = re.compile(r"^\s*(?:what|when|how|why)\s+(?:does|do|did|is|are|was|were)\s+", re.IGNORECASE)
+_SUBJECT_VERBS = ("do", "does", "mean", "means", "run", "happen", "work", "return", "contain", "stand for")
 
 
-_HEAD_END = re.compile(r"\s+(?:of|in|on|for|from|with|at|to|when|if|that|which)\s+.*$", re.IGNORECASE)
+# where the head of X ends: the first preposition or clause word between spaces
+_HEAD_END = re.compile(r"\s(?:of|in|on|for|from|with|at|to|when|if|that|which)\s", re.IGNORECASE)
 
 
 # words of a question that only say it is a question
@@ -208,11 +208,27 @@ def _names_kind(label: set[str], asked: str | None) -> bool:
 
 def subject_terms(question: str) -> list[str]:
     """The head of X in "what does X do", "what is X": the terms the answer should open with."""
-    match = _SUBJECT.match(question)
-    if not match:
+    subject = _subject(question)
+    if subject is None:
         return []
-    head = _HEAD_END.sub("", match.group(1))
-    return terms(head)
+    end = _HEAD_END.search(subject)
+    return terms(subject[: end.start()] if end else subject)
+
+
+def _subject(question: str) -> str | None:
+    """X of "what is X?", "what does X do?" (on one line), or None."""
+    opening = _SUBJECT.match(question)
+    if opening is None:
+        return None
+    subject = question[opening.end() :].rstrip()
+    if subject.endswith("?"):
+        subject = subject[:-1].rstrip()
+    for verb in _SUBJECT_VERBS:
+        before = subject[: len(subject) - len(verb)]
+        if subject[-len(verb) :].lower() == verb and before[-1:].isspace() and before.strip():
+            subject = before.rstrip()
+            break
+    return subject if subject and "\n" not in subject else None
 
 
 def opens_with(text: str, subject: list[str]) -> bool:

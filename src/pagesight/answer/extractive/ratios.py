@@ -37,17 +37,22 @@ DEFINITIONS: dict[str, str] = {
     r"(?<!un)(?<!un-)\bEBITDA\b|unadjusted EBITDA": "operating income + depreciation and amortization",
 }
 _NAMED = [(re.compile(rf"(?:{name})", re.IGNORECASE), formula) for name, formula in DEFINITIONS.items()]
-# "X to Y ratio", "the ratio of X to Y", "X to Y for COSTCO in FY2021": the two sides of a ratio
+# "X to Y ratio", "the ratio of X to Y", "X to Y for COSTCO in FY2021": the two sides of a ratio,
+# each as (where the sides open, what a side may hold, what may follow the second side); the first
+# side ends at the first " to ", the second as soon as what may follow it does (``sides``)
 _SIDES = (
-    re.compile(
-        r"\bratio of (?P<top>[\w&,' -]+?) to (?P<bottom>[\w&,' -]+?)(?=\s+(?:for|of|in)\b|[?.]|$)", re.I
+    (
+        re.compile(r"\bratio of ", re.I),
+        re.compile(r"[\w&,' -]*"),
+        re.compile(r"(?= (?:for|of|in)\b|[?.]|$)", re.I),
     ),
-    re.compile(
-        r"\b(?:what (?:is|was|were) (?:the )?|calculate (?:the )?)(?:FY ?\d{4} )?"
-        r"(?P<top>[\w&' -]+?) to (?P<bottom>[\w&' -]+?)(?: ratio)?(?=\s*(?:for|of|in)\b|[?.]|$)",
-        re.I,
+    (
+        re.compile(r"\b(?:what (?:is|was|were) (?:the )?|calculate (?:the )?)(?:FY ?\d{4} )?", re.I),
+        re.compile(r"[\w&' -]*"),
+        re.compile(r"(?: ratio)?(?= ?(?:for|of|in)\b|[?.]|$)", re.I),
     ),
 )
+_TO = re.compile(" to ", re.I)
 
 
 def definition(text: str) -> str | None:
@@ -62,11 +67,27 @@ def definition(text: str) -> str | None:
 def sides(question: str) -> tuple[str, str] | None:
     """The two figures a ratio the question names by its sides divides ("sales to working capital
     ratio": "sales", "working capital"), or None."""
-    for pattern in _SIDES:
-        match = pattern.search(_plain(question))
-        if match:
-            return match.group("top").strip(), match.group("bottom").strip()
+    text = _plain(question)
+    for opening, side, after in _SIDES:
+        found, position = None, 0
+        while found is None and (opened := opening.search(text, position)) is not None:
+            found, position = _sides_at(text, opened.end(), side, after)
+        if found is not None:
+            return found
     return None
+
+
+def _sides_at(text: str, start: int, side: re.Pattern, after: re.Pattern) -> tuple[tuple | None, int]:
+    """The two sides opening at ``start`` (or None) and where the next opening may be looked for:
+    past the run of characters a side may hold, as an opening within it finds the same " to " and
+    the same ends, so every character is read once."""
+    run = side.match(text, start).end()
+    to = _TO.search(text, start + 1, run)
+    if to is not None:
+        for end in range(to.end() + 1, run + 1):
+            if after.match(text, end):
+                return (text[start : to.start()].strip(), text[to.end() : end].strip()), run
+    return None, max(run, start + 1)
 
 
 def _plain(text: str) -> str:

@@ -6,7 +6,9 @@ batch of one, and a GPU then does one query's work per forward pass. ``QueryBatc
 loaded encoder: a caller's ``encode_queries`` (or ``encode_image_queries``) joins the batch being
 gathered, or opens one and leads it. The leader waits up to ``window`` seconds, or until
 ``max_batch`` queries wait, then encodes the batch in one call, one batch on the encoder at a time
-(the next gathers meanwhile), and each caller gets its own vectors back. Everything else
+(the next gathers meanwhile), and each caller gets its own vectors back. A batch that fails is
+encoded again caller by caller, so a query the model cannot take (one tenant's) fails alone and
+the others of its batch get their vectors. Everything else
 (``encode_images``, ``spec``, ``max_pixels``, ...) is the wrapped encoder's.
 
 A query alone waits one window (3 ms by default) before it is encoded: the price of letting
@@ -26,6 +28,8 @@ MAX_BATCH = 32  # queries in one encoder call
 class _Batch:
     def __init__(self) -> None:
         self.items: list = []
+        self.callers: list[tuple[int, int]] = []  # each caller's (start, count) among the items
+        self.errors: dict[int, BaseException] = {}  # by caller's start: its own failure
         self.full = threading.Event()  # max_batch reached: the leader stops gathering
         self.done = threading.Event()
         self.vectors: list | None = None
@@ -61,6 +65,7 @@ class QueryBatcher:
                 batch = self._open[kind] = _Batch()
             start = len(batch.items)
             batch.items.extend(items)
+            batch.callers.append((start, len(items)))
             if len(batch.items) >= self.max_batch:
                 del self._open[kind]  # closed: the next caller opens another
                 batch.full.set()
@@ -68,8 +73,9 @@ class QueryBatcher:
             self._lead(kind, batch)
         else:
             batch.done.wait()
-        if batch.error is not None:
-            raise batch.error
+        error = batch.error or batch.errors.get(start)
+        if error is not None:
+            raise error
         return batch.vectors[start : start + len(items)]
 
     def _lead(self, kind: str, batch: _Batch) -> None:
@@ -80,8 +86,24 @@ class QueryBatcher:
         try:
             with self._encoding:
                 encode = self.encoder.encode_queries if kind == "text" else self.encoder.encode_image_queries
-                batch.vectors = encode(batch.items)
+                try:
+                    batch.vectors = encode(batch.items)
+                except Exception:
+                    if len(batch.callers) == 1:
+                        raise
+                    batch.vectors = self._alone(encode, batch)
         except BaseException as exc:  # every caller of the batch sees its failure
             batch.error = exc
         finally:
             batch.done.set()
+
+    @staticmethod
+    def _alone(encode, batch: _Batch) -> list:
+        """Each caller's queries encoded without the others', its failure its own."""
+        vectors: list = [None] * len(batch.items)
+        for start, count in batch.callers:
+            try:
+                vectors[start : start + count] = encode(batch.items[start : start + count])
+            except Exception as exc:
+                batch.errors[start] = exc
+        return vectors

@@ -3,11 +3,13 @@ fields (``request.py``) under their HTTP names (``serve/fields.py``), and what o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import nullcontext
 from typing import Annotated
 
@@ -21,7 +23,7 @@ from pagesight.errors import PagesightError
 from pagesight.frontends import MAX_QUERY_BYTES, decode_image, hits_payload, open_image
 from pagesight.request import AskRequest, ImageSearchRequest, SearchRequest
 from pagesight.serve.fields import make, request_model
-from pagesight.serve.offer import ENDPOINT_RERANKERS, Slot
+from pagesight.serve.offer import ENDPOINT_RERANKERS, Slot, for_tenant
 from pagesight.serve.pool import Lending
 from pagesight.serve.routes.common import ApiError, Caller, Server, check_documents, given_boxes
 
@@ -84,7 +86,8 @@ def search_image(
     form: Annotated[ImageSearchForm, Form()],  # type: ignore[valid-type]
 ) -> dict:
     """The best tiles for an image, or a region of it (an index with a visual encoder): alone, or
-    with ``q``, a question about it; the other fields are a search's (``GET /api/search``)."""
+    with ``q``, a question about it; the other fields are a search's (``GET /api/search``), and
+    one reranked by a model behind the endpoint counts among the key's answers in progress."""
     if not server.pool.index.settings.visual_encoder:  # told before the image is decoded
         raise ApiError(400, "this index has no visual vectors: search it by text")
     box = given_boxes(form.region, "region", limit=1)[0] if form.region else None
@@ -93,7 +96,8 @@ def search_image(
     except PagesightError as exc:
         raise ApiError(415, str(exc)) from None
     request = server.offer.check(make(ImageSearchRequest, form, image=query, region=box))
-    return _searched(server, tenant.narrowed(request), tenant, form.c)
+    with server.asks.take(tenant) if request.rerank in ENDPOINT_RERANKERS else nullcontext():
+        return _searched(server, tenant.narrowed(request), tenant, form.c)
 
 
 def _searched(server, request: SearchRequest, tenant, compression: float) -> dict:
@@ -127,7 +131,7 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     (429 past it); no index is held while the reader reads (``pool.Lending``)."""
     request = server.offer.check(make(AskRequest, body))
     request = tenant.narrowed(request)
-    reader = server.readers.get(request)
+    reader = for_tenant(server.readers.get(request), tenant)
     image = box = None
     if body.image is not None:
         try:
@@ -144,9 +148,9 @@ def ask(server: Server, tenant: Caller, body: AskBody):  # type: ignore[valid-ty
     if not body.stream:
         with slot:
             return answer(index, request, reader, image=image, region=box).to_dict()
-    events = _stages(server, index, request, reader, image, box, slot)
-    weakref.finalize(events, slot.release)  # a stream dropped before it started gives its slot back
-    return StreamingResponse(events, media_type="application/x-ndjson")
+    lines = _sent(_stages(server, index, request, reader, image, box), slot)
+    weakref.finalize(lines, slot.release)  # a stream dropped before it started gives its slot back
+    return StreamingResponse(lines, media_type="application/x-ndjson")
 
 
 @router.post("/api/ask/stream")
@@ -155,7 +159,40 @@ def ask_streamed(server: Server, tenant: Caller, body: AskBody):  # type: ignore
     return ask(server, tenant, body.model_copy(update={"stream": True}))
 
 
-def _stages(server, index: Lending, request: AskRequest, reader, image, box, slot: Slot) -> Iterator[bytes]:
+async def _sent(events: Iterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
+    """The lines of ``events`` as they come, made in a thread of their own; the slot given back when
+    they end, or at once when the client goes (the stream cancelled: the thread then stops the
+    answer at its next step, ``ask_stream``). A plain iterator left to the server would be closed
+    only when collected, its slot held until then."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+    gone = threading.Event()
+
+    def put(line: bytes | None) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
+    def make() -> None:
+        try:
+            for line in events:
+                if gone.is_set():
+                    break
+                put(line)
+        finally:
+            events.close()  # the answer stopped, its thread joined (``ask_stream``)
+            slot.release()
+            put(None)
+
+    threading.Thread(target=make, name="pagesight-ask-lines", daemon=True).start()
+    try:
+        while (line := await lines.get()) is not None:
+            yield line
+    finally:
+        gone.set()
+        slot.release()
+
+
+def _stages(server, index: Lending, request: AskRequest, reader, image, box) -> Iterator[bytes]:
     """The NDJSON lines of a streamed answer: its hits, then the answer or the error."""
     try:
         hits = None if request.agent else retrieve(index, request, image, box)
@@ -172,8 +209,6 @@ def _stages(server, index: Lending, request: AskRequest, reader, image, box, slo
     except Exception:
         log.exception("streamed answer failed")
         yield _line({"event": "error", "error": "internal error (see the server log)"})
-    finally:
-        slot.release()
 
 
 def _line(event: dict) -> bytes:
