@@ -179,11 +179,12 @@ def latency(index: Index, queries: Sequence[str], modes: Sequence[str], k: int =
             start = time.perf_counter()
             index.search(query, k=k, mode=mode)
             times.append(1000 * (time.perf_counter() - start))
-        result[mode] = _quantiles(times)
+        result[mode] = quantiles(times)
     return {"queries": len(queries), "k": k, "ms": result}
 
 
-def _quantiles(times: list[float]) -> dict:
+def quantiles(times: list[float]) -> dict:
+    """The median, 95th and 99th percentiles of ``times`` (nearest rank), rounded to 0.01."""
     ordered = sorted(times)
 
     def at(q: float) -> float:
@@ -230,8 +231,8 @@ def scale(
                 "index": "faiss IndexIDMap2(IndexFlatIP), float32",
                 "build_s": round(build, 3),
                 f"recall@{k}_vs_exact": round(recall, 4),
-                "search_ms": _quantiles(times),
-                "numpy_exact_ms": _quantiles(exact_times),
+                "search_ms": quantiles(times),
+                "numpy_exact_ms": quantiles(exact_times),
                 "bytes_per_vector": dim * 4 + 8,
             }
         )

@@ -106,21 +106,26 @@ def build(catalog: SQLiteCatalog, previous: Retrievers | None, dim: int | None) 
     return views(generation, segments, options, dim, config)
 
 
+def indexed_tiles(catalog: SQLiteCatalog, tile_ids: np.ndarray) -> tuple[np.ndarray, list[str], list[str]]:
+    """The catalog's tiles ``tile_ids`` (ascending) as BM25 analyses them: their ids, each one's
+    indexed text (``encode.lexical.indexed_text``) and its language."""
+    settings = catalog.settings
+    wanted = set(tile_ids.tolist())
+    cells = settings.table_weight > 0
+    rows = [row for row in catalog.tile_contexts(since=int(tile_ids[0]), cells=cells) if row[0] in wanted]
+    languages = catalog.languages_since(int(tile_ids[0]))
+    return (
+        np.array([row[0] for row in rows], dtype=np.int64),
+        [indexed_text(text, named, heading, settings, table) for _, text, named, heading, table in rows],
+        [languages.get(row[0], "en") for row in rows],
+    )
+
+
 def _segment_of(catalog: SQLiteCatalog, new: np.ndarray, dim: int | None, config: Mapping | None) -> Segment:
     """The segment of the catalog's tiles ``new``: their postings, and their dense and visual parts
     where the index has them."""
-    settings = catalog.settings
-    wanted = set(new.tolist())
-    cells = settings.table_weight > 0
-    rows = [row for row in catalog.tile_contexts(since=int(new[0]), cells=cells) if row[0] in wanted]
-    languages = catalog.languages_since(int(new[0]))
-    added = np.array([row[0] for row in rows], dtype=np.int64)
-    postings = analysed(
-        added,
-        [indexed_text(text, named, heading, settings, table) for _, text, named, heading, table in rows],
-        settings.phrases,
-        [languages.get(row[0], "en") for row in rows],
-    )
+    added, texts, languages = indexed_tiles(catalog, new)
+    postings = analysed(added, texts, catalog.settings.phrases, languages)
     parts = {}
     if dim is not None:
         parts[DENSE] = DenseRetriever.empty(dim)
