@@ -307,3 +307,11 @@ def test_every_path_the_benchmarks_notebook_names_exists():
 def test_a_path_gone_from_the_tree_is_found():
     page = "`store/local/layout.py` and `python benchmarks/gone.py --index DIR`, `../shared/data/x.pdf`\n\n    src/old.py\n"
     assert missing_paths(page) == ["benchmarks/gone.py", "src/old.py"]
+
+
+@pytest.mark.timeout(60)
+def test_the_current_figures_are_made_from_the_results():
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.figures", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr + "\nrun: python -m benchmarks.figures"
