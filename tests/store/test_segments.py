@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -375,6 +376,7 @@ def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
 
 def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
     from pagesight.store.local import merging
+    from pagesight.store.local.lock import WriteLock
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -383,11 +385,22 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
         reader = Index.open(tmp_path / "ix", create=False)
         before = ranked(reader)
         generation = pointer(writer.root)["generation"]
+        removed, rmtree = [], shutil.rmtree
+
+        def removing(path, *args, **kwargs):  # whether a writer could take the lock meanwhile
+            lock = WriteLock(writer.root)
+            removed.append((Path(path).name, lock.acquire()))
+            lock.release()
+            return rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", removing)
         assert merging.merge_due(writer.root) >= 1
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
         after = pointer(writer.root)
         assert after["generation"] == generation and not set(parts) & set(after["segments"])
         assert deleted(writer.root) == []  # the deleted tiles were dropped by the merge
         assert not any((writer.root / "retrievers" / name).exists() for name in parts)
+        assert set(parts) <= {name for name, _ in removed} and all(free for _, free in removed)
         assert ranked(reader) == before  # its own segments, in memory
         assert ranked(Index.open(tmp_path / "ix", create=False)) == before  # a new reader: the merged one
         for path in files[3:]:
