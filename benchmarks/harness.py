@@ -29,7 +29,8 @@ from pagesight import bench
 from pagesight.eval.dataset import Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# the shared real data, beside the repository (or where PAGESIGHT_SHARED_DATA says: a worktree's)
+SHARED = Path(os.environ.get("PAGESIGHT_SHARED_DATA") or ROOT.parent / "shared" / "data")
 PYTHON_M = [sys.executable, "-m"]  # a module of this package run as a process of its own
 
 
