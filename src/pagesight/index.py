@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,10 +89,10 @@ class Index:
         encoder (name, model, width) is checked against what the server gives, as in-process.
         """
         if settings is not None and not store_exists(path):
+            from pagesight.ingest.options import check_new_index
+
             settings = Settings.given(settings)
-            _check_models(settings)
-            if settings.layout:
-                _check_layout()
+            check_new_index(settings)
         store = open_store(path, create=create, settings=settings)
         return cls(store, device=device, trust_remote_code=trust_remote_code, visual_endpoint=visual_endpoint)
 
@@ -313,7 +312,7 @@ class Index:
             reranker, rerank = rerank, None
         by_image = image is not None or region is not None or isinstance(query, ImageSearchRequest)
         kind = ImageSearchRequest if by_image else SearchRequest
-        request = _request(kind, query, k=k, rerank=rerank, image=image, region=region, **options)
+        request = kind.given(query, k=k, rerank=rerank, image=image, region=region, **options)
         request = request.search_request()
         if reranker is not None and isinstance(request, ImageSearchRequest) and not request.query.strip():
             raise PagesightError(
@@ -380,39 +379,36 @@ class Index:
         """
         from pagesight.answer.ask import ask
 
-        request, reader = self._asking(question, reader, options)
-        return ask(self, request, reader, image=image, region=region, hits=hits, on_text=on_text)
+        given = {"image": image, "region": region, "hits": hits}
+        request, reader, _ = self._asking(question, reader, options)
+        return ask(self, request, reader, on_text=on_text, **given)
 
     def ask_stream(
-        self,
-        question: str | AskRequest,
-        reader: str | Reader | None = None,
-        *,
-        image: Image.Image | None = None,
-        region: tuple[float, float, float, float] | None = None,
-        hits: list[Hit] | None = None,
-        **options: Any,
+        self, question: str | AskRequest, reader: str | Reader | None = None, **options: Any
     ) -> Iterator[str | Answer]:
-        """``ask`` as it happens: the answer's text in pieces (``str``) as the reader writes them
-        (whole once read, for a reader that cannot stream), then the ``Answer``, last; see
-        ``pagesight.answer.ask.ask_stream``. Stopping early stops the reader at its next piece."""
+        """``ask`` as it happens, asked as ``ask`` is (but ``on_text``): the answer's text in pieces
+        (``str``) as the reader writes them (whole once read, for a reader that cannot stream), then
+        the ``Answer``, last; see ``pagesight.answer.ask.ask_stream``. Stopping early stops the
+        reader at its next piece."""
         from pagesight.answer.ask import ask_stream
 
-        request, reader = self._asking(question, reader, options)
-        return ask_stream(self, request, reader, image=image, region=region, hits=hits)
+        request, reader, given = self._asking(question, reader, options)
+        return ask_stream(self, request, reader, **given)
 
     def _asking(
         self, question: str | AskRequest, reader: str | Reader | None, options: dict[str, Any]
-    ) -> tuple[AskRequest, Reader]:
-        """The request ``ask`` answers, and the reader it reads with (built here when named)."""
+    ) -> tuple[AskRequest, Reader, dict[str, Any]]:
+        """The request ``ask`` answers, the reader it reads with (built here when named) and
+        ``ask``'s own arguments of ``options`` (the rest are the request's fields)."""
+        given = {name: options.pop(name) for name in ("image", "region", "hits") if name in options}
         if isinstance(reader, str):
             options["reader"] = reader
-        request = _request(AskRequest, question, **options)
+        request = AskRequest.given(question, **options)
         if reader is None or isinstance(reader, str):
             from pagesight.answer.base import build_reader
 
             reader = build_reader(request, trust_remote_code=self.trust_remote_code, endpoint=self.endpoint)
-        return request, reader
+        return request, reader, given
 
     # Reading -----------------------------------------------------------------------------------
 
@@ -527,36 +523,3 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _request(kind: type[SearchRequest], query: str | SearchRequest, **options: Any) -> SearchRequest:
-    """A request of ``kind``: ``query`` itself (a request) or made from it, with ``options`` (None
-    values left out) over its fields."""
-    given = {name: value for name, value in options.items() if value is not None}
-    if not isinstance(query, SearchRequest):
-        return kind(query=query, **given)
-    if not isinstance(query, kind):  # another kind's request: the fields both have carried over
-        names = {f.name for f in fields(kind)}
-        given = {**{f.name: getattr(query, f.name) for f in fields(query) if f.name in names}, **given}
-        return kind(**given)
-    return query.replace(**given) if given else query
-
-
-def _check_models(settings: Settings) -> None:
-    """Refuse settings naming models no registry knows, before an index is made with them."""
-    from pagesight.encode.dense import check_dense_model
-    from pagesight.encode.visual import ENCODERS
-
-    if settings.dense_model is not None:
-        check_dense_model(settings.dense_model)
-    if settings.visual_encoder is not None and settings.visual_encoder not in ENCODERS:
-        raise PagesightError(
-            f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
-        )
-
-
-def _check_layout() -> None:
-    """Refuse layout regions when they cannot be made, before an index is made with them."""
-    from pagesight.text.layout import model_path
-
-    model_path()  # the extra is installed and its model is there
