@@ -44,7 +44,7 @@ def delete(root: Path, catalog: SQLiteCatalog) -> bool:
                 deletes[name] = write_deletes(folder, name, now, catalog.generation()) if changed else entry
     except FileNotFoundError:  # a segment's files gone (a crash): built again
         return False
-    pointer.generation, pointer.deletes, pointer.removed = catalog.generation(), deletes, None
+    pointer.generation, pointer.deletes, pointer.deleted_list = catalog.generation(), deletes, None
     pointer.write(folder)
     collect(folder, pointer)
     return True

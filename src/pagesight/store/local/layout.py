@@ -61,14 +61,16 @@ class Pointer:
     lexical: dict = field(default_factory=dict)
     dense: int | None = None
     visual: dict | None = None
-    # format 3 only: every deleted tile in one list, until ``write`` saves each segment's bitset
-    removed: np.ndarray | None = None
+    # format 3 only (its "removed"): every deleted tile in one list, until ``write`` saves each
+    # segment's bitset
+    deleted_list: np.ndarray | None = None
 
     @classmethod
     def read(cls, folder: Path) -> Pointer | None:
         """The pointer in ``folder``; None when there is none or it is an older build's that this
         one does not read (format 2 with visual vectors, one file then: built again). A pointer of
-        format 3 listed every deleted tile in ``removed``; it is read as each segment's bitset."""
+        format 3 listed every deleted tile in one list (``deleted_list``); it is read as each segment's
+        bitset."""
         try:
             found = json.loads((folder / POINTER).read_text())
         except FileNotFoundError:
@@ -76,7 +78,7 @@ class Pointer:
         kind = found.get("format")
         if not (kind in (FORMAT, 3) or (kind == 2 and not found.get("visual"))):
             return None
-        removed = found.get("removed")
+        listed = found.get("removed")
         return cls(
             generation=found["generation"],
             segments=list(found["segments"]),
@@ -84,20 +86,20 @@ class Pointer:
             lexical=found.get("lexical", {}),
             dense=found.get("dense"),
             visual=found.get("visual"),
-            removed=np.asarray(removed, dtype=np.int64) if removed else None,
+            deleted_list=np.asarray(listed, dtype=np.int64) if listed else None,
         )
 
     def write(self, folder: Path) -> None:
         """Replace ``current.json`` atomically and durably (readers see the old pointer or this one,
         and after a power loss the disk holds one of them), in this build's format: a pointer read
         from format 3 first gets each segment's bitset written."""
-        if self.removed is not None:
+        if self.deleted_list is not None:
             for name in self.segments:
                 if name not in self.deletes:
-                    deleted = np.isin(np.load(folder / name / TILE_IDS), self.removed)
+                    deleted = np.isin(np.load(folder / name / TILE_IDS), self.deleted_list)
                     if deleted.any():
                         self.deletes[name] = write_deletes(folder, name, deleted, self.generation)
-            self.removed = None
+            self.deleted_list = None
         written = {
             "format": FORMAT,
             "generation": self.generation,
@@ -114,8 +116,8 @@ class Pointer:
         bitset = self.deletes.get(name)
         if bitset is not None:
             return np.unpackbits(np.load(folder / name / bitset.file), count=len(tile_ids)).astype(bool)
-        if self.removed is not None:
-            return np.isin(tile_ids, self.removed)
+        if self.deleted_list is not None:
+            return np.isin(tile_ids, self.deleted_list)
         return np.zeros(len(tile_ids), dtype=bool)
 
     def kinds(self) -> list[str]:

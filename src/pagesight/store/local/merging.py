@@ -98,6 +98,8 @@ def _merge_next(root: Path, folder: Path) -> bool:
     """Make the first merge due and swap it in; False when none is due or the swap could not be
     made (the write lock held too long, or the parts changed meanwhile)."""
     pointer = Pointer.read(folder)
+    if pointer is None:  # no segments saved yet (or an older build's, built again by the next writer)
+        return False
     segments = opened(folder, pointer)
     plans = due(segments)
     if not plans:

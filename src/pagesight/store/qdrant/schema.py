@@ -17,7 +17,7 @@ FORMAT_VERSION = 3  # 2: document points carry their where fields (fields.py); 3
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
 BURSTS_POINT = 1  # ... and the collection's bursty words (bm25.Bm25Weights.update_bursts)
-PAGE = 256  # points per scroll request
+SCROLLED = 256  # points a scroll request reads
 HEAVY = ["spans", "links", "text", "context", "image"]  # payload left out when only boxes are wanted
 
 
@@ -151,7 +151,7 @@ def scroll(client, collection: str, where, with_payload) -> Iterator:
     offset = None
     while True:
         records, offset = client.scroll(
-            collection, scroll_filter=where, limit=PAGE, offset=offset, with_payload=with_payload
+            collection, scroll_filter=where, limit=SCROLLED, offset=offset, with_payload=with_payload
         )
         yield from records
         if offset is None:
