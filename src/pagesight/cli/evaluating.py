@@ -227,6 +227,7 @@ def _print_answers(summaries: list[dict]) -> None:
         "relaxed_accuracy",
         "contains",
         "cites_relevant",
+        "grounding_f1",
         "judge",
     )
     if len(summaries) == 1:

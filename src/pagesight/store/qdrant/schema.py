@@ -43,9 +43,17 @@ def connect(location: str):
         if "/" in name:
             raise PagesightError(f"{location}: the collection name cannot contain '/'")
         scheme = "https" if url.port == 443 else "http"
-        client = QdrantClient(
-            url=f"{scheme}://{url.hostname}:{url.port or 6333}", api_key=os.environ.get("QDRANT_API_KEY")
-        )
+        address = f"{scheme}://{url.hostname}:{url.port or 6333}"
+        client = QdrantClient(url=address, api_key=os.environ.get("QDRANT_API_KEY"))
+        from qdrant_client.http.exceptions import ResponseHandlingException
+
+        try:
+            client.get_collections()  # the client connects lazily: asked once here, not mid-command
+        except ResponseHandlingException as exc:
+            raise PagesightError(
+                f"{location}: no Qdrant server answers at {address} ({exc}); start it, or give the "
+                "address of one (qdrant://HOST:PORT/NAME)"
+            ) from None
         return client, name, None
     if not rest:
         raise PagesightError(f"{location}: give a folder (qdrant:PATH) or a server (qdrant://HOST:PORT/NAME)")
