@@ -25,7 +25,7 @@ MODULES = {"__init__", "harness", "gpu_models", "figures"}  # the package's own 
 BENCHMARKS = sorted(
     path.stem for path in (ROOT / "benchmarks").glob("*.py") if path.stem not in NOT_YET | MODULES
 )
-SLOW = {"gpu": 420, "train": 300, "webdocs": 240, "scale": 240, "serve": 240, "cli": 240}
+SLOW = {"gpu": 420, "train": 300, "served": 300, "webdocs": 240, "scale": 240, "serve": 240, "cli": 240}
 
 
 def unit(value) -> bool:
@@ -162,6 +162,20 @@ def check_reader_speed(found):
     assert found["answers"] == 2 and found["device"] == "cpu"
     median = found["median"]
     assert 0 < median["completion_tokens"] <= 4 and median["prefill"] > 0 and median["prompt_tokens"] > 0
+
+
+def check_request_bounds(found):
+    assert found["pages"] == 2 and found["phrases"] == 10 and len(found["seconds"]) == 3
+    assert all(seconds >= 0 for seconds in found["seconds"].values())
+    assert found["worst"][1] == max(found["seconds"].values())
+
+
+def check_served(found):
+    assert found["encoder"] == "colqwen3" and set(found["pages_per_s_median"]) == {"in_process", "endpoint"}
+    assert all(run["pages"] == 4 for runs in found["ingestion"].values() for run in runs)
+    assert found["endpoint_over_in_process"] > 0
+    for kind in ("endpoint", "in_process"):
+        assert found["search"][kind]["one_client"]["n"] == 2 and latency(found["search"][kind]["2_clients"])
 
 
 def check_scale(found):

@@ -14,6 +14,7 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -428,21 +429,11 @@ class Index:
         return self.renderer.tile_image(doc_id, page, tile, compression, rerender=rerender)
 
     def explain(self, query: str, doc_id: str, page: int, tile: int = 0) -> SimilarityMap:
-        """Which patches of a tile match ``query``: its similarity map (``search.explain``) by the
-        index's visual encoder, a late-interaction one (ColPali, ColQwen, ColSmol, ColModernVBert)
-        or CLIP."""
-        from pagesight.search.explain import SimilarityMap
+        """Which patches of a tile match ``query``: its similarity map by the index's visual encoder,
+        a late-interaction one (ColPali, ColQwen, ColSmol, ColModernVBert) or CLIP (``search.explain``)."""
+        from pagesight.search.explain import explain
 
-        encoder = self.visual_encoder()
-        if encoder is None or not hasattr(encoder, "patch_similarity"):
-            named = f"visual encoder '{encoder.name}'" if encoder else "no visual encoder"
-            raise PagesightError(
-                f"{self.store.location}: {named}; similarity maps need a late-interaction one "
-                "(ingest --encoder colqwen2, colpali, colsmol) or clip"
-            )
-        image = self.tile_image(doc_id, page, tile)
-        covers = encoder.patch_box(image) if hasattr(encoder, "patch_box") else None
-        return SimilarityMap(encoder.patch_similarity(image, query), image, covers)
+        return explain(self.visual_encoder(), self.tile_image(doc_id, page, tile), query, self.store.location)
 
     @property
     def renderer(self) -> PageRenderer:
@@ -455,41 +446,25 @@ class Index:
         return self._renderer
 
     def info(self) -> dict:
-        spec = self.catalog.visual_spec()
-        languages: dict[str, int] = {}
-        for document in self.catalog.documents():  # pages by language (text.language)
-            for code, pages in (document.meta.get("languages") or {"en": document.n_pages}).items():
-                languages[code] = languages.get(code, 0) + pages
+        from pagesight.search.explain import draws_maps, query_image
+
+        spec, encoder = self.catalog.visual_spec(), self.settings.visual_encoder
+        languages: Counter = Counter()  # pages by language (text.language)
+        for document in self.catalog.documents():
+            languages.update(document.meta.get("languages") or {"en": document.n_pages})
         return {
             "path": self.store.location,
             **self.catalog.counts(),
-            "languages": languages,
+            "languages": dict(languages),
             "generation": self.catalog.generation(),
             "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
             "visual_encoder": spec,
             "visual_index": self.settings.visual_structure(spec["multi_vector"]) if spec else None,
-            "similarity_maps": self._draws_maps(),
-            "query_image": self._query_image(),
+            "similarity_maps": draws_maps(encoder),
+            "query_image": query_image(encoder),
             "bytes_on_disk": self.store.size_bytes(),
         }
-
-    def _draws_maps(self) -> bool:
-        """Whether the index's visual encoder draws similarity maps (``explain``), without loading it."""
-        from pagesight.encode.visual import ENCODERS
-
-        name = self.settings.visual_encoder
-        return name is not None and hasattr(ENCODERS.load(name), "patch_similarity")
-
-    def _query_image(self) -> str | None:
-        """How a question's picture is searched by the index's visual encoder, without loading it:
-        "joint with text" (one query of both), "image alone", or None with no visual encoder."""
-        from pagesight.encode.visual import ENCODERS, joint_queries
-
-        name = self.settings.visual_encoder
-        if name is None:
-            return None
-        return "joint with text" if joint_queries(ENCODERS.load(name)) else "image alone"
 
     def documents(self) -> list[str]:
         """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""
