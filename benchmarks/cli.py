@@ -1,29 +1,30 @@
 """Whole `pagesight` command-line processes, cold start included, as a user times them (issue 14).
 
-    python benchmarks/cli.py [--repeat 5]
+    python -m benchmarks.cli [--repeat 5] [--json FILE]
+    python -m benchmarks.cli --tiny          # a lexical index of two typeset tables, three commands once
 
-Indexes the bundled samples into a temporary folder once, then runs each command ``--repeat``
-times as a fresh process and prints the median and the slowest wall time per command as JSON.
+Indexes the bundled samples (with ``--tiny``: a toy dataset's documents, no dense vectors) into a
+temporary folder once, then runs each command ``--repeat`` times as a fresh process; the median and
+the slowest wall time per command.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import harness
+
 QUESTION = "What was the West region's revenue in Q3?"
+PAGESIGHT = [*harness.PYTHON_M, "pagesight"]
+TINY = ("--help", "search --mode lexical", "delete")  # the commands --tiny times
 
 
-def commands(index: str) -> dict[str, list[str]]:
+def commands(index: str, deleted: str) -> dict[str, list[str]]:
     return {
         "--help": ["--help"],
         "argument error": ["search", "x", "--index", index, "--mode", "pixels"],
@@ -33,34 +34,45 @@ def commands(index: str) -> dict[str, list[str]]:
         "ask": ["ask", QUESTION, "--index", index],
         "documents": ["documents", "--index", index],
         "missing file": ["ingest", "/nonexistent.pdf", "--index", index],
-        "delete": ["delete", "scanned-memo", "--index", index + "-copy"],
+        "delete": ["delete", deleted, "--index", index + "-copy"],
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    binary = [sys.executable, "-m", "pagesight"]
+def measure(corpus: Path, repeat: int, dense: bool, folder: Path, names=None) -> dict:
+    index = str(folder / "index")
+    ingest = [*PAGESIGHT, "ingest", str(corpus), "--index", index] + ([] if dense else ["--no-dense"])
+    subprocess.run(ingest, check=True, capture_output=True)
+    deleted = sorted(path.stem for path in corpus.iterdir())[0]
+    results = {}
+    for name, argv in commands(index, deleted).items():
+        if names is not None and name not in names:
+            continue
+        times = []
+        for _ in range(repeat):
+            if name == "delete":  # a fresh copy each time, made outside the timing
+                shutil.rmtree(index + "-copy", ignore_errors=True)
+                shutil.copytree(index, index + "-copy")
+            start = time.perf_counter()
+            done = subprocess.run([*PAGESIGHT, *argv], capture_output=True, check=False)
+            if name == "delete" and done.returncode != 0:
+                raise SystemExit(f"delete failed: {done.stderr.decode()}")
+            times.append(time.perf_counter() - start)
+        results[name] = {"median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3)}
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--repeat", type=int, default=5, help="processes a command (default 5; tiny 1)")
+    args = harness.start(parser, argv)
     with tempfile.TemporaryDirectory() as tmp:
-        index = str(Path(tmp) / "index")
-        subprocess.run([*binary, "ingest", str(ROOT / "samples" / "corpus"), "--index", index], check=True,
-                       capture_output=True)  # fmt: skip
-        results = {}
-        for name, argv in commands(index).items():
-            times = []
-            for _ in range(args.repeat):
-                if name == "delete":  # a fresh copy each time, made outside the timing
-                    shutil.rmtree(index + "-copy", ignore_errors=True)
-                    shutil.copytree(index, index + "-copy")
-                start = time.perf_counter()
-                done = subprocess.run([*binary, *argv], capture_output=True, check=False)
-                if name == "delete" and done.returncode != 0:
-                    raise SystemExit(f"delete failed: {done.stderr.decode()}")
-                times.append(time.perf_counter() - start)
-            results[name] = {"median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3)}
-        shutil.rmtree(index, ignore_errors=True)
-    print(json.dumps({"repeat": args.repeat, "load_average": os.getloadavg(), "commands": results}, indent=1))
+        folder = Path(tmp)
+        if args.tiny:
+            corpus, repeat = harness.toy_dataset(folder / "data", tables=2).documents, 1
+        else:
+            corpus, repeat = harness.ROOT / "samples" / "corpus", args.repeat
+        results = measure(corpus, repeat, not args.tiny, folder, TINY if args.tiny else None)
+    harness.finish(args, __spec__.name, {"corpus": corpus.name, "repeat": repeat, "commands": results})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The pixel path on one accelerator (issue 53), in one run on the same pages, as one JSON object.
 
-    python benchmarks/gpu.py --pdfs DIR [--device cuda] [--models colqwen2.5,colpali,dse,reader]
+    python -m benchmarks.gpu --pdfs DIR [--device cuda] [--models colqwen2.5,colpali,dse,reader]
                              [--batches 4,8,16,32] [--clients 16] [--json out.json]
-    python benchmarks/gpu.py --tiny          # the same code at toy size on the CPU, in seconds
+    python -m benchmarks.gpu --tiny          # the same code at toy size on the CPU
 
 Models are built with random weights at the public checkpoints' sizes (``gpu_models.py``: no
 download; times and memory are those of the trained models, rankings and answers are not). For each
@@ -29,24 +29,19 @@ second on the same tiles (the issue's 0.29x: 3.02 pages/s against 10.3).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import gpu_models  # noqa: E402
+from benchmarks import gpu_models, harness
 
-ROOT = Path(__file__).resolve().parents[1]
 VISUAL = ("colqwen2.5", "colpali", "dse")
 BY_HAND = {"colqwen2.5": ("ColQwen2_5", "ColQwen2_5_Processor"), "colpali": ("ColPali", "ColPaliProcessor")}
 QUESTIONS = [
@@ -208,12 +203,6 @@ def encoder_api(name: str, folder: Path, tiles: list, device: str, batches: list
     return {"tiles_per_s": rates, "best_batch": best, "best_tiles_per_s": rates[best]}
 
 
-def latency(times: list[float]) -> dict:
-    ordered = sorted(times)
-    return {"p50_ms": round(1000 * ordered[len(ordered) // 2], 1),
-            "p95_ms": round(1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 1)}  # fmt: skip
-
-
 def search(where: Path, device: str, rounds: int) -> dict:
     """Visual and hybrid searches from one client, each question ``rounds`` times, the first
     search (the encoder loading) apart."""
@@ -231,7 +220,10 @@ def search(where: Path, device: str, rounds: int) -> dict:
                 index.search(question, k=10, mode=mode)
                 found[mode].append(time.perf_counter() - start)
     index.close()
-    return {"first_search_s": round(first, 2), **{mode: latency(times) for mode, times in found.items()}}
+    return {
+        "first_search_s": round(first, 2),
+        **{mode: harness.latency(times) for mode, times in found.items()},
+    }
 
 
 def served(where: Path, clients: int, rounds: int) -> dict:
@@ -239,7 +231,8 @@ def served(where: Path, clients: int, rounds: int) -> dict:
     import secrets
 
     import httpx
-    from serve import start_server
+
+    from benchmarks.serve import start_server
 
     key = secrets.token_hex(16)
     server, url = start_server(str(where), key, readers=clients)
@@ -277,7 +270,7 @@ async def _clients(url: str, key: str, mode: str, clients: int, rounds: int, htt
         "clients": clients,
         "searches_per_s": round(len(times) / wall, 2),
         "errors": errors,
-        **latency(times),
+        **harness.latency(times),
     }
 
 
@@ -332,8 +325,7 @@ def environment(device: str) -> dict:
     import torch
     import transformers
 
-    found = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-             "device": device, "cpus": len(__import__("os").sched_getaffinity(0))}  # fmt: skip
+    found = {"torch": torch.__version__, "transformers": transformers.__version__, "device": device}
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(n) for n in range(torch.cuda.device_count())]
     return found
@@ -342,7 +334,7 @@ def environment(device: str) -> dict:
 def run(args) -> dict:
     sampler = Sampler()
     try:
-        results: dict = {"environment": environment(args.device), "tiny": args.tiny, "models": {}}
+        results: dict = {"environment": environment(args.device), "models": {}}
         for name in args.models:
             results["models"][name] = step(sampler, gpu_models.build, name, args.work / "models" / name,
                                            args.tiny, args.device)  # fmt: skip
@@ -360,9 +352,10 @@ def run(args) -> dict:
 
 
 def arguments(argv: list[str] | None = None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="toy-size models on the CPU (a dry run, seconds)")
-    parser.add_argument("--pdfs", type=Path, default=ROOT / "samples" / "corpus", help="folder of PDFs")
+    parser = harness.parser(__doc__)
+    parser.add_argument(
+        "--pdfs", type=Path, default=harness.ROOT / "samples" / "corpus", help="folder of PDFs"
+    )
     parser.add_argument("--max-files", type=int, default=1000)
     parser.add_argument("--device", default=None, help="default: cuda, or cpu with --tiny")
     parser.add_argument("--models", default=",".join(gpu_models.MODELS))
@@ -371,18 +364,20 @@ def arguments(argv: list[str] | None = None):
     )
     parser.add_argument("--batch", type=int, default=None, help="ingest's visual_batch (default: its own)")
     parser.add_argument("--rounds", type=int, default=None, help="searches a question and client (3; tiny 1)")
-    parser.add_argument("--clients", type=int, default=16, help="clients through pagesight serve (0: none)")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="clients through pagesight serve (16; tiny 2; 0: none)"
+    )
     parser.add_argument("--questions", type=int, default=None, help="reader questions (10; tiny 2)")
     parser.add_argument("--max-tokens", type=int, default=None, help="reader decode length (64; tiny 8)")
     parser.add_argument(
         "--work", type=Path, default=None, help="models and indexes (default: a temporary one)"
     )
-    parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
-    args = parser.parse_args(argv)
+    args = harness.start(parser, argv)
     args.device = args.device or ("cpu" if args.tiny else "cuda")
     args.models = [name.strip() for name in args.models.split(",") if name.strip()]
     args.batches = [int(n) for n in (args.batches or ("2,4" if args.tiny else "4,8,16,32")).split(",")]
     args.rounds = args.rounds or (1 if args.tiny else 3)
+    args.clients = (2 if args.tiny else 16) if args.clients is None else args.clients
     args.questions = args.questions or (2 if args.tiny else 10)
     args.max_tokens = args.max_tokens or (8 if args.tiny else 64)
     return args
@@ -393,10 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="pagesight-gpu-") as scratch:
         args.work = args.work or Path(scratch)
         results = run(args)
-    text = json.dumps(results, indent=1, default=str)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    harness.finish(args, __spec__.name, results)
 
 
 if __name__ == "__main__":

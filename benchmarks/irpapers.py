@@ -1,74 +1,41 @@
 """Ingestion speed, retrieval quality and query latency on IRPAPERS (issue 2's numbers).
 
-    python benchmarks/irpapers.py --index DIR [--ingest [--no-dense]] [--configs lexical rsf:0.1 ...]
-    python benchmarks/irpapers.py --index qdrant:DIR ...      # the same on the Qdrant store
-    python benchmarks/irpapers.py --index DIR --configs dense rsf:0.1 --rerank cross-encoder --rerank-model M
-
+    python -m benchmarks.irpapers --index DIR [--ingest [--no-dense]] [--configs lexical rsf:0.1 ...]
+    python -m benchmarks.irpapers --index qdrant:DIR ...      # the same on the Qdrant store
+    python -m benchmarks.irpapers --index DIR --configs dense rsf:0.1 --rerank cross-encoder --rerank-model M
+    python -m benchmarks.irpapers --tiny      # four typeset tables, ingested and searched lexically
 
 With --ingest, DIR is created afresh by `pagesight ingest` over the 155 PDFs (end to end, as a user
 runs it), then the unchanged folder is ingested again; both are timed, with the peak memory of the
-largest process. Then one JSON object per search configuration: Recall@1/5/20 over the 180
-questions (page-level: hits of the same page count once, in rank order) and the median / p95
-search latency in a warm process. With --rerank, each configuration again with that reranker over
-its --rerank-candidates best hits (latency includes the reranking).
+largest process. Then each search configuration (``pagesight eval``'s, ``eval.harness``) over the
+180 questions: Recall@1/5/10/20, nDCG@10 and MRR@10, page-level (``eval.metrics``), and the search
+latency in a warm process. With --rerank, each configuration again with that reranker over its
+--rerank-candidates best hits (latency includes the reranking). ``rankings``: each configuration's
+ranked pages by question (``--rankings FILE``), to compare two commits' rankings exactly.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import resource
 import shutil
-import statistics
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import harness
 from pagesight import Index
-from pagesight.eval.harness import Config
+from pagesight.eval import harness as eval_harness
+from pagesight.eval.dataset import Dataset
 from pagesight.request import SearchRequest
 
-
-def load(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
-    queries = {}
-    with (data / "queries.jsonl").open() as handle:
-        for line in handle:
-            record = json.loads(line)
-            queries[record["_id"]] = record["text"]
-    qrels: dict[str, set[str]] = {}
-    with (data / "qrels.tsv").open() as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            if int(row["score"]) > 0:
-                qrels.setdefault(row["query-id"], set()).add(row["corpus-id"])
-    return queries, qrels
-
-
-def evaluate(index: Index, queries, qrels, request: SearchRequest, cutoffs=(1, 5, 20)) -> dict:
-    index.search(request.replace(query="warm up", k=1))
-    recall = {c: 0.0 for c in cutoffs}
-    latencies = []
-    for qid, text in queries.items():
-        start = time.perf_counter()
-        hits = index.search(request.replace(query=text, k=max(cutoffs)))
-        latencies.append(time.perf_counter() - start)
-        pages = list(dict.fromkeys(hit.page_id for hit in hits))
-        relevant = qrels.get(qid, set())
-        for c in cutoffs:
-            recall[c] += len(relevant & set(pages[:c])) / max(1, len(relevant))
-    latencies.sort()
-    return {
-        **{f"recall@{c}": round(recall[c] / len(queries), 4) for c in cutoffs},
-        "latency_ms_p50": round(statistics.median(latencies) * 1000, 2),
-        "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 2),
-        "n_queries": len(queries),
-    }
+DEPTH = 20  # the pages ranked a question
 
 
 def ingest(index: str, pdfs: Path, dense: bool) -> dict:
     shutil.rmtree(index.removeprefix("qdrant:"), ignore_errors=True)  # a folder, or a local-mode Qdrant's
-    cli = [sys.executable, "-m", "pagesight", "ingest", str(pdfs), "--index", str(index), "--json"]
+    cli = [*harness.PYTHON_M, "pagesight", "ingest", str(pdfs), "--index", str(index), "--json"]
     if not dense:
         cli.append("--no-dense")
     timings = []
@@ -90,10 +57,32 @@ def ingest(index: str, pdfs: Path, dense: bool) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", required=True, help="an index folder or store location")
-    parser.add_argument("--data", type=Path, default=Path(__file__).parents[1] / "../shared/data/irpapers")
+def configurations(names: list[str], rerank: str | None, candidates: int, model: str | None) -> list:
+    configs = []
+    for name in names:
+        parsed = eval_harness.Config.parse(name)
+        configs.append(parsed)
+        if rerank:
+            configs.append(parsed.reranked(rerank, candidates, model))
+    return configs
+
+
+def searched(index: Index, data: Dataset, configs: list) -> tuple[list[dict], dict]:
+    """Each configuration's summary (metrics and latency) and its ranked pages by question."""
+    pages = index.catalog.counts()["pages"]
+    rows, rankings = [], {}
+    for result in eval_harness.evaluate(index, data, configs, depth=DEPTH):
+        rows.append(result.summary(pages))
+        rankings[result.config.name] = {
+            qid: [page for page, _ in ranked] for qid, ranked in result.run.items()
+        }
+    return rows, rankings
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--index", help="an index folder or store location")
+    parser.add_argument("--data", type=Path, default=harness.SHARED / "irpapers")
     parser.add_argument("--ingest", action="store_true", help="build DIR afresh first, timed")
     parser.add_argument("--no-dense", action="store_true", help="with --ingest: lexical only")
     parser.add_argument(
@@ -105,24 +94,26 @@ def main() -> None:
     parser.add_argument("--rerank", help="also each configuration reranked by this reranker")
     parser.add_argument("--rerank-model", help="the reranker's model (hub id or folder)")
     parser.add_argument("--rerank-candidates", type=int, default=SearchRequest.rerank_candidates)
-    args = parser.parse_args()
-    if args.ingest:
-        print(json.dumps(ingest(args.index, args.data / "pdfs", dense=not args.no_dense)), flush=True)
-    queries, qrels = load(args.data)
-    index = Index.open(args.index, create=False)
-    counts = index.catalog.counts()
-    for config in args.configs:
-        parsed = Config.parse(config)
-        runs = {config: parsed.request}
-        if args.rerank:
-            reranked = parsed.reranked(args.rerank, args.rerank_candidates, args.rerank_model)
-            runs[f"{config}+{args.rerank}@{args.rerank_candidates}"] = reranked.request
-        for name, request in runs.items():
-            result = evaluate(index, queries, qrels, request)
-            print(
-                json.dumps({"config": name, "pages": counts["pages"], "tiles": counts["tiles"], **result}),
-                flush=True,
-            )
+    parser.add_argument("--rankings", type=Path, help="write each configuration's ranked pages here")
+    args = harness.start(parser, argv)
+    result: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.tiny:
+            data = harness.toy_dataset(Path(tmp) / "data")
+            location, build, dense = str(Path(tmp) / "index"), True, False
+        elif args.index:
+            data, location, build, dense = Dataset.load(args.data), args.index, args.ingest, not args.no_dense
+        else:
+            parser.error("--index is needed (or --tiny)")
+        if build:
+            result["ingest"] = ingest(location, data.documents, dense)
+        configs = configurations(args.configs, args.rerank, args.rerank_candidates, args.rerank_model)
+        with Index.open(location, create=False) as index:
+            result["tiles"] = index.catalog.counts()["tiles"]
+            result["configs"], rankings = searched(index, data, configs)
+    if args.rankings:
+        args.rankings.write_text(json.dumps(rankings, indent=1) + "\n")
+    harness.finish(args, __spec__.name, {"dataset": data.name, **result})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The trade-off knobs of issue 41 on synthetic vectors: recall against exact search, and latency.
 
-    python benchmarks/knobs.py [--docs 20000] [--tokens 30] [--reps 5,10,20] [--ef 64,128,256,512,1024]
-                               [--vectors 100000] [--dim 384] [--out FILE]
+    python -m benchmarks.knobs [--docs 20000] [--tokens 30] [--reps 5,10,20] [--ef 64,128,256,512,1024]
+                               [--vectors 100000] [--dim 384] [--json FILE]
+    python -m benchmarks.knobs --tiny        # both sections at toy size
 
-Prints one JSON object (also written to ``--out``), with the machine's load averages at the start
+Prints one JSON object (also written to ``--json``), with the machine's load averages at the start
 and end of each section, since timings on a shared machine depend on them.
 
 - ``muvera``: MUVERA's ``ef`` (candidates re-scored by exact MaxSim; ``SearchRequest.ef``) against
@@ -34,27 +35,17 @@ import gc
 import json
 import sys
 import time
-from pathlib import Path
 
 import faiss
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from benchmarks import harness
+from benchmarks.harness import load
+from benchmarks.vectors import Clustered, TopicPages, exact_numpy, numbers, recall_at, sections, unit
 from pagesight.store.base import Effort
 from pagesight.store.local.visual import VisualRetriever
 from pagesight.vectors import VectorIndex, maxsim
-
-sys.path.insert(0, str(Path(__file__).parent))
-from vectors import (  # noqa: E402
-    Clustered,
-    TopicPages,
-    exact_numpy,
-    latency_stats,
-    load,
-    recall_at,
-    run_sections,
-    unit,
-)
 
 
 def progress(**fields) -> None:
@@ -78,7 +69,7 @@ def timed_searches(search, queries, count: int) -> tuple[np.ndarray, dict[str, f
         if i < count:
             times.append(time.perf_counter() - start)
         found.append(list(ids)[:10] + [-1] * (10 - len(ids)))
-    return np.array(found), latency_stats(times)
+    return np.array(found), harness.latency(times)
 
 
 def bench_muvera(args: argparse.Namespace) -> dict:
@@ -184,14 +175,16 @@ def bench_ann(args: argparse.Namespace) -> dict:
     return result
 
 
-def numbers(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
+TINY = {
+    "queries": 10, "latency_queries": 5, "docs": 300, "tokens": 8, "reps": [2, 4], "ef": [16, 64],
+    "nprobe_reps": 2, "nprobe_ef": 32, "fde_nprobe": [1, 4], "vectors": 2000, "dim": 32, "centres": 10,
+    "nprobe": [1, 8], "ef_search": [16, 64],
+}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--sections", default="muvera,ann")
-    parser.add_argument("--out", type=Path)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--latency-queries", type=int, default=100)
@@ -207,10 +200,13 @@ def main() -> None:
     parser.add_argument("--centres", type=int, default=100)
     parser.add_argument("--nprobe", type=numbers, default=numbers("1,4,16,32,64,128,256"))
     parser.add_argument("--ef-search", type=numbers, default=numbers("16,32,64,128,256,512"))
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
+    if args.tiny:
+        vars(args).update(TINY)
     faiss.omp_set_num_threads(args.threads)
     threadpool_limits(args.threads)
-    run_sections(parser, args, {"muvera": bench_muvera, "ann": bench_ann}, threads=args.threads)
+    found = sections(parser, args, {"muvera": bench_muvera, "ann": bench_ann})
+    harness.finish(args, __spec__.name, {"threads": args.threads, **found})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 terms (issue 39: choose the engine by measurement).
 
     pip install tantivy
-    python benchmarks/lexical_engines.py --index DIR [--queries QUERIES.jsonl] [--qrels QRELS.tsv] [--json]
+    python -m benchmarks.lexical_engines --index DIR [--data ../shared/data/irpapers]
+    python -m benchmarks.lexical_engines --tiny      # a toy index made here; tantivy when installed
 
 ``DIR`` is a pagesight index. Both engines index the terms pagesight's analysis gives each tile (the
 tile's text, its document's context and its page's heading, each in its page's language, with phrase
@@ -20,50 +21,37 @@ Measured, each on the same tiles:
   pagesight: a segment built and saved) and delete it again;
 - search p50/p99 over the questions, warm, top 100 tile ids and scores only;
 - disk bytes a tile;
-- rankings: how many questions have the same top 10 in both, and with ``--qrels``, page-level
-  Recall@1/5/20 and nDCG@10 of each.
+- rankings: how many questions have the same top 10 in both, and the dataset's page-level
+  Recall@1/5/20 and nDCG@10 of each (``eval.metrics``).
 
-Prints one JSON line (with ``--json``) or a table. Times are wall clock: run it on a quiet machine.
+Times are wall clock: run it on a quiet machine. Without tantivy (``--tiny`` only) pagesight's side
+is measured alone.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import sys
+import importlib.util
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from pagesight import Index
-from pagesight.encode.lexical import indexed_text, query_weights, tokenize
+from pagesight.encode.lexical import query_weights, tokenize
+from pagesight.eval.dataset import Dataset
 from pagesight.eval.metrics import mean, per_query
 from pagesight.store.local import merging
 from pagesight.store.local.bm25 import LexicalRetriever
 from pagesight.store.local.postings import Postings
 from pagesight.store.local.postings import analysed as analysed_postings
+from pagesight.store.local.retrievers import indexed_tiles
 from pagesight.store.local.segment import Segment
 from pagesight.text.language import query_language
 
 JOIN = "\x1f"  # a phrase term's space, for tantivy's whitespace tokenizer
 BATCH = 20_000  # tiles analysed at a time
-
-
-def analysed(index: Index) -> tuple[np.ndarray, list[str], list[str]]:
-    """Every tile's id, indexed text and language, as the local store's segments are built."""
-    catalog = index.catalog
-    languages = catalog.tile_languages()
-    rows = list(catalog.tile_contexts())
-    settings = catalog.settings
-    texts = [indexed_text(text, named, heading, settings) for _, text, named, heading in rows]
-    return (
-        np.array([row[0] for row in rows], dtype=np.int64),
-        texts,
-        [languages.get(r[0], "en") for r in rows],
-    )
 
 
 class Tantivy:
@@ -113,131 +101,151 @@ class Tantivy:
         return [(self.searcher.doc(address)["tile"][0], score) for score, address in found.hits]
 
 
-def timings(search, questions) -> tuple[float, float]:
+def timings(search, questions) -> dict:
     latencies = []
     for question in questions:
         started = time.perf_counter()
         search(question)
         latencies.append(time.perf_counter() - started)
-    ordered = sorted(latencies)
-    return round(statistics.median(ordered) * 1000, 2), round(
-        ordered[int(0.99 * (len(ordered) - 1))] * 1000, 2
-    )
+    return harness.latency(latencies)
 
 
 def size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", type=Path, required=True, help="a pagesight index")
-    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "irpapers"
-    parser.add_argument("--queries", type=Path, default=data / "queries.jsonl")
-    parser.add_argument("--qrels", type=Path, help="page-level judgements (query-id, corpus-id, score)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    try:
-        import tantivy  # noqa: F401
-    except ImportError:
-        sys.exit("this comparison needs tantivy: pip install tantivy")
-    questions = [json.loads(line)["text"] for line in args.queries.open()]
-    result: dict = {}
-    with Index.open(args.index, create=False) as index, tempfile.TemporaryDirectory() as scratch:
-        settings = index.catalog.settings
-        tile_ids, texts, languages = analysed(index)
-        result["tiles"] = len(tile_ids)
-        ours_folder, theirs = Path(scratch) / "ours", Tantivy(Path(scratch) / "tantivy")
-        ours_folder.mkdir()
-        segments, ours_seconds, theirs_seconds = [], 0.0, 0.0
-        for start in range(0, len(texts), BATCH):  # analysed a batch at a time: not timed
-            end = start + BATCH
-            tokens = tokenize(texts[start:end], settings.phrases, languages[start:end])
-            started = time.perf_counter()
-            segments.append(Segment.of(Postings.build(tile_ids[start:end], tokens, languages[start:end])))
-            ours_seconds += time.perf_counter() - started
-            started = time.perf_counter()
-            theirs.add(tile_ids[start:end], tokens)
-            theirs_seconds += time.perf_counter() - started
-        started = time.perf_counter()
-        if len(segments) > 1:
-            segments = merging.merged(segments, [list(range(len(segments)))], {})
-        saved = [s.save(ours_folder / f"segment-{i}") for i, s in enumerate(segments)]
-        result["pagesight_build_seconds"] = round(ours_seconds + time.perf_counter() - started, 2)
-        result["pagesight_bytes_per_tile"] = round(size(ours_folder) / len(tile_ids))
-        started = time.perf_counter()
-        theirs.commit()
-        result["tantivy_build_seconds"] = round(theirs_seconds + time.perf_counter() - started, 2)
+class Pagesight:
+    """The local store's BM25 over segments saved in ``folder``, as the Tantivy class is used."""
 
-        # the same bursty-word weights for both: pagesight's, over these tiles
-        ours = LexicalRetriever(saved, phrases=settings.phrases, term_weights=settings.term_weights)
+    def __init__(self, folder: Path, settings):
+        self.folder, self.settings = folder, settings
+        folder.mkdir()
+        self.segments: list = []
+        self.saved: list = []
+        self.retriever = None
 
-        def weights_of(question: str) -> dict[str, float]:
-            return query_weights(
-                question, settings.phrases, ours.bursts, query_language(question, ours.languages)
-            )
+    def add(self, tile_ids, tokens, languages) -> None:
+        self.segments.append(Segment.of(Postings.build(tile_ids, tokens, languages)))
 
-        weighted = [weights_of(q) for q in questions]
-        rankings = {
-            "pagesight": [ours.search(q, 100) for q in questions],
-            "tantivy": [theirs.search(w, 100) for w in weighted],
-        }
-        result["pagesight_p50_ms"], result["pagesight_p99_ms"] = timings(
-            lambda q: ours.search(q, 100), questions
+    def commit(self) -> None:
+        if len(self.segments) > 1:
+            self.segments = merging.merged(self.segments, [list(range(len(self.segments)))], {})
+        self.saved = [s.save(self.folder / f"segment-{i}") for i, s in enumerate(self.segments)]
+        self.reload()
+
+    def reload(self) -> None:
+        settings = self.settings
+        self.retriever = LexicalRetriever(
+            self.saved, phrases=settings.phrases, term_weights=settings.term_weights
         )
-        result["tantivy_p50_ms"], result["tantivy_p99_ms"] = timings(
-            lambda w: theirs.search(w, 100), weighted
-        )
+
+    def weights(self, question: str) -> dict[str, float]:
+        """The question's weighted terms, its bursty words counted over these tiles."""
+        language = query_language(question, self.retriever.languages)
+        return query_weights(question, self.settings.phrases, self.retriever.bursts, language)
+
+    def add_document(self, tile_ids, texts: list[str]) -> None:
+        part = Segment.of(analysed_postings(tile_ids, texts, self.settings.phrases, None))
+        self.saved = [*self.saved, part.save(self.folder / "added")]
+        self.reload()
+
+    def delete(self, tile_ids) -> None:
+        self.saved = [s.deleting(tile_ids) for s in self.saved]
+        self.reload()
+
+
+def measure(index: Index, data: Dataset, scratch: Path, with_tantivy: bool) -> dict:
+    questions = list(data.queries.values())
+    settings = index.catalog.settings
+    tile_ids, texts, languages = indexed_tiles(index.catalog, np.sort(index.catalog.tile_ids()))
+    result: dict = {"tiles": len(tile_ids), "questions": len(questions)}
+    engines: dict = {"pagesight": Pagesight(scratch / "pagesight", settings)}
+    if with_tantivy:
+        engines["tantivy"] = Tantivy(scratch / "tantivy")
+    seconds = dict.fromkeys(engines, 0.0)
+    for start in range(0, len(texts), BATCH):  # analysed a batch at a time: not timed
+        end = start + BATCH
+        tokens = tokenize(texts[start:end], settings.phrases, languages[start:end])
+        for name, engine in engines.items():
+            started = time.perf_counter()
+            if name == "pagesight":
+                engine.add(tile_ids[start:end], tokens, languages[start:end])
+            else:
+                engine.add(tile_ids[start:end], tokens)
+            seconds[name] += time.perf_counter() - started
+    for name, engine in engines.items():
+        started = time.perf_counter()
+        engine.commit()
+        result[f"{name}_build_seconds"] = round(seconds[name] + time.perf_counter() - started, 2)
+
+    ours = engines["pagesight"]
+    weighted = [ours.weights(q) for q in questions]  # the same weights for both: pagesight's
+    searches = {
+        "pagesight": (lambda q: ours.retriever.search(q, 100), questions),
+        "tantivy": (lambda w: engines["tantivy"].search(w, 100), weighted),
+    }
+    rankings = {}
+    for name in engines:
+        search, asked = searches[name]
+        rankings[name] = [search(q) for q in asked]
+        result[name] = timings(search, asked)
+    if with_tantivy:
         result["same_top10"] = sum(
             [t for t, _ in a[:10]] == [t for t, _ in b[:10]] for a, b in zip(*rankings.values())
         )
-        result["questions"] = len(questions)
 
-        added = np.array([int(tile_ids.max()) + 1, int(tile_ids.max()) + 2])
-        new = tokenize(
-            ["the quarterly revenue of the western region grew", "the supplier replaces the old one"],
-            settings.phrases,
-        )
+    added = np.array([int(tile_ids.max()) + 1, int(tile_ids.max()) + 2])
+    lines = ["the quarterly revenue of the western region grew", "the supplier replaces the old one"]
+    new = tokenize(lines, settings.phrases)
+    for name, engine in engines.items():
         started = time.perf_counter()
-        part = Segment.of(analysed_postings(added, [" ".join(t) for t in new], settings.phrases, None))
-        saved = [*saved, part.save(ours_folder / "added")]
-        ours = LexicalRetriever(saved, phrases=settings.phrases, term_weights=settings.term_weights)
-        result["pagesight_add_seconds"] = round(time.perf_counter() - started, 3)
+        if name == "pagesight":
+            engine.add_document(added, [" ".join(t) for t in new])
+        else:
+            engine.add(added, new)
+            engine.commit()
+        result[f"{name}_add_seconds"] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
-        saved = [s.deleting(added) for s in saved]
-        ours = LexicalRetriever(saved, phrases=settings.phrases, term_weights=settings.term_weights)
-        result["pagesight_delete_seconds"] = round(time.perf_counter() - started, 3)
-        started = time.perf_counter()
-        theirs.add(added, new)
-        theirs.commit()
-        result["tantivy_add_seconds"] = round(time.perf_counter() - started, 3)
-        started = time.perf_counter()
-        theirs.delete(added)
-        theirs.commit()
-        result["tantivy_delete_seconds"] = round(time.perf_counter() - started, 3)
-        theirs.writer.wait_merging_threads()
-        result["tantivy_bytes_per_tile"] = round(size(Path(scratch) / "tantivy") / len(tile_ids))
+        engine.delete(added)
+        if name == "tantivy":
+            engine.commit()
+        result[f"{name}_delete_seconds"] = round(time.perf_counter() - started, 3)
+    if with_tantivy:
+        engines["tantivy"].writer.wait_merging_threads()
+    for name in engines:
+        result[f"{name}_bytes_per_tile"] = round(size(scratch / name) / len(tile_ids))
 
-        if args.qrels:
-            qrels: dict[str, dict[str, int]] = {}
-            for line in args.qrels.read_text().splitlines()[1:]:
-                query_id, page, score = line.split("\t")
-                qrels.setdefault(query_id, {})[page] = int(score)
-            ids = [json.loads(line)["_id"] for line in args.queries.open()]
-            places = index.catalog.tile_pages(tile_ids.tolist())
-            for engine, ranked in rankings.items():
-                run = {}
-                for query_id, hits in zip(ids, ranked):
-                    pages = dict.fromkeys(f"{places[t][0]}_{places[t][1]}" for t, _ in hits)
-                    run[query_id] = list(pages)
-                scores = mean(per_query(run, qrels))
-                for metric in ("recall@1", "recall@5", "recall@20", "ndcg@10"):
-                    result[f"{engine}_{metric}"] = round(scores[metric], 4)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:28} {value}")
+    places = index.catalog.tile_pages(tile_ids.tolist())
+    for name, ranked in rankings.items():
+        run = {}
+        for query_id, hits in zip(data.queries, ranked):
+            run[query_id] = list(dict.fromkeys(f"{places[t][0]}_{places[t][1]}" for t, _ in hits))
+        scores = mean(per_query(run, data.qrels))
+        for metric in ("recall@1", "recall@5", "recall@20", "ndcg@10"):
+            result[f"{name}_{metric}"] = round(scores[metric], 4)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--index", type=Path, help="a pagesight index of the dataset's documents")
+    parser.add_argument("--data", type=Path, default=harness.SHARED / "irpapers", help="its questions")
+    args = harness.start(parser, argv)
+    with_tantivy = importlib.util.find_spec("tantivy") is not None
+    if not (with_tantivy or args.tiny):
+        parser.error("this comparison needs tantivy: pip install tantivy")
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.tiny:
+            data = harness.toy_dataset(Path(scratch) / "data")
+            index = harness.toy_index(Path(scratch) / "index", data)
+        elif args.index:
+            data, index = Dataset.load(args.data), Index.open(args.index, create=False)
+        else:
+            parser.error("--index is needed (or --tiny)")
+        (Path(scratch) / "engines").mkdir()
+        with index:
+            result = measure(index, data, Path(scratch) / "engines", with_tantivy)
+    harness.finish(args, __spec__.name, {"tantivy": with_tantivy, **result})
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ written in each of the six languages.
 
     sudo apt-get install debian-reference-en debian-reference-fr debian-reference-de \\
         debian-reference-es debian-reference-it debian-reference-pt
-    python benchmarks/multilingual.py --out DIR [--mode lexical --mode hybrid] [--json out.json]
+    python -m benchmarks.multilingual --out DIR [--mode lexical --mode hybrid] [--json out.json]
                                       [--documents fr ...] [--ocr always] [--dense-model M ...]
+    python -m benchmarks.multilingual --tiny  # toy "translations" made here: a page a section, lexical
 
 The PDFs are Debian's own (``/usr/share/debian-reference/debian-reference.LANG.pdf``, 261 to 276
 pages each). Each question in ``multilingual_questions.json`` is about one section, named by its
@@ -24,21 +25,25 @@ OCR as scans would be: Tesseract's model of each page's language, or its English
 ``--dense-model`` (``multilingual``, ``multilingual-use``, ``multilingual-e5-use``, or a multilingual
 sentence-transformers model's folder or hub id) makes one more index with its vectors, per-language
 otherwise: what cross-language questions need.
-Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell) and a JSON object.
+Prints one table per index and mode (Recall@1, Recall@5, nDCG@10 per cell, on stderr) and a JSON
+object. ``--tiny`` makes its own six PDFs (``toy_source``): three sections, each a page holding the
+questions asked of it, written in the PDF's language, and lexical search alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pypdfium2
 
+from benchmarks import harness
 from pagesight import Index
-from pagesight.eval import harness
+from pagesight.eval import harness as harness_eval
 from pagesight.eval.dataset import Dataset
 from pagesight.settings import Settings
 from pagesight.text.language import classify
@@ -67,10 +72,41 @@ def outline(pdf: Path) -> list[tuple[str, int, str]]:
         document.close()
 
 
-def generate(out: Path, documents: tuple[str, ...] = LANGUAGES) -> Path:
-    """The evaluation folder: the six PDFs, a query per question, question language and document
-    language (asked within that document), each judged by the page its section starts on."""
-    missing = [lang for lang in documents if not (SOURCE / f"debian-reference.{lang}.pdf").is_file()]
+def questions(count: int | None = None) -> list[dict]:
+    """The questions, each with its section's English title and its text in the six languages."""
+    return json.loads(QUESTIONS.read_text())[:count]
+
+
+def toy_source(folder: Path, count: int = 3) -> Path:
+    """Six toy PDFs named as the Debian Reference's: the first ``count`` questions' sections, a page
+    each under an outline entry of its English title, the page holding the section's questions in
+    the PDF's language (so each page is in its language and answers its question)."""
+    from reportlab.pdfgen import canvas
+
+    asked = questions(count)
+    folder.mkdir(parents=True)
+    for lang in LANGUAGES:
+        pdf = canvas.Canvas(str(folder / f"debian-reference.{lang}.pdf"), invariant=1)
+        for number, question in enumerate(asked):
+            pdf.bookmarkPage(f"s{number}")
+            pdf.addOutlineEntry(question["section"], f"s{number}", level=0)
+            pdf.setFont("Helvetica", 11)
+            pdf.drawString(72, 760, question["section"])
+            words = (question[lang] + " ") * 3
+            for row in range(0, 12):
+                pdf.drawString(72, 730 - 16 * row, words[row * 80 : (row + 1) * 80])
+            pdf.showPage()
+        pdf.save()
+    return folder
+
+
+def generate(
+    out: Path, documents: tuple[str, ...] = LANGUAGES, source: Path = SOURCE, count: int | None = None
+) -> Path:
+    """The evaluation folder: the six PDFs of ``source``, a query per question (the first ``count``),
+    question language and document language (asked within that document), each judged by the page
+    its section starts on."""
+    missing = [lang for lang in documents if not (source / f"debian-reference.{lang}.pdf").is_file()]
     if missing:
         packages = " ".join(f"debian-reference-{lang}" for lang in missing)
         raise SystemExit(f"the Debian Reference PDFs are missing: sudo apt-get install {packages}")
@@ -79,13 +115,13 @@ def generate(out: Path, documents: tuple[str, ...] = LANGUAGES) -> Path:
     outlines = {}
     for lang in LANGUAGES:
         if lang in documents:
-            (folder / f"debian-reference-{lang}.pdf").symlink_to(SOURCE / f"debian-reference.{lang}.pdf")
-        outlines[lang] = outline(SOURCE / f"debian-reference.{lang}.pdf")
+            (folder / f"debian-reference-{lang}.pdf").symlink_to(source / f"debian-reference.{lang}.pdf")
+        outlines[lang] = outline(source / f"debian-reference.{lang}.pdf")
     if len({len(entries) for entries in outlines.values()}) != 1:
         raise SystemExit("the translations' outlines differ in length: their sections cannot be matched")
     english = [title for title, _, _ in outlines["en"]]
     queries, qrels = [], []
-    for number, question in enumerate(json.loads(QUESTIONS.read_text())):
+    for number, question in enumerate(questions(count)):
         if english.count(question["section"]) != 1:
             raise SystemExit(f"section {question['section']!r} is not one entry of the English outline")
         place = english.index(question["section"])
@@ -103,7 +139,7 @@ def generate(out: Path, documents: tuple[str, ...] = LANGUAGES) -> Path:
     return out
 
 
-def cells(result: harness.Result, documents: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
+def cells(result: harness_eval.Result, documents: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
     """Mean metrics per document language, then question language."""
     table: dict[str, dict[str, dict[str, float]]] = {}
     for doc_lang in documents:
@@ -121,23 +157,43 @@ def cells(result: harness.Result, documents: tuple[str, ...]) -> dict[str, dict[
 
 
 def print_table(title: str, table: dict) -> None:
-    print(f"\n{title}: R@1 / R@5 / nDCG@10, document language (rows) x question language (columns)")
-    print("| document (questions) | " + " | ".join(LANGUAGES) + " |")
-    print("|---" * (len(LANGUAGES) + 1) + "|")
+    lines = [f"\n{title}: R@1 / R@5 / nDCG@10, document language (rows) x question language (columns)"]
+    lines.append("| document (questions) | " + " | ".join(LANGUAGES) + " |")
+    lines.append("|---" * (len(LANGUAGES) + 1) + "|")
     for doc_lang, row in table.items():
         values = [" / ".join(f"{row[q][m]:.2f}" for m in METRICS) for q in LANGUAGES]
-        print(f"| {doc_lang} ({row['en']['questions']}) | " + " | ".join(values) + " |")
+        lines.append(f"| {doc_lang} ({row['en']['questions']}) | " + " | ".join(values) + " |")
+    print("\n".join(lines), file=sys.stderr)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset and indexes")
+def measure(
+    data: Dataset, out: Path, documents: tuple[str, ...], configs: list, indexes: list, ocr: str
+) -> dict:
+    report = {"queries": len(data.queries), "ocr": ocr, "indexes": {}}
+    for number, (name, language, settings) in enumerate(indexes):
+        with Index.open(out / f"index-{number}", settings=settings) as index:
+            start = time.perf_counter()
+            outcome = index.add([data.documents], language=language, ocr=ocr)
+            seconds = time.perf_counter() - start
+            if not outcome.ok:
+                raise SystemExit(f"ingestion failed: {outcome.failed}")
+            entry = {"ingest_s": round(seconds, 1), "languages": index.info().get("languages"), "runs": {}}
+            for result in harness_eval.evaluate(index, data, configs):
+                table = cells(result, documents)
+                entry["runs"][result.config.name] = table
+                print_table(f"{name} index, {result.config.name}", table)
+            report["indexes"][name] = entry
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--out", type=Path, help="a folder for the dataset and indexes (default: temporary)")
     parser.add_argument(
         "--mode",
         action="append",
         help="an eval configuration (lexical, dense, hybrid, rsf:0.5, ...); default: lexical and hybrid",
     )
-    parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--documents", nargs="+", choices=LANGUAGES, help="translations (default: all)")
     parser.add_argument("--ocr", choices=["auto", "always"], default="auto", help="always: read as scans")
     parser.add_argument(
@@ -145,31 +201,24 @@ def main() -> None:
         action="append",
         help="a multilingual model for an index of its own (registered name, folder or hub id); repeatable",
     )
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
     documents = tuple(args.documents or LANGUAGES)
-    shutil.rmtree(args.out, ignore_errors=True)
-    data = Dataset.load(generate(args.out, documents))
-    configs = [harness.Config.parse(mode).within() for mode in args.mode or ["lexical", "hybrid"]]
-    report = {"queries": len(data.queries), "ocr": args.ocr, "indexes": {}}
-    indexes = [("per-language", None, Settings()), ("english", "en", Settings())]
-    indexes += [(f"dense {model}", None, Settings(dense_model=model)) for model in args.dense_model or []]
-    for number, (name, language, settings) in enumerate(indexes):
-        with Index.open(args.out / f"index-{number}", settings=settings) as index:
-            start = time.perf_counter()
-            outcome = index.add([data.documents], language=language, ocr=args.ocr)
-            seconds = time.perf_counter() - start
-            if not outcome.ok:
-                raise SystemExit(f"ingestion failed: {outcome.failed}")
-            entry = {"ingest_s": round(seconds, 1), "languages": index.info().get("languages"), "runs": {}}
-            for result in harness.evaluate(index, data, configs):
-                table = cells(result, documents)
-                entry["runs"][result.config.name] = table
-                print_table(f"{name} index, {result.config.name}", table)
-            report["indexes"][name] = entry
-            print(f"{name}: ingested in {seconds:.1f} s; pages per language {entry['languages']}")
-    print(json.dumps(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.out or Path(scratch) / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        if args.tiny:
+            data = Dataset.load(generate(out, documents, toy_source(Path(scratch) / "source"), count=3))
+            modes, indexes = args.mode or ["lexical"], [("per-language", None, Settings(dense_model=None))]
+        else:
+            data = Dataset.load(generate(out, documents))
+            modes = args.mode or ["lexical", "hybrid"]
+            indexes = [("per-language", None, Settings()), ("english", "en", Settings())]
+            indexes += [
+                (f"dense {model}", None, Settings(dense_model=model)) for model in args.dense_model or []
+            ]
+        configs = [harness_eval.Config.parse(mode).within() for mode in modes]
+        report = measure(data, out, documents, configs, indexes, args.ocr)
+    harness.finish(args, __spec__.name, report)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """multilingual-e5-small distilled to static token vectors (issue 43), against the model itself.
 
-    python benchmarks/multilingual_static.py --out DIR [--documents en fr]
+    python -m benchmarks.multilingual_static [--out DIR] [--documents en fr]
+    python -m benchmarks.multilingual_static --tiny   # multilingual.py's toy translations, en and fr
 
 The ``multilingual`` dense model runs a transformer pass per chunk (about 1.3 pages a second on 2
 cores, BENCHMARKS.md "Across languages"). ``minilm-static`` shows the other way: each vocabulary
@@ -16,25 +17,28 @@ use are read from the model.
 The questions and pages are ``multilingual.py``'s (the Debian Reference, 28 questions in six
 languages), asked within the document; a page is scored by its best chunk of
 ``Settings.chunk_words`` words, as pagesight's dense retriever does, and the model itself is
-scored the same way beside it. Prints nDCG@10 per document language and question language.
+scored the same way beside it (``eval.metrics``). nDCG@10 per document language and question
+language, for each.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
 import shutil
 import struct
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pypdfium2
-from multilingual import LANGUAGES, generate
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from benchmarks import harness
+from benchmarks.multilingual import LANGUAGES, generate, toy_source
 from pagesight.encode.dense import chunk_words
 from pagesight.encode.multilingual import MultilingualE5
+from pagesight.eval import metrics
 from pagesight.eval.dataset import Dataset
 from pagesight.settings import Settings
 
@@ -81,10 +85,11 @@ def page_chunks(documents: Path, settings: Settings) -> list[tuple[str, str]]:
     return chunks
 
 
-def table(name: str, data: Dataset, chunks, chunk_vectors: np.ndarray, query_vectors: np.ndarray) -> None:
-    """nDCG@10 per document language (rows) and question language (columns), within the document."""
+def table(name: str, data: Dataset, chunks, chunk_vectors: np.ndarray, query_vectors: np.ndarray) -> dict:
+    """nDCG@10 per document language and question language, within the document (printed as a
+    table, document languages as rows)."""
     pages = np.array([page for page, _ in chunks])
-    cells: dict[tuple[str, str], list[float]] = {}
+    run = {}
     for row, qid in enumerate(data.qrels):
         document = data.doc_ids[qid][0]
         mine = np.char.startswith(pages, document + "_")
@@ -92,27 +97,22 @@ def table(name: str, data: Dataset, chunks, chunk_vectors: np.ndarray, query_vec
         best: dict[str, float] = {}
         for page, score in zip(pages[mine], scores):
             best[page] = max(best.get(page, -2.0), float(score))
-        ranked = sorted(best, key=lambda page: -best[page])[:10]
-        gold = next(iter(data.qrels[qid]))
-        gain = 1 / math.log2(ranked.index(gold) + 2) if gold in ranked else 0.0
+        run[qid] = sorted(best, key=lambda page: -best[page])[:10]
+    cells: dict[str, dict[str, list[float]]] = {}
+    for qid, scores in metrics.per_query(run, data.qrels).items():
         _, query_lang, doc_lang = qid.split("-")
-        cells.setdefault((doc_lang, query_lang), []).append(gain)
-    print(f"\n{name}: nDCG@10, document language (rows) x question language (columns)")
-    print("| document | " + " | ".join(LANGUAGES) + " |")
-    print("|---" * (len(LANGUAGES) + 1) + "|")
-    for doc_lang in sorted({d for d, _ in cells}, key=LANGUAGES.index):
-        values = [f"{np.mean(cells[doc_lang, q]):.2f}" for q in LANGUAGES]
-        print(f"| {doc_lang} | " + " | ".join(values) + " |")
+        cells.setdefault(doc_lang, {}).setdefault(query_lang, []).append(scores["ndcg@10"])
+    found = {d: {q: round(float(np.mean(cells[d][q])), 3) for q in LANGUAGES} for d in cells}
+    lines = [f"\n{name}: nDCG@10, document language (rows) x question language (columns)"]
+    lines.append("| document | " + " | ".join(LANGUAGES) + " |")
+    lines.append("|---" * (len(LANGUAGES) + 1) + "|")
+    for doc_lang in sorted(found, key=LANGUAGES.index):
+        lines.append(f"| {doc_lang} | " + " | ".join(f"{found[doc_lang][q]:.2f}" for q in LANGUAGES) + " |")
+    print("\n".join(lines), file=sys.stderr)
+    return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="a folder for the dataset")
-    parser.add_argument("--documents", nargs="+", choices=LANGUAGES, default=["en", "fr"])
-    parser.add_argument("--sif", type=float, default=1e-4, help="SIF weight's a")
-    args = parser.parse_args()
-    shutil.rmtree(args.out, ignore_errors=True)
-    data = Dataset.load(generate(args.out, tuple(args.documents)))
+def measure(data: Dataset, sif: float) -> dict:
     engine = MultilingualE5.engines()[0]
     model = engine.E5()
     pieces, scores, unknown = vocabulary(Path(engine.__file__).with_name("e5-small-q4.bin"))
@@ -127,22 +127,48 @@ def main() -> None:
     words = [pieces[i].replace("▁", " ").strip() or pieces[i] for i in used]
     for at in range(0, len(used), 256):
         table_vectors[used[at : at + 256]] = model.passage(words[at : at + 256])
-    print(
-        f"{len(used):,} of {len(pieces):,} pieces read from the model in {time.perf_counter() - start:.1f} s"
-    )
+    result = {
+        "pieces_read": len(used),
+        "pieces": len(pieces),
+        "read_s": round(time.perf_counter() - start, 1),
+    }
     table_vectors[used] -= table_vectors[used].mean(axis=0)
-    weights = args.sif / (args.sif + np.exp(scores))
+    weights = sif / (sif + np.exp(scores))
 
     def static(seqs: list[list[int]]) -> np.ndarray:
         out = np.stack([(weights[s, None] * table_vectors[s]).sum(axis=0) for s in seqs]).astype(np.float32)
         return out / (np.linalg.norm(out, axis=1, keepdims=True) + 1e-12)
 
-    table("static distillation", data, chunks, static(ids[: len(chunks)]), static(ids[len(chunks) :]))
+    result["static"] = table(
+        "static distillation", data, chunks, static(ids[: len(chunks)]), static(ids[len(chunks) :])
+    )
     start = time.perf_counter()
     encoder = MultilingualE5()
     chunk_vectors = encoder.encode([chunk for _, chunk in chunks])
-    print(f"\n{len(chunks):,} chunks through the model in {time.perf_counter() - start:.1f} s")
-    table("the model (multilingual)", data, chunks, chunk_vectors, encoder.encode_queries(questions))
+    result.update(chunks=len(chunks), model_chunks_s=round(time.perf_counter() - start, 1))
+    result["model"] = table(
+        "the model (multilingual)", data, chunks, chunk_vectors, encoder.encode_queries(questions)
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--out", type=Path, help="a folder for the dataset (default: temporary)")
+    parser.add_argument("--documents", nargs="+", choices=LANGUAGES, default=["en", "fr"])
+    parser.add_argument("--sif", type=float, default=1e-4, help="SIF weight's a")
+    args = harness.start(parser, argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.out or Path(scratch) / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        if args.tiny:
+            data = Dataset.load(
+                generate(out, tuple(args.documents), toy_source(Path(scratch) / "source"), count=3)
+            )
+        else:
+            data = Dataset.load(generate(out, tuple(args.documents)))
+        result = measure(data, args.sif)
+    harness.finish(args, __spec__.name, {"documents": args.documents, "questions": len(data.qrels), **result})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Questions that name their document, over many documents alike (issue 18's second evaluation set).
 
-    python benchmarks/named_documents.py --out DIR [--companies 30] [--weights 0 1 2 3]
+    python -m benchmarks.named_documents [--out DIR] [--companies 30] [--weights 0 1 2 3]
+    python -m benchmarks.named_documents --tiny      # 2 companies, weights 0 and 1
 
 Writes DIR in the evaluation layout (``documents/``, ``queries.jsonl``, ``qrels.tsv``, then
-``pagesight eval DIR`` runs on it) and prints the ablation of ``Settings.context_weight``: Recall@1,
+``pagesight eval DIR`` runs on it) and gives the ablation of ``Settings.context_weight``: Recall@1,
 @5, nDCG@10 and search latency (p50) of lexical search, each weight on a fresh index.
 
 The corpus is what filings and annual reports look like: a company's report per year, every
@@ -16,18 +17,19 @@ dozens that read alike: only the document's context tells them apart. Typeset wi
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from reportlab.lib.pagesizes import LETTER
 from reportlab.pdfgen import canvas
 
+from benchmarks import harness
 from pagesight import Index
-from pagesight.eval import harness
+from pagesight.eval import harness as eval_harness
 from pagesight.eval.dataset import Dataset
 from pagesight.settings import Settings
 
@@ -115,31 +117,31 @@ def ablation(data: Dataset, weights: list[int], folder: Path) -> list[dict]:
         shutil.rmtree(path, ignore_errors=True)
         with Index.open(path, settings=Settings(dense_model=None, context_weight=weight)) as index:
             assert index.add([data.documents]).ok
-            result = harness.evaluate(index, data, [harness.Config.parse("lexical")])[0]
+            result = eval_harness.evaluate(index, data, [eval_harness.Config.parse("lexical")])[0]
             rows.append({"context_weight": weight, **result.summary(index.catalog.counts()["pages"])})
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="where the dataset is written")
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--out", type=Path, help="where the dataset is written (default: temporary)")
     parser.add_argument("--companies", type=int, default=30, help="two annual reports each")
     parser.add_argument("--weights", type=int, nargs="*", default=[0, 1, 2, 3])
-    args = parser.parse_args()
-    shutil.rmtree(args.out, ignore_errors=True)
-    data = Dataset.load(generate(args.out, args.companies))
+    args = harness.start(parser, argv)
+    companies, weights = (2, [0, 1]) if args.tiny else (args.companies, args.weights)
     with tempfile.TemporaryDirectory() as folder:
-        rows = ablation(data, args.weights, Path(folder))
+        out = args.out or Path(folder) / "data"
+        shutil.rmtree(out, ignore_errors=True)
+        data = Dataset.load(generate(out, companies))
+        rows = ablation(data, weights, Path(folder))
+        documents = len(list(data.documents.iterdir()))
     keys = ("recall@1", "recall@5", "ndcg@10")
-    print("| context weight | " + " | ".join(keys) + " | search p50 |")
+    lines = ["| context weight | " + " | ".join(keys) + " | search p50 |"]
     for row in rows:
         cells = " | ".join(f"{row[key]:.4f}" for key in keys)
-        print(f"| {row['context_weight']} | {cells} | {row['latency_ms_p50']} ms |")
-    print(
-        json.dumps(
-            {"documents": len(list(data.documents.iterdir())), "queries": len(data.queries), "rows": rows}
-        )
-    )
+        lines.append(f"| {row['context_weight']} | {cells} | {row['latency_ms_p50']} ms |")
+    print("\n".join(lines), file=sys.stderr)
+    harness.finish(args, __spec__.name, {"documents": documents, "queries": len(data.queries), "rows": rows})
 
 
 if __name__ == "__main__":

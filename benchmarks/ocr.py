@@ -1,8 +1,9 @@
 """OCR speed and quality on IRPAPERS pages whose PDF text layer is the ground truth (issue 13).
 
-    python benchmarks/ocr.py [--data ../shared/data/irpapers/pdfs] [--pages 24] [--dpi 150]
+    python -m benchmarks.ocr [--data ../shared/data/irpapers/pdfs] [--pages 24] [--dpi 150]
                              [--engine rapidocr|tesseract] [--ingest] [--jobs N]
                              [--pages-each 2] [--language en|fr|...|detect]
+    python -m benchmarks.ocr --tiny          # one page of a typeset table made here, --ingest too
 
 A fixed set of pages (the first and a middle page of every n-th paper, in name order; with
 ``--pages-each K`` K evenly spaced pages of each) is rendered to images at ``--dpi``. Each image goes through a ``LanguageOcr`` as ingestion's (Tesseract's model of ``--language``,
@@ -15,16 +16,12 @@ error rate is the edit distance summed over the pages over the reference charact
 position keeps two-column reading order and PDFium's made-up line breaks out of the measure.
 
 ``--ingest`` also writes the images as PNG scans into a folder and times ``Index.add`` on it (worker
-processes, lexical-only index): the end-to-end rate of image-only pages. Prints one JSON object.
+processes, lexical-only index): the end-to-end rate of image-only pages.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import sys
 import tempfile
 import time
 import unicodedata
@@ -33,14 +30,13 @@ from pathlib import Path
 import pypdfium2 as pdfium
 from rapidfuzz.distance import Levenshtein
 
+from benchmarks import harness
 from pagesight import Index, PagesightError
 from pagesight.render import open_source
 from pagesight.settings import Settings
 from pagesight.text.language import check_language
 from pagesight.text.ocr import ENGINES, LanguageOcr
 from pagesight.text.textlayer import to_pixels
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def pick_pages(folder: Path, n_pages: int, each: int = 2) -> list[tuple[Path, int]]:
@@ -104,21 +100,7 @@ def line_errors(reference: list[tuple[str, float, float]], found) -> tuple[int, 
     return errors, sum(len(ch) for ch, _, _ in reference)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "irpapers" / "pdfs")
-    parser.add_argument("--pages", type=int, default=24)
-    parser.add_argument("--dpi", type=float, default=Settings().ocr_dpi)
-    parser.add_argument("--engine", choices=ENGINES, default=Settings().ocr_engine)
-    parser.add_argument("--ingest", action="store_true", help="also time Index.add on the pages as PNG scans")
-    parser.add_argument("--jobs", type=int, default=None, help="worker processes for --ingest")
-    parser.add_argument("--pages-each", type=int, default=2, help="pages taken from each document")
-    parser.add_argument("--language", default="en", help="the pages' language, or detect")
-    args = parser.parse_args()
-    if not args.data.is_dir():
-        sys.exit(f"{args.data}: no such folder")
-
-    pages = pick_pages(args.data, args.pages, args.pages_each)
+def measure(args, pages: list[tuple[Path, int]]) -> dict:
     language = None if args.language == "detect" else check_language(args.language)
     images, per_page, scanners = [], [], {}
     errors = chars = 0
@@ -159,30 +141,55 @@ def main() -> None:
         "ocr_pages_per_s_one_process": round(len(pages) / wall, 3),
         "wall_s_per_page": round(wall / len(pages), 3),
         "cpu_s_per_page": round(cpu / len(pages), 3),
-        "cpu_cores": os.cpu_count(),
-        "load_average": os.getloadavg(),
         "per_page": per_page,
     }
     if args.ingest:
-        with tempfile.TemporaryDirectory() as tmp:
-            scans = Path(tmp) / "scans"
-            scans.mkdir()
-            for (paper, number), image in zip(pages, images):
-                image.save(scans / f"{paper.stem}_{number}.png")
-            index = Index.open(
-                Path(tmp) / "index", settings=Settings(dense_model=None, ocr_engine=args.engine)
-            )
-            start = time.perf_counter()
-            report = index.add(scans, jobs=args.jobs, language=language)
-            elapsed = time.perf_counter() - start
-            result["ingest"] = {
-                "pages": report.pages,
-                "failed": report.failed,
-                "wall_s": round(elapsed, 2),
-                "pages_per_s": round(report.pages / elapsed, 3),
-                "ocr_pages": index.catalog.counts()["ocr_pages"],
-            }
-    print(json.dumps(result, indent=1))
+        result["ingest"] = ingest(pages, images, args.engine, args.jobs, language)
+    return result
+
+
+def ingest(pages: list[tuple[Path, int]], images: list, engine: str, jobs: int | None, language) -> dict:
+    """``Index.add`` of the pages' images as PNG scans into a new lexical index, timed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scans = Path(tmp) / "scans"
+        scans.mkdir()
+        for (paper, number), image in zip(pages, images):
+            image.save(scans / f"{paper.stem}_{number}.png")
+        index = Index.open(Path(tmp) / "index", settings=Settings(dense_model=None, ocr_engine=engine))
+        start = time.perf_counter()
+        report = index.add(scans, jobs=jobs, language=language)
+        elapsed = time.perf_counter() - start
+        ocr_pages = index.catalog.counts()["ocr_pages"]
+        index.close()
+    return {
+        "pages": report.pages,
+        "failed": report.failed,
+        "wall_s": round(elapsed, 2),
+        "pages_per_s": round(report.pages / elapsed, 3),
+        "ocr_pages": ocr_pages,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--data", type=Path, default=harness.SHARED / "irpapers" / "pdfs")
+    parser.add_argument("--pages", type=int, default=24)
+    parser.add_argument("--dpi", type=float, default=Settings().ocr_dpi)
+    parser.add_argument("--engine", choices=ENGINES, default=Settings().ocr_engine)
+    parser.add_argument("--ingest", action="store_true", help="also time Index.add on the pages as PNG scans")
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes for --ingest")
+    parser.add_argument("--pages-each", type=int, default=2, help="pages taken from each document")
+    parser.add_argument("--language", default="en", help="the pages' language, or detect")
+    args = harness.start(parser, argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.tiny:
+            folder, count, each, args.ingest = harness.toy_dataset(Path(tmp), tables=1).documents, 1, 1, True
+        elif args.data.is_dir():
+            folder, count, each = args.data, args.pages, args.pages_each
+        else:
+            parser.error(f"{args.data}: no such folder")
+        result = measure(args, pick_pages(folder, count, each))
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@ qdrant-client's local mode, which is all the Qdrant store is tested on here (iss
 engine, keep it only if it earns its place).
 
     python -m venv /tmp/edgevenv
-    /tmp/edgevenv/bin/pip install qdrant-edge-py numpy qdrant-client
-    /tmp/edgevenv/bin/python benchmarks/qdrant_edge.py --tiles 10000 [100000] [--kinds edge edge-int8 edge-mean local]
-        [--ef 256 512 1024] [--indexes doc_id,live,...] [--local-max 10000] [--check-api] [--json]
+    /tmp/edgevenv/bin/pip install qdrant-edge-py -e '.[qdrant]'
+    /tmp/edgevenv/bin/python -m benchmarks.qdrant_edge --tiles 10000 [100000] [--kinds edge edge-int8 edge-mean local]
+        [--ef 256 512 1024] [--indexes doc_id,live,...] [--local-max 10000] [--check-api]
+    python -m benchmarks.qdrant_edge --tiny  # 300 tiles, local mode (and the edge shard if installed)
 
-Needs neither pagesight nor a model: the tiles are seeded synthetic data with the Qdrant store's
-shapes (``store/qdrant/schema.py``, ``vectors.py``, ``fields.py``):
+Needs no model: the tiles are seeded synthetic data with the Qdrant store's shapes, their payloads
+made by the store's own code (``store/qdrant/points.py``'s ``tile_points``, the ``where`` fields by
+``fields.fields_payload``), written not yet live and made live as the catalog's commit makes them:
 
 - ``bm25``: a sparse vector of about 50 distinct terms (64 drawn: 48 from a Zipf vocabulary of
   50,000, 16 from its document's own 30), each valued by BM25's saturated tf part, searched with Qdrant's IDF modifier;
@@ -16,33 +18,36 @@ shapes (``store/qdrant/schema.py``, ``vectors.py``, ``fields.py``):
   copies of their document's direction, chunks of their tile's), queried with one vector;
 - ``mean``: the chunks' mean, a plain vector, searched first (512) before MaxSim over ``dense``, as
   the visual retriever does;
-- payload: ``doc_id`` (20 tiles a document), ``live`` and the document's ``where`` fields (``f_year``
-  with ``s`` and ``n``, ``f_source`` with ``s``), with payload indexes on ``doc_id``, ``live``,
-  ``where.f_year.n`` and ``where.f_source.s`` (nested keys). ``live`` is the integer 1, not True:
-  qdrant-edge-py 0.9.0 reads ``MatchValue(True)`` as the integer 1, so a boolean ``live`` matches
-  nothing (``--check-api`` shows it).
+- payload: the store's (``doc_id``, 20 tiles a document; ``live``; ``version``; the tile's text and
+  spans; the document's ``where`` fields ``f_year`` with ``s`` and ``n``, ``f_source`` with
+  ``s``), with payload indexes on ``doc_id``, ``live``, ``where.f_year.n`` and
+  ``where.f_source.s`` (nested keys).
 
-Every search carries ``live = 1``, as the store's do. Measured for each backend, each phase in a
-process of its own (so RSS is its own): build (upsert in batches of 256, then ``optimize()``, which
-builds the HNSW graphs), opening the built store, search p50/p95 over the queries (warm, top 10),
-RSS and disk, one 20-tile document added (upsert, ``live`` set by filter, flush) and deleted (by
-filter, flush), and recall@10 against exact scores from numpy (MaxSim over every chunk, and BM25
-with Qdrant's IDF), also within each filter. ``edge-int8`` is the same shard with int8 scalar
-codes on ``dense`` (kept in RAM, the originals memory-mapped), searched with default parameters,
-with rescoring (oversampling 4, as the visual retriever asks) and without. ``edge-mean`` is a shard
-of the ``mean`` vector alone, to tell what HNSW loses on this data from what the multi-vector graph
-loses. ``--ef`` adds searches with those ``hnsw_ef``; ``--indexes`` picks the payload indexes made.
+Every local-mode search carries ``live = true``, as the store's do. qdrant-edge-py 0.9.0 matches no
+boolean payload (``MatchValue(True)`` counts none of the store's live tiles: ``--check-api`` shows
+it), so the edge shards are searched without the live condition (``live_filter`` in the result says
+so): their figures are what the engine gives without that filter, not what the store would get.
+Measured for each backend, each phase in a process of its own (so RSS is its own): build (upsert in
+batches of 256, then ``optimize()``, which builds the HNSW graphs), opening the built store, search
+p50/p95 over the queries (warm, top 10), RSS and disk, one 20-tile document added (upsert, ``live``
+set by filter, flush) and deleted (by filter, flush), and recall@10 against exact scores from numpy
+(MaxSim over every chunk, and BM25 with Qdrant's IDF), also within each filter. ``edge-int8`` is
+the same shard with int8 scalar codes on ``dense`` (kept in RAM, the originals memory-mapped),
+searched with default parameters, with rescoring (oversampling 4, as the visual retriever asks) and
+without. ``edge-mean`` is a shard of the ``mean`` vector alone, to tell what HNSW loses on this data
+from what the multi-vector graph loses. ``--ef`` adds searches with those ``hnsw_ef``; ``--indexes``
+picks the payload indexes made.
 
 ``--check-api`` runs small checks of what a store would need (count, scroll, set/delete by filter,
-nested payload indexes, reopening, a second opener) and prints what each gave.
+nested payload indexes, reopening, a second opener) and gives what each gave.
 
-Prints a table, or one JSON object with ``--json``. Times are wall clock: the machine's load average
-is printed with them.
+A table goes to stderr. Times are wall clock: the machine's load average is given with them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -56,14 +61,14 @@ from pathlib import Path
 
 import numpy as np
 
-# This file's folder comes first on sys.path and holds this file, qdrant_edge.py: leave it out so that
-# the import finds the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
-try:
+from benchmarks import harness
+from pagesight.records import Document, Page, Span, Tile
+from pagesight.store.qdrant.fields import fields_payload
+from pagesight.store.qdrant.points import tile_points
+
+qe = None
+if importlib.util.find_spec("qdrant_edge") is not None:  # the benchmark's engine; pagesight does not need it
     import qdrant_edge as qe
-except ImportError:  # the benchmark is for qdrant-edge-py; pagesight does not depend on it
-    qe = None
 
 DIM = 384
 CHUNKS = 3
@@ -221,34 +226,60 @@ QUERIES = ["dense", "terms", "filter_docs"]
 TRUTH = ["mean", "mean_docs", "dense", "dense_docs", "dense_year", "sparse", "sparse_docs"]
 
 
-def payload(data, i: int) -> dict:
-    year = int(data["year"][i])
-    return {
-        "doc_id": f"doc{int(data['doc'][i]):07d}",
-        "version": "v1",
-        "live": 1,
-        "page": int(i % TILES_PER_DOC),
-        "where": {
-            "f_year": {"s": str(year), "n": float(year)},
-            "f_source": {"s": SOURCES[int(data["source"][i])]},
-        },
-    }
+VERSION = "v1"
 
 
-def point_parts(data, i: int, sparse_vector, doc: str | None = None) -> tuple[dict, dict]:
-    """Tile ``i``'s payload and named vectors, the sparse one made by the engine's ``sparse_vector``
-    class; ``doc``: the tile re-filed under a new, not yet live document (add and delete)."""
+def payloads(data, ids: range, doc: str | None = None) -> list[dict]:
+    """The store's payloads of tiles ``ids`` (whole documents of ``TILES_PER_DOC``), not yet live:
+    ``tile_points`` of a document holding them, its text each tile's terms as words; ``doc``: the
+    tiles re-filed under a new document (add and delete)."""
+    found = []
+    for first in range(ids.start, ids.stop, TILES_PER_DOC):
+        number = int(data["doc"][first])
+        members = range(first, min(ids.stop, first + TILES_PER_DOC))
+        tiles = [
+            Tile(
+                i - first,
+                (0.0, 100.0 * (i - first), 100.0, 100.0 * (i - first + 1)),
+                [Span(words(data, i), (0.0, 0.0, 9.0, 9.0), "pdf")],
+            )
+            for i in members
+        ]
+        page = Page(1, 100, 100 * len(tiles), "pdf", tiles)
+        doc_id = doc or f"doc{number:07d}"
+        document = Document(doc_id, f"/docs/{doc_id}.pdf", f"sha{number}", "pdf", 1, 1, [page])
+        where = fields_payload(
+            {"year": int(data["year"][first]), "source": SOURCES[int(data["source"][first])]}
+        )
+        points = tile_points(
+            document, [(page, tile) for tile in tiles], first, terms=[[] for _ in tiles],
+            fields=[("", "", "")] * len(tiles), vectors={}, visual={}, multi_vector=False, average=1.0,
+            version=VERSION, where=where,
+        )  # fmt: skip
+        found += [point.payload for point in points]
+    return found
+
+
+def words(data, i: int) -> str:
+    """Tile ``i``'s text: its terms as words."""
     lo, hi = int(data["indptr"][i]), int(data["indptr"][i + 1])
-    indices, values = data["indices"][lo:hi].tolist(), data["values"][lo:hi].tolist()
-    body = payload(data, i)
-    if doc is not None:
-        body.update(doc_id=doc, live=0)
-    vectors = {
-        "dense": data["chunks"][i].tolist(),
-        "mean": data["mean"][i].tolist(),
-        "bm25": sparse_vector(indices=indices, values=values),
-    }
-    return body, vectors
+    return " ".join(f"w{term}" for term in data["indices"][lo:hi].tolist())
+
+
+def point_parts(data, ids: range, sparse_vector, doc: str | None = None) -> list[tuple[dict, dict]]:
+    """Each of tiles ``ids``' payload (``payloads``) and named vectors, the sparse one made by the
+    engine's ``sparse_vector`` class."""
+    parts = []
+    for i, body in zip(ids, payloads(data, ids, doc)):
+        lo, hi = int(data["indptr"][i]), int(data["indptr"][i + 1])
+        indices, values = data["indices"][lo:hi].tolist(), data["values"][lo:hi].tolist()
+        vectors = {
+            "dense": data["chunks"][i].tolist(),
+            "mean": data["mean"][i].tolist(),
+            "bm25": sparse_vector(indices=indices, values=values),
+        }
+        parts.append((body, vectors))
+    return parts
 
 
 # -- backends ----------------------------------------------------------------------------------
@@ -287,7 +318,7 @@ class Edge:
         self.shard = qe.EdgeShard.create(str(self.path), self.config())
         schemas = {
             "doc_id": qe.PayloadSchemaType.Keyword,
-            "live": qe.PayloadSchemaType.Integer,
+            "live": qe.PayloadSchemaType.Bool,
             "where.f_year.n": qe.PayloadSchemaType.Float,
             "where.f_source.s": qe.PayloadSchemaType.Keyword,
         }
@@ -296,12 +327,15 @@ class Edge:
 
     def upsert(self, data, ids: range, id_base: int = 0, doc: str | None = None) -> None:
         points = []
-        for i in ids:
-            body, vectors = point_parts(data, i, qe.SparseVector, doc)
+        for i, (body, vectors) in zip(ids, point_parts(data, ids, qe.SparseVector, doc)):
             if self.mean_only:
                 vectors = {"mean": vectors["mean"]}
             points.append(qe.Point(id_base + i, vectors, body))
         self.shard.update(qe.UpdateOperation.upsert_points(points))
+        self.shard.update(qe.UpdateOperation.set_payload_by_filter(self._version(), {"live": True}))
+
+    def _version(self):
+        return qe.Filter(must=[qe.FieldCondition(key="version", match=qe.MatchValue(VERSION))])
 
     def finish(self) -> dict:
         started = time.perf_counter()
@@ -323,14 +357,14 @@ class Edge:
     def close(self) -> None:
         self.shard.close()
 
-    # filters
+    # filters: without the live condition, which matches no boolean here (the module's docstring)
     def filter(self, docs=None, year=False):
-        must = [qe.FieldCondition(key="live", match=qe.MatchValue(1))]
+        must = []
         if docs is not None:
             must.append(qe.FieldCondition(key="doc_id", match=qe.MatchAny(any=docs)))
         if year:
             must.append(qe.FieldCondition(key="where.f_year.n", range=qe.RangeFloat(gte=float(YEAR_FROM))))
-        return qe.Filter(must=must)
+        return qe.Filter(must=must) if must else None
 
     def sparse(self, terms, flt):
         vector = qe.SparseVector(indices=terms, values=[1.0] * len(terms))
@@ -377,8 +411,6 @@ class Edge:
     # a document added and deleted, as the catalog does it
     def add_document(self, data, doc: str, id_base: int) -> None:
         self.upsert(data, range(TILES_PER_DOC), id_base=id_base, doc=doc)
-        of_doc = qe.Filter(must=[qe.FieldCondition(key="doc_id", match=qe.MatchValue(doc))])
-        self.shard.update(qe.UpdateOperation.set_payload_by_filter(of_doc, {"live": 1}))
         self.shard.flush()
 
     def delete_document(self, doc: str) -> None:
@@ -419,11 +451,13 @@ class Local:
 
     def upsert(self, data, ids: range, id_base: int = 0, doc: str | None = None) -> None:
         m = self.models
-        points = []
-        for i in ids:
-            body, vectors = point_parts(data, i, m.SparseVector, doc)
-            points.append(m.PointStruct(id=id_base + i, vector=vectors, payload=body))
+        points = [
+            m.PointStruct(id=id_base + i, vector=vectors, payload=body)
+            for i, (body, vectors) in zip(ids, point_parts(data, ids, m.SparseVector, doc))
+        ]
         self.client.upsert(self.name, points)
+        version = m.Filter(must=[m.FieldCondition(key="version", match=m.MatchValue(value=VERSION))])
+        self.client.set_payload(self.name, {"live": True}, version)  # as the catalog's commit
 
     def finish(self) -> dict:
         points = self.client.count(self.name, exact=True).count
@@ -439,7 +473,7 @@ class Local:
 
     def filter(self, docs=None, year=False):
         m = self.models
-        must = [m.FieldCondition(key="live", match=m.MatchValue(value=1))]
+        must = [m.FieldCondition(key="live", match=m.MatchValue(value=True))]
         if docs is not None:
             must.append(m.FieldCondition(key="doc_id", match=m.MatchAny(any=docs)))
         if year:
@@ -469,7 +503,6 @@ class Local:
 
     def add_document(self, data, doc: str, id_base: int) -> None:
         self.upsert(data, range(TILES_PER_DOC), id_base=id_base, doc=doc)
-        self.client.set_payload(self.name, {"live": 1}, self._of_doc(doc))
 
     def delete_document(self, doc: str) -> None:
         self.client.delete(self.name, self.models.FilterSelector(filter=self._of_doc(doc)))
@@ -538,13 +571,14 @@ def timed(run, items) -> tuple[list[float], list[list[int]]]:
     return times, found
 
 
-def recall(found: list[list[int]], truth: np.ndarray) -> float:
+def recall(found: list[list[int]], truth: np.ndarray) -> float | None:
+    """Recall against ``truth`` over the queries it has tiles for (None: none has)."""
     scores = []
     for ids, best in zip(found, truth, strict=False):
         wanted = {int(t) for t in best if t >= 0}
         if wanted:
             scores.append(len(wanted & set(ids)) / len(wanted))
-    return float(np.mean(scores)) if scores else float("nan")
+    return float(np.mean(scores)) if scores else None
 
 
 def phase_search(kind: str, folder: Path, count: int, efs: list[int]) -> dict:
@@ -643,7 +677,7 @@ def phase_search(kind: str, folder: Path, count: int, efs: list[int]) -> dict:
 
 
 def child(phase: str, kind: str, folder: Path, count: int, indexes: list[str], efs: list[int]) -> dict:
-    command = [sys.executable, __file__, "--phase", phase, "--kind", kind, "--dir", str(folder)]
+    command = [*harness.PYTHON_M, __spec__.name, "--phase", phase, "--kind", kind, "--dir", str(folder)]
     command += ["--queries", str(count), "--indexes", ",".join(indexes), "--ef", *map(str, efs)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
@@ -737,13 +771,15 @@ def table(results: dict) -> str:
                 f"| {r['rss_after_open_mb']:,.0f} / {r['rss_after_search_mb']:,.0f} MB | {r['disk_mb']:,.0f} MB "
                 f"| {1000 * r['add_20_tiles_s']:.0f} / {1000 * r['delete_20_tiles_s']:.0f} ms |"
             )
-        lines.append("\n| backend | search (every one with live = 1) | queries | p50 | p95 | recall@10 |")
+        lines.append(
+            "\n| backend | search (local mode's with live = true) | queries | p50 | p95 | recall@10 |"
+        )
         lines.append("|---|---|---|---|---|---|")
         for kind, r in result["backends"].items():
             for name, s in r["searches"].items():
                 lines.append(
                     f"| {kind} | {name} | {r['queries']} | {s['p50_ms']:.2f} ms | {s['p95_ms']:.2f} ms "
-                    f"| {s['recall@10']:.3f} |"
+                    f"| {'-' if s['recall@10'] is None else format(s['recall@10'], '.3f')} |"
                 )
         loads = ", ".join(
             f"{kind} {r['load_during_build'][0]:.1f}->{r['load_during_build'][1]:.1f} building, "
@@ -754,8 +790,57 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def measure(args, work: Path, sizes: list[int], kinds: list[str], indexes: list[str]) -> dict:
+    from importlib.metadata import version
+
+    names = ("qdrant-edge-py", "qdrant-client", "numpy") if qe else ("qdrant-client", "numpy")
+    results = {
+        "versions": {name: version(name) for name in names},
+        "payload_indexes": indexes,
+        "live_filter": {kind: kind == "local" for kind in kinds},
+        "sizes": {},
+    }
+    if args.check_api:
+        work.mkdir(parents=True, exist_ok=True)
+        results["api"] = check_api(work)
+    for n in sizes:
+        folder = work / str(n)
+        if folder.exists():
+            shutil.rmtree(folder)
+        (folder / "data").mkdir(parents=True)
+        started = time.perf_counter()
+        data = generate(n, args.seed)
+        queries = make_queries(data, args.queries, args.seed)
+        generated = time.perf_counter() - started
+        started = time.perf_counter()
+        truth = exact(data, queries)
+        truthed = time.perf_counter() - started
+        save(folder / "data", data)
+        save(folder / "data", queries)
+        save(folder / "data", {f"truth_{name}": truth[name] for name in TRUTH})
+        del data
+        result = {
+            "generate_s": generated,
+            "truth_s": truthed,
+            "year_share": float(truth["year_share"]),
+            "nonzeros_a_tile": None,
+            "backends": {},
+        }
+        for kind in [kind for kind in kinds if kind != "local" or n <= args.local_max]:
+            count = args.local_queries if kind == "local" else args.queries
+            built = child("build", kind, folder, count, indexes, args.ef)
+            searched = child("search", kind, folder, count, indexes, args.ef)
+            result["backends"][kind] = {**built, **searched}
+            print(f"{n} {kind}: built {built['build_s']:.1f} s", file=sys.stderr)
+        indptr = np.load(folder / "data" / "indptr.npy")
+        result["nonzeros_a_tile"] = float(indptr[-1] / (len(indptr) - 1))
+        results["sizes"][str(n)] = result
+        shutil.rmtree(folder)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--tiles", type=int, nargs="+", default=[10_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--local-queries", type=int, default=20, help="local mode is slow: fewer queries")
@@ -776,83 +861,37 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, removed)")
     parser.add_argument("--check-api", action="store_true")
-    parser.add_argument("--json", action="store_true")
     parser.add_argument("--phase", choices=["build", "search"], help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
     indexes = [field for field in args.indexes.split(",") if field]
-    if qe is None:
-        raise SystemExit(
-            "this benchmark needs qdrant-edge-py: pip install qdrant-edge-py (and qdrant-client)"
-        )
     if args.phase == "build":
         print(json.dumps(phase_build(args.kind, args.dir, indexes)))
         return
     if args.phase == "search":
         print(json.dumps(phase_search(args.kind, args.dir, args.queries, args.ef)))
         return
-
-    from importlib.metadata import version
-
+    if args.tiny:
+        sizes, kinds = [300], ["edge", "local"] if qe else ["local"]
+        args.queries = args.local_queries = 5
+        args.check_api = qe is not None
+    else:
+        if qe is None:
+            parser.error(
+                "this benchmark needs qdrant-edge-py: pip install qdrant-edge-py (and qdrant-client)"
+            )
+        sizes, kinds = args.tiles, args.kinds
     work = args.dir or Path(tempfile.mkdtemp(prefix="qdrant-edge-"))
-    results = {
-        "versions": {name: version(name) for name in ("qdrant-edge-py", "qdrant-client", "numpy")},
-        "cpus": os.cpu_count(),
-        "load_before": os.getloadavg(),
-        "payload_indexes": indexes,
-        "sizes": {},
-    }
     try:
-        if args.check_api:
-            work.mkdir(parents=True, exist_ok=True)
-            results["api"] = check_api(work)
-        for n in args.tiles:
-            folder = work / str(n)
-            if folder.exists():
-                shutil.rmtree(folder)
-            (folder / "data").mkdir(parents=True)
-            started = time.perf_counter()
-            data = generate(n, args.seed)
-            queries = make_queries(data, args.queries, args.seed)
-            generated = time.perf_counter() - started
-            started = time.perf_counter()
-            truth = exact(data, queries)
-            truthed = time.perf_counter() - started
-            save(folder / "data", data)
-            save(folder / "data", queries)
-            save(folder / "data", {f"truth_{name}": truth[name] for name in TRUTH})
-            del data
-            result = {
-                "generate_s": generated,
-                "truth_s": truthed,
-                "year_share": float(truth["year_share"]),
-                "nonzeros_a_tile": None,
-                "backends": {},
-            }
-            kinds = [kind for kind in args.kinds if kind != "local" or n <= args.local_max]
-            for kind in kinds:
-                count = args.local_queries if kind == "local" else args.queries
-                built = child("build", kind, folder, count, indexes, args.ef)
-                searched = child("search", kind, folder, count, indexes, args.ef)
-                result["backends"][kind] = {**built, **searched}
-                print(f"{n} {kind}: built {built['build_s']:.1f} s", file=sys.stderr)
-            indptr = np.load(folder / "data" / "indptr.npy")
-            result["nonzeros_a_tile"] = float(indptr[-1] / (len(indptr) - 1))
-            results["sizes"][str(n)] = result
-            shutil.rmtree(folder)
+        results = measure(args, work, sizes, kinds, indexes)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    results["load_after"] = os.getloadavg()
-    if args.json:
-        print(json.dumps(results))
-        return
     if "api" in results:
-        for name, value in results["api"].items():
-            print(f"{name}: {value}")
-    print(f"versions {results['versions']}, load {results['load_before']} -> {results['load_after']}")
-    print(f"payload indexes: {', '.join(indexes) or 'none'}")
-    print(table(results))
+        print("\n".join(f"{name}: {value}" for name, value in results["api"].items()), file=sys.stderr)
+    print(f"payload indexes: {', '.join(indexes) or 'none'}", file=sys.stderr)
+    print(table(results), file=sys.stderr)
+    harness.finish(args, __spec__.name, results)
 
 
 if __name__ == "__main__":

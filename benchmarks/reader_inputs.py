@@ -1,7 +1,8 @@
 """What ``--inputs auto`` saves: the image tokens of the tiles a model reader is given, with images
 everywhere against auto (issue 53).
 
-    python benchmarks/reader_inputs.py ../shared/data/irpapers --index DIR [-k 5] [--ink]
+    python -m benchmarks.reader_inputs ../shared/data/irpapers --index DIR [-k 5] [--ink]
+    python -m benchmarks.reader_inputs --tiny         # two typeset tables, with --ink
 
 The dataset's documents are ingested into DIR with layout regions (``ingest --layout``, lexical
 only) unless DIR holds an index already (made with ``--layout``: the script refuses one without).
@@ -17,18 +18,17 @@ With ``--ink`` the rule an index without layout regions uses (ink outside the te
 renders each tile) is run on the same retrieved bands (region units left out) and compared with
 the layout detector's tables and figures: how many tiles each sends as text, and where they
 disagree.
-
-Prints one JSON object.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
+from benchmarks import harness
 from pagesight import Index
 from pagesight.answer.context import build_context, context_tokens
 from pagesight.answer.inputs import MAX_UNCOVERED_INK, uncovered_ink, why_image
@@ -48,8 +48,8 @@ def open_index(dataset: Dataset, folder: Path) -> Index:
         return index
     index = Index.open(folder, settings={"layout": True, "dense_model": None})
     report = index.add([dataset.documents])
-    if not report.ok:
-        print(json.dumps({"failed": [str(f) for f in report.failed]}))
+    for failed in report.failed:
+        print(failed, file=sys.stderr)
     return index
 
 
@@ -123,20 +123,36 @@ def every_tile(index: Index) -> dict:
     return summary(rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("dataset", type=Path)
-    parser.add_argument("--index", type=Path, required=True)
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("dataset", type=Path, nargs="?", help="an evaluation dataset")
+    parser.add_argument("--index", type=Path, help="its index, with layout regions (made when empty)")
     parser.add_argument("-k", type=int, default=5)
     parser.add_argument("--ink", action="store_true", help="also compare the ink rule with the layout")
-    args = parser.parse_args()
-    dataset = Dataset.load(args.dataset)
-    index = open_index(dataset, args.index)
-    retrieved, compared = per_question(index, dataset, args.k, args.ink)
-    result = {"dataset": dataset.name, "k": args.k, "retrieved": retrieved, "every_tile": every_tile(index)}
+    args = harness.start(parser, argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.tiny:
+            dataset, folder, args.ink, args.k = (
+                harness.toy_dataset(Path(tmp) / "data", tables=2),
+                Path(tmp) / "index",
+                True,
+                2,
+            )
+        elif args.dataset and args.index:
+            dataset, folder = Dataset.load(args.dataset), args.index
+        else:
+            parser.error("a dataset and --index are needed (or --tiny)")
+        with open_index(dataset, folder) as index:
+            retrieved, compared = per_question(index, dataset, args.k, args.ink)
+            result = {
+                "dataset": dataset.name,
+                "k": args.k,
+                "retrieved": retrieved,
+                "every_tile": every_tile(index),
+            }
     if compared is not None:
         result["ink_against_layout"] = compared
-    print(json.dumps(result, indent=1))
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

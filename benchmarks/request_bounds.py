@@ -1,6 +1,7 @@
 """CPU seconds of the extractive reader on the worst questions a request may send (issue 60).
 
-    python benchmarks/request_bounds.py [--pages 40] [--phrases 195] [--attacks-only] [--json out.json]
+    python -m benchmarks.request_bounds [--pages 40] [--phrases 195] [--attacks-only] [--json out.json]
+    python -m benchmarks.request_bounds --tiny   # the three attacks over 2 pages, a formula of 10 phrases
 
 Each question is of the longest length a request takes (4,000 characters): issue 60's attacks
 (defect 1: "what is X", spaces and "!"; defect 2: a ratio's sides, "what is a to " repeated; defect
@@ -8,13 +9,12 @@ Each question is of the longest length a request takes (4,000 characters): issue
 rows each) and, unless ``--attacks-only``, one question of every shape the pattern fuzz tries (a
 character repeated after a question's opening: spaces, tabs, digits, letters, punctuation). Each is read once by
 ``ExtractiveReader(dense=False)`` over the statement's first page (the formula over all of them),
-timed by ``time.process_time``. Prints one JSON object: the seconds of each, and the worst.
+timed by ``time.process_time``: the seconds of each, and the worst.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +22,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 from reportlab.pdfgen.canvas import Canvas
 
+from benchmarks import harness
 from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive import ExtractiveReader
 from pagesight.eval.typeset import ITEMS, PAGE, draw_table
@@ -93,13 +94,14 @@ def questions(phrases: int, shapes: bool = True) -> dict[str, str]:
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--pages", type=int, default=40)
     parser.add_argument("--phrases", type=int, default=195)
     parser.add_argument("--attacks-only", action="store_true", help="issue 60's three attacks alone")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
+    if args.tiny:
+        args.pages, args.phrases, args.attacks_only = 2, 10, True
     reader = ExtractiveReader(dense=False)
     with tempfile.TemporaryDirectory() as folder:
         pages = statement(Path(folder), args.pages)
@@ -109,7 +111,7 @@ def main() -> None:
         start = time.process_time()
         reader.read(question, context)
         seconds[name] = round(time.process_time() - start, 4)
-        print(f"{seconds[name]:9.4f} s  {name} ({len(question)} characters)", flush=True)
+        print(f"{seconds[name]:9.4f} s  {name} ({len(question)} characters)", file=sys.stderr, flush=True)
     worst = max(seconds, key=seconds.get)
     result = {
         "pages": args.pages,
@@ -117,9 +119,7 @@ def main() -> None:
         "seconds": seconds,
         "worst": [worst, seconds[worst]],
     }
-    print(json.dumps(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

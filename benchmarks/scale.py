@@ -1,9 +1,10 @@
 """An index of N tiles through the real write path, and what a change and a search cost at that size
 (issue 39's numbers).
 
-    python benchmarks/scale.py --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--build-only] [--json]
-        [--store local|qdrant]
-    python benchmarks/scale.py --plot RESULTS.jsonl --image docs/scale.png   # each figure against N
+    python -m benchmarks.scale --tiles 100000 [--out DIR] [--reuse DIR] [--batch 5000] [--build-only]
+        [--store local|qdrant] [--json FILE]
+    python -m benchmarks.scale --plot RESULTS.jsonl --image docs/scale.png   # each figure against N
+    python -m benchmarks.scale --tiny        # 40 tiles of typeset tables, every figure measured
 
 The tiles are the real pages of ../shared/data (IRPAPERS, financebench-dev, mmlongbench-dev), read
 once (text layer, no OCR; kept in a pickle beside the index) and committed again and again under
@@ -26,19 +27,18 @@ Then, on the index as built (or as ``--reuse`` found it):
 ``--store qdrant`` builds and measures the Qdrant store instead, in qdrant-client's local mode
 (``qdrant:DIR``: the only Qdrant engine that runs where this project is built).
 
-Prints one JSON line. Run it on a quiet machine: every figure is a timing. A long build can run
-beside other work with ``--build-only`` and be measured later, on a quiet machine, with ``--reuse``.
+Run it on a quiet machine: every figure is a timing. A long build can run beside other work with
+``--build-only`` and be measured later, on a quiet machine, with ``--reuse``. ``--tiny`` copies the
+pages of a toy dataset (``harness.toy_dataset``) and asks its questions.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import pickle
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,26 +47,27 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks import harness
 from pagesight import Index
 from pagesight.encode.dense import dense_model
+from pagesight.eval.dataset import Dataset
 from pagesight.ingest.extract import extract
 from pagesight.ingest.options import TextOptions
 from pagesight.ingest.outcome import Extracted
 from pagesight.ingest.pipeline import IngestReport, Storing
 from pagesight.request import SearchRequest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-SETS = ("irpapers", "financebench-dev", "mmlongbench-dev")
+SETS = tuple(harness.SHARED / name for name in ("irpapers", "financebench-dev", "mmlongbench-dev"))
+QUESTIONS = harness.SHARED / "irpapers"  # the dataset whose questions are asked
 
 
-def sources(cache: Path, settings) -> list:
-    """Every shared PDF read once (text layer only), kept in ``cache``."""
+def sources(cache: Path, settings, folders: tuple[Path, ...] = SETS) -> list:
+    """Every PDF of ``folders`` read once (text layer only), kept in ``cache``."""
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     documents = []
-    for name in SETS:
-        for path in sorted((DATA / name).rglob("*.pdf")):
+    for folder in folders:
+        for path in sorted(folder.rglob("*.pdf")):
             try:
                 read = extract(str(path), path.stem, None, settings, TextOptions(ocr="never"))
             except Exception as exc:  # a damaged file of the sets: left out
@@ -95,9 +96,9 @@ def tiles_of(document) -> int:
     return sum(len(page.tiles) for page in document.pages)
 
 
-def build(location: str, n_tiles: int, batch: int, cache: Path) -> dict:
+def build(location: str, n_tiles: int, batch: int, cache: Path, folders: tuple[Path, ...] = SETS) -> dict:
     index = Index.open(location)
-    documents = sources(cache, index.settings)
+    documents = sources(cache, index.settings, folders)
     rng = random.Random(39)
     started = time.perf_counter()
     stored, number, commits = index.catalog.counts()["tiles"], 0, 0
@@ -135,17 +136,9 @@ def timed_process(command: list[str]) -> tuple[float, float | None, str]:
     return seconds, int(peaks[-1]) / 1024 if peaks else None, done.stdout
 
 
-def percentiles(latencies: list[float]) -> tuple[float, float]:
-    ordered = sorted(latencies)
-    return round(statistics.median(ordered) * 1000, 2), round(
-        ordered[int(0.99 * (len(ordered) - 1))] * 1000, 2
-    )
-
-
-def measure(root: Path, location: str) -> dict:
-    """The figures of the index at ``location`` (its files in ``root``)."""
-    pagesight = [sys.executable, "-m", "pagesight"]
-    queries = [json.loads(line)["text"] for line in (DATA / "irpapers" / "queries.jsonl").open()]
+def measure(root: Path, location: str, queries: list[str]) -> dict:
+    """The figures of the index at ``location`` (its files in ``root``), searched with ``queries``."""
+    pagesight = [*harness.PYTHON_M, "pagesight"]
     result: dict = {}
     with Index.open(location, create=False) as index:
         counts = index.catalog.counts()
@@ -161,7 +154,8 @@ def measure(root: Path, location: str) -> dict:
                 start = time.perf_counter()
                 index.search(request.replace(query=query))
                 latencies.append(time.perf_counter() - start)
-            result[f"{name}_p50_ms"], result[f"{name}_p99_ms"] = percentiles(latencies)
+            found = harness.latency(latencies)
+            result[f"{name}_p50_ms"], result[f"{name}_p99_ms"] = found["p50_ms"], found["p99_ms"]
     with tempfile.TemporaryDirectory() as scratch:
         added = Path(scratch) / "scale-added-report.pdf"
         from reportlab.pdfgen import canvas
@@ -190,7 +184,7 @@ def server_rss(location: str, queries: list[str], uploads: list[str]) -> float:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "pagesight", "serve", "--index", location, "--port", str(port), *uploads],
+        [*harness.PYTHON_M, "pagesight", "serve", "--index", location, "--port", str(port), *uploads],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -253,8 +247,8 @@ def plot(results: list[dict], image: Path) -> None:
     figure.savefig(image, dpi=80)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--plot", type=Path, help="a file of this script's JSON lines: plot them (--image)")
     parser.add_argument("--image", type=Path, default=Path("scale.png"), help="where --plot draws")
     parser.add_argument("--tiles", type=int, help="tiles to build the index to")
@@ -264,25 +258,33 @@ def main() -> None:
     parser.add_argument(
         "--build-only", action="store_true", help="build, and measure nothing (--reuse later)"
     )
-    parser.add_argument("--json", action="store_true", help="the JSON line only")
     parser.add_argument("--store", choices=("local", "qdrant"), default="local", help="the store measured")
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
     if args.plot:
         plot([json.loads(line) for line in args.plot.read_text().splitlines() if line.strip()], args.image)
         return
-    if args.tiles is None:
-        parser.error("--tiles is needed (or --plot)")
-    named = f"pagesight-scale-{args.tiles}" + ("" if args.store == "local" else f"-{args.store}")
-    root = args.reuse or args.out or Path(tempfile.gettempdir()) / named
-    location = str(root) if args.store == "local" else f"qdrant:{root}"
-    result: dict = {"batch": args.batch, "store": args.store}
-    if args.reuse is None:
-        cache = root.parent / "pagesight-scale-sources.pickle"
-        result.update(build(location, args.tiles, args.batch, cache))
-    if not args.build_only:
-        result.update(measure(root, location))
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.tiny:
+            data = harness.toy_dataset(Path(scratch) / "data")
+            folders, args.tiles, args.batch = (data.documents,), 40, 20
+            args.out, args.reuse = Path(scratch) / "index", None
+            cache = Path(scratch) / "sources.pickle"
+        elif args.tiles is None:
+            parser.error("--tiles is needed (or --plot, or --tiny)")
+        else:
+            data, folders = Dataset.load(QUESTIONS), SETS
+        named = f"pagesight-scale-{args.tiles}" + ("" if args.store == "local" else f"-{args.store}")
+        root = args.reuse or args.out or Path(tempfile.gettempdir()) / named
+        if not args.tiny:
+            cache = root.parent / "pagesight-scale-sources.pickle"
+        location = str(root) if args.store == "local" else f"qdrant:{root}"
+        result: dict = {"batch": args.batch, "store": args.store}
+        if args.reuse is None:
+            result.update(build(location, args.tiles, args.batch, cache, folders))
+        if not args.build_only:
+            result.update(measure(root, location, list(data.queries.values())))
     result["index"] = str(root)
-    print(json.dumps(result))
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

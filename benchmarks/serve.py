@@ -1,29 +1,28 @@
 """Load on `pagesight serve` over loopback (issue 16): many concurrent clients search and ask for a
 bounded time, optionally while an upload is being ingested beside them.
 
-    python benchmarks/serve.py --index DIR [--clients 32] [--seconds 60] [--ask-share 0.25]
+    python -m benchmarks.serve --index DIR [--clients 32] [--seconds 60] [--ask-share 0.25]
                                [--mode lexical] [--no-ranker] [--ingest PATH ...] [--json out.json]
+    python -m benchmarks.serve --tiny        # 2 clients for 2 s on a toy index, one upload beside
 
 The server is a `pagesight serve` subprocess (so the clients' event loop does not share its GIL),
 with an API key, over DIR; with --ingest it serves a copy of DIR (unless --in-place), and the
 files under PATH are uploaded through POST /api/documents (20 a request, one ingestion job each)
 once the load has started. Each client loops over the IRPAPERS questions: a search
 (GET /api/search, k 5) or, with probability --ask-share, an answer (POST /api/ask, extractive).
-Prints a table and one JSON object: requests/s, p50/p95/p99 latency and errors per endpoint, for
-the whole run and for the time the ingestion was running.
+Prints a table (on stderr) and one JSON object: requests/s, p50/p95/p99 latency and errors per
+endpoint, for the whole run and for the time the ingestion was running; exits 1 when a request or
+an ingestion job failed.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import random
 import secrets
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,12 +32,10 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks import harness
+from pagesight.eval.dataset import Dataset
 from pagesight.render.sources import SUFFIXES
 
-sys.path.insert(0, str(Path(__file__).parent))
-from irpapers import load  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 BATCH = 20  # files per upload request (the server's limit)
 
 
@@ -54,7 +51,7 @@ def start_server(index: str, key: str, readers: int, workers: int = 1) -> tuple[
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "pagesight", "serve", "--index", index, "--port", str(port),
+    command = [*harness.PYTHON_M, "pagesight", "serve", "--index", index, "--port", str(port),
                "--readers", str(readers), "--workers", str(workers), "--max-upload-mb", "2000"]  # fmt: skip
     server = subprocess.Popen(command, env={**os.environ, "PAGESIGHT_API_KEY": key})
     url = f"http://127.0.0.1:{port}"
@@ -135,18 +132,12 @@ async def ingest(client, files: list[Path]) -> dict:
 
 
 def summarize(samples: list[Sample], seconds: float) -> dict:
-    latencies = sorted(s.seconds * 1000 for s in samples if s.ok)
-
-    def percentile(p: float) -> float | None:
-        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None
-
+    latencies = [s.seconds for s in samples if s.ok]
     return {
         "requests": len(samples),
         "errors": sum(not s.ok for s in samples),
         "rps": round(len(samples) / seconds, 1) if seconds > 0 else 0.0,
-        "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
-        "p95_ms": percentile(0.95),
-        "p99_ms": percentile(0.99),
+        **(harness.latency(latencies) if latencies else {"p50_ms": None, "p95_ms": None, "p99_ms": None}),
     }
 
 
@@ -200,7 +191,9 @@ async def run(args, url: str, key: str, questions: list[str], files: list[Path])
 
 
 def print_table(result: dict) -> None:
-    print(f"{'endpoint':<28}{'requests':>9}{'errors':>8}{'req/s':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    lines = [
+        f"{'endpoint':<28}{'requests':>9}{'errors':>8}{'req/s':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+    ]
     for label, group in [
         ("", result["endpoints"]),
         (" (during ingestion)", result.get("during_ingestion", {})),
@@ -210,17 +203,30 @@ def print_table(result: dict) -> None:
                 f"{s[key]:>9}" if s[key] is not None else f"{'-':>9}"
                 for key in ("p50_ms", "p95_ms", "p99_ms")
             ]
-            print(f"{name + label:<28}{s['requests']:>9}{s['errors']:>8}{s['rps']:>8}{''.join(cells)}")
+            lines.append(f"{name + label:<28}{s['requests']:>9}{s['errors']:>8}{s['rps']:>8}{''.join(cells)}")
+    print("\n".join(lines), file=sys.stderr)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", required=True, help="the index folder to serve")
-    parser.add_argument(
-        "--data", type=Path, default=ROOT / "../shared/data/irpapers", help="questions from here"
-    )
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=60.0)
+def measure(args, index: str, questions: list[str], files: list[Path], scratch: Path) -> dict:
+    if files and not args.in_place:
+        copy = str(scratch / "served")
+        shutil.copytree(index, copy, ignore=shutil.ignore_patterns("write.lock"))
+        index = copy
+    key = secrets.token_hex(16)
+    server, url = start_server(index, key, args.readers, args.workers)
+    try:
+        return asyncio.run(run(args, url, key, questions, files))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--index", help="the index folder to serve")
+    parser.add_argument("--data", type=Path, default=harness.SHARED / "irpapers", help="questions from here")
+    parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 32; tiny 2)")
+    parser.add_argument("--seconds", type=float, default=None, help="how long they run (default 60; tiny 2)")
     parser.add_argument("--ask-share", type=float, default=0.25, help="share of requests that ask")
     parser.add_argument("--mode", choices=["lexical", "dense", "visual", "hybrid"], default=None)
     parser.add_argument("-k", dest="k", type=int, default=5)
@@ -233,31 +239,28 @@ def main() -> None:
         "--ingest", type=Path, nargs="+", default=[], help="files or folders uploaded meanwhile"
     )
     parser.add_argument("--in-place", action="store_true", help="with --ingest: write into DIR, not a copy")
-    parser.add_argument("--json", type=Path, help="also write the result here")
-    args = parser.parse_args()
-
-    queries, _ = load(args.data)
-    questions = list(queries.values())
-    files = upload_files(args.ingest)
-    if args.ingest and not files:
-        raise SystemExit(f"no {', '.join(sorted(SUFFIXES))} files under {', '.join(map(str, args.ingest))}")
+    args = harness.start(parser, argv)
+    args.clients = args.clients or (2 if args.tiny else 32)
+    args.seconds = args.seconds or (2.0 if args.tiny else 60.0)
     with tempfile.TemporaryDirectory(prefix="pagesight-serve-bench-") as scratch:
-        index = args.index
-        if files and not args.in_place:
-            index = str(Path(scratch) / "index")
-            shutil.copytree(args.index, index, ignore=shutil.ignore_patterns("write.lock"))
-        key = secrets.token_hex(16)
-        server, url = start_server(index, key, args.readers, args.workers)
-        try:
-            result = asyncio.run(run(args, url, key, questions, files))
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
-    result["index"] = args.index
+        if args.tiny:
+            data = harness.toy_dataset(Path(scratch) / "data", tables=3)
+            uploads = Path(scratch) / "uploads"
+            uploads.mkdir()
+            shutil.move(next(data.documents.glob("*.pdf")), uploads)  # served without it, uploaded meanwhile
+            harness.toy_index(Path(scratch) / "index", data).close()
+            index, files = str(Path(scratch) / "index"), upload_files([uploads])
+        elif args.index:
+            data, index, files = Dataset.load(args.data), args.index, upload_files(args.ingest)
+            if args.ingest and not files:
+                parser.error(
+                    f"no {', '.join(sorted(SUFFIXES))} files under {', '.join(map(str, args.ingest))}"
+                )
+        else:
+            parser.error("--index is needed (or --tiny)")
+        result = measure(args, index, list(data.queries.values()), files, Path(scratch))
     print_table(result)
-    print(json.dumps(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    harness.finish(args, __spec__.name, {"index": args.index, **result})
     errors = sum(s["errors"] for s in result["endpoints"].values())
     raise SystemExit(1 if errors or result.get("ingestion", {}).get("job_errors") else 0)
 

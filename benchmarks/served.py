@@ -1,8 +1,9 @@
 """A visual encoder behind an inference server, on this CPU with a tiny random-weight model (issue 62):
 what the client costs beside the model.
 
-    python benchmarks/served.py [--encoder colqwen3] [--pdfs 12] [--batch 4] [--rounds 3]
+    python -m benchmarks.served [--encoder colqwen3] [--pdfs 12] [--batch 4] [--rounds 3]
                                 [--searches 48] [--clients 16] [--json out.json]
+    python -m benchmarks.served --tiny     # 2 PDFs, one round, 2 clients searching twice
 
 1. Ingestion: the same PDFs ingested with the encoder in-process and through the loopback double
    of vLLM (``tests/encode/visual/vllm_double.py``, in a process of its own, batching the requests
@@ -19,8 +20,6 @@ figures are the machine's at its load, which is printed with them.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import socket
@@ -34,10 +33,9 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.conftest import make_pdf  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import ROOT
+from tests.conftest import make_pdf
 
 QUERIES = ["quarterly revenue by region", "staff numbers", "costs fell", "outlook for next year",
            "appendix tables", "warehouse capacity", "supplier change", "annual report summary"]  # fmt: skip
@@ -52,7 +50,7 @@ def free_port() -> int:
 
 
 def load() -> str:
-    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+    return " ".join(f"{value:.1f}" for value in harness.load())
 
 
 def wait_for(url: str, process: subprocess.Popen, seconds: float = 180) -> None:
@@ -120,21 +118,21 @@ def searches(url: str, clients: int, each: int) -> list[float]:
 
 
 def percentiles(latencies: list[float]) -> dict:
-    ordered = sorted(latencies)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 1), "p99_ms": round(p99, 1)}
+    """The count and quantiles of ``latencies`` (ms)."""
+    return {"n": len(latencies), **harness.latency([ms / 1000 for ms in latencies])}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--encoder", choices=sorted(KINDS), default="colqwen3")
     parser.add_argument("--pdfs", type=int, default=12)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--searches", type=int, default=48)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
+    if args.tiny:
+        args.pdfs, args.rounds, args.searches, args.clients = 2, 1, 2, 2
 
     from pagesight.encode.visual.late_interaction import import_colpali
     from pagesight.endpoints import VisualEndpoint
@@ -196,7 +194,6 @@ def main() -> None:
             "pages_per_s_median": rates,
             "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),
             "search": search,
-            "cpus": os.cpu_count(),
         }
     finally:
         for process in (server, double):
@@ -204,9 +201,7 @@ def main() -> None:
                 process.terminate()
                 process.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(result, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

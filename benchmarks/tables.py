@@ -1,7 +1,8 @@
 """Table finders measured on typeset tables (``pagesight.eval.typeset``): the share of cells each
 reads right, with their row label and column heading.
 
-    python benchmarks/tables.py [--tables 12] [--seed 54] [--ocr]
+    python -m benchmarks.tables [--tables 12] [--seed 54] [--ocr]
+    python -m benchmarks.tables --tiny       # two tables
 
 Seed 54 is the corpus the finder was written against; another seed gives tables it has not seen.
 
@@ -14,7 +15,6 @@ is right when its text, its row label and its column heading are found together.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import tempfile
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
+from benchmarks import harness
 from pagesight.eval.typeset import generate
 from pagesight.text.tables import read_tables
 from pagesight.text.textlayer import text_layer_spans
@@ -72,27 +73,35 @@ def plumber(pdf: Path, strategy: str) -> set[tuple[str, str, str]]:
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tables", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=54)
-    parser.add_argument("--ocr", action="store_true")
-    args = parser.parse_args()
-    folder = generate(Path(tempfile.mkdtemp()), args.tables, args.seed)
+def measure(folder: Path, ocr: bool) -> dict:
     truth = [json.loads(line) for line in (folder / "truth.jsonl").open()]
     finders = {"ours (text layer)": lambda p: ours(p, False)}
-    if args.ocr:
+    if ocr:
         finders["ours (OCR, Tesseract)"] = lambda p: ours(p, True)
     finders["pdfplumber (lines)"] = lambda p: plumber(p, "lines")
     finders["pdfplumber (text)"] = lambda p: plumber(p, "text")
+    found = {}
     for name, finder in finders.items():
         right = total = 0
         for table in truth:
-            found = finder(folder / "corpus" / f"{table['doc']}.pdf")
+            read = finder(folder / "corpus" / f"{table['doc']}.pdf")
             cells = {_key(c["label"], c["column"], c["text"]) for c in table["cells"]}
-            right += len(cells & found)
+            right += len(cells & read)
             total += len(cells)
-        print(f"{name}: {right}/{total} cells right ({right / total:.1%})")
+        found[name] = {"right": right, "cells": total, "share": round(right / total, 4)}
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    parser.add_argument("--tables", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=54)
+    parser.add_argument("--ocr", action="store_true")
+    args = harness.start(parser, argv)
+    tables = 2 if args.tiny else args.tables
+    with tempfile.TemporaryDirectory() as tmp:
+        finders = measure(generate(Path(tmp), tables, args.seed), args.ocr)
+    harness.finish(args, __spec__.name, {"tables": tables, "seed": args.seed, "finders": finders})
 
 
 if __name__ == "__main__":

@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
-import importlib.util
 import json
-import os
-import platform
 import sys
 import time
-import types
-from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
+from benchmarks.harness import load
 from pagesight.vectors import (
     Muvera,
     MuveraRetriever,
@@ -43,25 +39,6 @@ from pagesight.vectors import (
     maxsim,
     pool_multivectors,
 )
-
-
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def colpali_module(name: str) -> types.ModuleType:
-    """A module of colpali-engine imported without running ``colpali_engine/__init__.py``, which
-    imports every model class (and so torchvision, absent here). The module's own code is unchanged."""
-    if "colpali_engine" not in sys.modules:
-        spec = importlib.util.find_spec("colpali_engine")
-        if spec is None:
-            raise ImportError("colpali-engine is not installed")
-        package = types.ModuleType("colpali_engine")
-        package.__path__ = list(spec.submodule_search_locations)
-        package.__spec__ = spec
-        sys.modules["colpali_engine"] = package
-    return importlib.import_module(name)
-
 
 # ---- synthetic data -----------------------------------------------------------------------------
 
@@ -115,9 +92,14 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f[:k].tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
 
 
-def latency_stats(times: list[float]) -> dict[str, float]:
-    ms = np.array(times) * 1000
-    return {"median_ms": round(float(np.median(ms)), 3), "p95_ms": round(float(np.percentile(ms, 95)), 3)}
+def colpali_engine(name: str):
+    """A module of colpali-engine (imported as pagesight imports it, without torchvision)."""
+    import importlib
+
+    from pagesight.encode.visual.late_interaction import import_colpali
+
+    import_colpali()
+    return importlib.import_module(name)
 
 
 # ---- (d) single-vector ANN ----------------------------------------------------------------------
@@ -164,9 +146,8 @@ def bench_ann(args: argparse.Namespace) -> dict:
             t = time.perf_counter()
             exact_numpy(matrix, q[None], k)
             times.append(time.perf_counter() - t)
-        section["numpy_exact_fp32"] = {
-            "recall@10": 1.0,
-            **latency_stats(times),
+        section["numpy_exact_fp32"] = {  # the truth the others' recall is measured against
+            **harness.latency(times),
             "build_s": round(prepare_s, 2),
             "bytes_per_vector": 4 * args.ann_dim,
             "latency_queries": len(times),
@@ -206,7 +187,7 @@ def bench_ann(args: argparse.Namespace) -> dict:
                 times.append(time.perf_counter() - t)
             entry = {
                 "recall@10": round(recall, 4),
-                **latency_stats(times),
+                **harness.latency(times),
                 "build_s": round(build_s, 1),
                 f"add_{extra}_incremental_s": round(add_s, 2),
                 "bytes_per_vector": round(index.bytes_per_vector(), 1),
@@ -237,7 +218,11 @@ def bench_ann(args: argparse.Namespace) -> dict:
                         index.search(q[None], k)
                         times.append(time.perf_counter() - t)
                     curve.append(
-                        {knob: value, "recall@10": round(recall_at(found, truth), 4), **latency_stats(times)}
+                        {
+                            knob: value,
+                            "recall@10": round(recall_at(found, truth), 4),
+                            **harness.latency(times),
+                        }
                     )
                 entry["curve"] = curve
             section[f"{kind}_{storage}"] = entry
@@ -309,7 +294,7 @@ def bench_maxsim(args: argparse.Namespace) -> dict:
     import torch
 
     started = load()
-    processing = colpali_module("colpali_engine.utils.processing_utils")
+    processing = colpali_engine("colpali_engine.utils.processing_utils")
     score_multi_vector = processing.BaseVisualRetrieverProcessor.score_multi_vector
     gen = TopicPages(seed=1)
     store = gen.pages(args.maxsim_pages, args.maxsim_page_vectors, dtype=np.float32)
@@ -406,8 +391,8 @@ def bench_muvera(args: argparse.Namespace) -> dict:
                     "ef": ef,
                     "recall@10_vs_exact_maxsim": round(recall_at(found, truth), 4),
                     "planted_page_at_1": float(np.mean(found[:, 0] == targets)),
-                    **latency_stats(times),
-                    "fde_search_only_median_ms": latency_stats(fde_only)["median_ms"],
+                    **harness.latency(times),
+                    "fde_search_only_p50_ms": harness.latency(fde_only)["p50_ms"],
                 }
             )
         sizes = retriever.bytes_per_page()
@@ -465,7 +450,7 @@ def bench_compact(args: argparse.Namespace) -> dict:
                 "recall@10_vs_exact_maxsim": round(recall_at(found, truth), 4),
                 "planted_page_at_1": float(np.mean(found[:, 0] == targets)),
                 "build_s": round(build_s, 1),
-                **latency_stats(times),
+                **harness.latency(times),
             }
         print(json.dumps({"progress": f"compact {storage}", "load": load()}), file=sys.stderr, flush=True)
         del retriever
@@ -486,7 +471,7 @@ def bench_pooling(args: argparse.Namespace) -> dict:
     queries, targets = gen.queries(store, args.pooling_queries)
     exact = maxsim(queries, store)
     truth = np.argsort(-exact, axis=1, kind="stable")[:, :10]
-    pooler = colpali_module("colpali_engine.compression.token_pooling").HierarchicalTokenPooler()
+    pooler = colpali_engine("colpali_engine.compression.token_pooling").HierarchicalTokenPooler()
     sample = [store[i] for i in range(min(5, len(store)))]
     rows = []
     for factor in (1, 2, 3, 4):
@@ -525,12 +510,24 @@ def bench_pooling(args: argparse.Namespace) -> dict:
 # ---- main ---------------------------------------------------------------------------------------
 
 SECTIONS = ("maxsim", "muvera", "compact", "pooling", "ann")
+# --tiny: every section at toy size, in seconds
+TINY = {
+    "maxsim_pages": 20, "maxsim_page_vectors": 40, "maxsim_queries": 3, "muvera_pages": 200,
+    "muvera_page_vectors": 40, "muvera_queries": 5, "muvera_ef": "32,64", "topics": 100, "compact_pages": 200,
+    "compact_ef": 64, "compact_rescore": 16, "pooling_pages": 20, "pooling_page_vectors": 40,
+    "pooling_queries": 5, "ann_sizes": "3000", "ann_dim": 32, "ann_centres": 20, "ann_queries": 20,
+    "ann_add": 1000, "latency_queries": 10, "exact_latency_queries": 5, "nprobe_curve": "1,4",
+    "ef_curve": "16,32",
+}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def numbers(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--sections", default=",".join(SECTIONS))
-    parser.add_argument("--out", type=Path)
     # (a) MaxSim
     parser.add_argument("--maxsim-pages", type=int, default=1000)
     parser.add_argument("--maxsim-page-vectors", type=int, default=1030)
@@ -563,11 +560,11 @@ def main() -> None:
     parser.add_argument("--hnsw-max", type=int, default=200_000, help="largest n at which HNSW is built")
     parser.add_argument("--nprobe-curve", default="8,16,32,64")
     parser.add_argument("--ef-curve", default="32,64,128,256")
-    args = parser.parse_args()
-    args.ann_sizes = [int(x) for x in args.ann_sizes.split(",")]
-    args.muvera_ef = [int(x) for x in args.muvera_ef.split(",")]
-    args.nprobe_curve = [int(x) for x in args.nprobe_curve.split(",")]
-    args.ef_curve = [int(x) for x in args.ef_curve.split(",")]
+    args = harness.start(parser, argv)
+    if args.tiny:
+        vars(args).update(TINY)
+    args.ann_sizes, args.muvera_ef = numbers(args.ann_sizes), numbers(args.muvera_ef)
+    args.nprobe_curve, args.ef_curve = numbers(args.nprobe_curve), numbers(args.ef_curve)
     args.ann_kinds = [(*item.split(":"), {}) for item in args.ann_kinds.split(",") if item != "none"]
 
     runners = {
@@ -577,26 +574,17 @@ def main() -> None:
         "pooling": bench_pooling,
         "ann": bench_ann,
     }
-    run_sections(parser, args, runners)
+    harness.finish(args, __spec__.name, sections(parser, args, runners))
 
 
-def run_sections(parser: argparse.ArgumentParser, args: argparse.Namespace, runners: dict, **machine) -> None:
-    """Run the ``runners`` that ``args.sections`` names (comma-separated) and print, and write to
-    ``args.out`` when given, their results as one JSON report with the date and the machine (its
-    load before and after; ``machine``: more about how it ran)."""
-    report: dict = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), **machine, "platform": platform.platform(), "load_start": load()},
-    }
+def sections(parser: argparse.ArgumentParser, args: argparse.Namespace, runners: dict) -> dict:
+    """The results of the ``runners`` that ``args.sections`` names (comma-separated)."""
+    report = {}
     for name in args.sections.split(","):
         if name not in runners:
             parser.error(f"unknown section {name!r}; known: {', '.join(runners)}")
         report[name] = runners[name](args)
-    report["machine"]["load_end"] = load()
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    return report
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 of two tiles to an index of N tiles with visual vectors, and the bytes of retriever files it writes
 (issue 39: a change costs what it changes).
 
-    python benchmarks/visual_commits.py --tiles 20000 [--dim 1536] [--tokens 0] [--batch 2000]
+    python -m benchmarks.visual_commits --tiles 20000 [--dim 1536] [--tokens 0] [--batch 2000]
+    python -m benchmarks.visual_commits --tiny       # 60 tiles of 4 token vectors of 16 dimensions
 
 The vectors are random unit vectors of ``--dim`` dimensions (a single-vector encoder, DSE's width
 by default) or, with ``--tokens T``, T token vectors a tile (late interaction, found through
@@ -12,19 +13,18 @@ one document of two tiles is added and made searchable (timed, with the bytes of
 written), and a search of the visual vectors (k 10) is timed, after the merges the build made due
 (``store.local.merging``, which a commit starts in a process of its own); and 50 queries made from
 stored tiles (the vector, or 20 of the tile's token vectors, with noise) are asked whether they find
-their tile first. Prints one JSON line.
+their tile first.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from pagesight.records import Document, Page, Span, Tile
 from pagesight.settings import Settings
 from pagesight.store.base import open_store
@@ -110,7 +110,7 @@ def run(tiles: int, dim: int, tokens: int, batch: int, root: Path) -> dict:
         query = query + rng.normal(scale=0.5 / np.sqrt(dim), size=query.shape).astype(np.float32)
         (best, _), *_ = visual.search(query, 10)
         found += store.catalog.tile_pages([best])[best][0] == f"doc{tile}"
-    parts = len(visual.parts)
+    parts = len(visual.segments)
     store.close()
     return {
         "tiles": tiles,
@@ -120,21 +120,24 @@ def run(tiles: int, dim: int, tokens: int, batch: int, root: Path) -> dict:
         "add_seconds_median": round(float(np.median(adds)), 3),
         "add_bytes_written_median": int(np.median(sizes)),
         "retriever_bytes": sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()),
-        "search_ms_p50": round(1000 * float(np.median(searches)), 2),
+        "search": harness.latency(searches),
         "planted_found_first": round(found / len(planted), 3),
-        "visual_parts": parts,
+        "visual_segments": parts,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--tiles", type=int, default=20_000)
     parser.add_argument("--dim", type=int, default=1536)
     parser.add_argument("--tokens", type=int, default=0, help="token vectors a tile (0: one vector)")
     parser.add_argument("--batch", type=int, default=2000)
-    args = parser.parse_args()
+    args = harness.start(parser, argv)
+    if args.tiny:
+        args.tiles, args.dim, args.tokens, args.batch = 60, 16, 4, 20
     with tempfile.TemporaryDirectory() as scratch:
-        print(json.dumps(run(args.tiles, args.dim, args.tokens, args.batch, Path(scratch) / "index")))
+        result = run(args.tiles, args.dim, args.tokens, args.batch, Path(scratch) / "index")
+    harness.finish(args, __spec__.name, result)
 
 
 if __name__ == "__main__":

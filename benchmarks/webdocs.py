@@ -15,21 +15,23 @@ Measures, in one run on this machine:
   five more of the same page, the whole of the tallest page;
 - questions whose answer sits in a table or list on one page, checked by page id on the full index.
 
-Prints JSON. The machine is shared: the load averages before and after are part of the output.
-``python benchmarks/webdocs.py [--docs DIR] [--subset-every 5] [--tabs 1,2] [--repeat 3]``
+The machine is shared: the load averages before and after are part of the output.
+
+    python -m benchmarks.webdocs [--docs DIR] [--subset-every 5] [--tabs 1,2] [--repeat 3]
+    python -m benchmarks.webdocs --tiny      # three long pages made here, one tab, one turn
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks import harness
+from benchmarks.harness import load
 
 DOCS = Path("/usr/share/doc/python3/html")
 
@@ -49,8 +51,23 @@ QUESTIONS = [
 ]
 
 
-def load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
+TOY_PAGES = ("alpha", "beta", "gamma")
+
+
+def toy_site(folder: Path) -> list[tuple[str, str]]:
+    """Three long pages of tables written into ``folder`` (each row a unit's words, the last page
+    the tallest), and a question a page: (question, page id)."""
+    folder.mkdir(parents=True)
+    asked = []
+    for number, name in enumerate(TOY_PAGES):
+        rows = "".join(
+            f"<tr><td>{name} item {row}</td><td>{row * 7 + number}</td><td>unit {name}{row}</td></tr>"
+            for row in range(200 + 60 * number)
+        )
+        body = f"<h1>The {name} table</h1><table>{rows}</table>"
+        (folder / f"{name}.html").write_text(f"<!doctype html><html><body>{body}</body></html>")
+        asked.append((f"{name} item 12 unit {name}12", f"{name}_1"))
+    return asked
 
 
 def subset(docs: Path, every: int, into: Path) -> list[Path]:
@@ -158,9 +175,9 @@ def on_demand(index_dir: Path) -> dict:
     }
 
 
-def questions(index) -> dict:
+def questions(index, asked: list[tuple[str, str]]) -> dict:
     found = []
-    for question, page_id in QUESTIONS:
+    for question, page_id in asked:
         hits = index.search(question, k=5, mode="lexical")
         ranks = [h.page_id for h in hits]
         found.append(
@@ -179,8 +196,48 @@ def questions(index) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def measure(args, docs: Path, asked: list[tuple[str, str]], scratch_dir: Path) -> dict:
+    out: dict = {}
+    if not args.skip_full:
+        index, full = ingest([docs], scratch_dir / "full", args.tabs[-1], args.dense)
+        full["html_files"] = len(list(docs.rglob("*.html")))
+        full["questions"] = questions(index, asked)
+        full["index_bytes"] = sum(p.stat().st_size for p in (scratch_dir / "full").rglob("*") if p.is_file())
+        index.close()
+        out["full"] = full
+        out["load_after_full"] = load()
+    site = scratch_dir / "subset"
+    pages = subset(docs, args.subset_every, site)
+    runs: dict[str, list[dict]] = {}
+    for turn in range(args.repeat):
+        for tabs in args.tabs:
+            for keep in (True, False):
+                name = f"pagesight {tabs} tab{'s' if tabs > 1 else ''}" + ("" if keep else ", DOM only")
+                index_dir = scratch_dir / f"subset-{turn}-{name}"
+                index, result = ingest([site], index_dir, tabs, args.dense, keep)
+                index.close()
+                runs.setdefault(name, []).append(result)
+                if not keep:
+                    dom_only = index_dir
+        runs.setdefault("naive", []).append(naive(pages))
+    out["on_demand"] = on_demand(dom_only)
+    naive_seconds = statistics.median(run["seconds"] for run in runs["naive"])
+    out["subset"] = {"pages": len(pages), "every": args.subset_every, "repeat": args.repeat, "runs": {}}
+    for name, results in runs.items():
+        seconds = statistics.median(run["seconds"] for run in results)
+        out["subset"]["runs"][name] = {
+            "seconds": [run["seconds"] for run in results],
+            "median_seconds": seconds,
+            "median_cpu_seconds": statistics.median(run["cpu_seconds"] for run in results),
+            "tiles": results[0].get("tiles"),
+            "pages_per_s": round(len(pages) / seconds, 2),
+            "speedup_over_naive": round(naive_seconds / seconds, 2),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
     parser.add_argument("--docs", type=Path, default=DOCS, help="Folder of the Python HTML docs.")
     parser.add_argument("--subset-every", type=int, default=5, help="Baseline subset: every n-th page.")
     parser.add_argument(
@@ -192,59 +249,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="Turns of the subset comparison.")
     parser.add_argument("--dense", action="store_true", help="Also embed text with MiniLM.")
     parser.add_argument("--skip-full", action="store_true", help="Only the subset comparison.")
-    args = parser.parse_args()
-    if not args.docs.is_dir():
-        raise SystemExit(f"{args.docs}: not found (apt-get install python3-doc)")
-    out: dict = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "load_before": load(),
-    }
+    args = harness.start(parser, argv)
     with tempfile.TemporaryDirectory() as scratch:
-        scratch_dir = Path(scratch)
-        if not args.skip_full:
-            index, full = ingest([args.docs], scratch_dir / "full", args.tabs[-1], args.dense)
-            full["html_files"] = len(list(args.docs.rglob("*.html")))
-            full["questions"] = questions(index)
-            full["index_bytes"] = sum(
-                p.stat().st_size for p in (scratch_dir / "full").rglob("*") if p.is_file()
-            )
-            index.close()
-            out["full"] = full
-            out["load_after_full"] = load()
-        site = scratch_dir / "subset"
-        pages = subset(args.docs, args.subset_every, site)
-        runs: dict[str, list[dict]] = {}
-        for turn in range(args.repeat):
-            for tabs in args.tabs:
-                for keep in (True, False):
-                    name = f"pagesight {tabs} tab{'s' if tabs > 1 else ''}" + ("" if keep else ", DOM only")
-                    index_dir = scratch_dir / f"subset-{turn}-{name}"
-                    index, result = ingest([site], index_dir, tabs, args.dense, keep)
-                    index.close()
-                    runs.setdefault(name, []).append(result)
-                    if not keep:
-                        dom_only = index_dir
-            runs.setdefault("naive", []).append(naive(pages))
-        out["on_demand"] = on_demand(dom_only)
-        naive_seconds = statistics.median(run["seconds"] for run in runs["naive"])
-        out["subset"] = {"pages": len(pages), "every": args.subset_every, "repeat": args.repeat, "runs": {}}
-        for name, results in runs.items():
-            seconds = statistics.median(run["seconds"] for run in results)
-            out["subset"]["runs"][name] = {
-                "seconds": [run["seconds"] for run in results],
-                "median_seconds": seconds,
-                "median_cpu_seconds": statistics.median(run["cpu_seconds"] for run in results),
-                "tiles": results[0].get("tiles"),
-                "pages_per_s": round(len(pages) / seconds, 2),
-                "speedup_over_naive": round(naive_seconds / seconds, 2),
-            }
-    out["load_after"] = load()
-    print(json.dumps(out, indent=1))
+        if args.tiny:
+            docs = Path(scratch) / "site"
+            asked = toy_site(docs)
+            args.subset_every, args.tabs, args.repeat, args.dense = 1, [1], 1, False
+        elif args.docs.is_dir():
+            docs, asked = args.docs, QUESTIONS
+        else:
+            parser.error(f"{args.docs}: not found (apt-get install python3-doc)")
+        out = measure(args, docs, asked, Path(scratch))
+    harness.finish(args, __spec__.name, out)
 
 
 if __name__ == "__main__":

@@ -41,3 +41,6 @@ def test_bench_reports_stages_ingest_latency_memory_and_scale(tmp_path):
     assert result["memory"]["peak_rss_mb"] > 0
     (scaled,) = result["scale"]
     assert scaled["vectors"] == 3000 and scaled["recall@10_vs_exact"] == 1.0  # flat search is exact
+    # what the store builds below dense.IVF_FROM vectors, as saved: float16 codes, an id, a header
+    assert scaled["index"] == "faiss IndexIDMap2(IndexScalarQuantizer), fp16"
+    assert 2 * 384 + 8 <= scaled["bytes_per_vector"] <= 2 * 384 + 8 + 64

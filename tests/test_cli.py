@@ -161,13 +161,13 @@ def test_info_and_documents_read_as_tables(tmp_path: Path):
     rows = dict(line.split(None, 1) for line in info.splitlines())
     assert rows["documents"].startswith("2: 3 pages in 3 tiles, 1 pages read by OCR")
     assert rows["dense"].startswith("minilm-static: ") and rows["visual"].strip() == "none"
-    assert rows["retrievers"].startswith("up to date")
+    assert rows["retrievers"].startswith("up to date") and rows["languages"].strip() == "en 3 pages"
 
     listing = cli("documents", "--index", index).stdout.splitlines()
-    assert listing[0].split() == ["id", "type", "pages", "source"]
-    assert [line.split()[:3] for line in listing[1:]] == [
-        ["quarterly-report", "pdf", "2"],
-        ["scanned-memo", "pdf", "1"],
+    assert listing[0].split() == ["id", "type", "pages", "language", "source"]
+    assert [line.split()[:4] for line in listing[1:]] == [
+        ["quarterly-report", "pdf", "2", "en"],
+        ["scanned-memo", "pdf", "1", "en"],
     ]
     records = json.loads(cli("documents", "--index", index, "--json").stdout)
     assert records[0]["source"] == str(SAMPLES / "quarterly-report.pdf") and records[0]["notes"] == []
@@ -244,3 +244,21 @@ def test_openmp_threads_wait_passively_unless_the_user_says_otherwise():
         env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
     )
     assert own.stdout.strip() == "ACTIVE", own.stderr
+
+
+def test_an_unreachable_qdrant_server_and_judge_are_one_line_saying_what_to_do(tmp_path: Path):
+    from tests.conftest import cli
+
+    unreachable = cli("info", "--index", "qdrant://127.0.0.1:9/papers", check=False)
+    assert unreachable.returncode == 2
+    (line,) = unreachable.stderr.strip().splitlines()
+    assert "no Qdrant server answers at http://127.0.0.1:9" in line and "qdrant://HOST:PORT/NAME" in line
+    judged = cli(
+        "eval", str(SAMPLES.parent), "--index", str(tmp_path / "ix"), "--answers", "--judge-model", "judge",
+        "--judge-base-url", "http://127.0.0.1:9/v1", check=False,
+    )  # fmt: skip
+    assert judged.returncode == 2 and not (tmp_path / "ix").exists()  # refused before any search
+    (line,) = judged.stderr.strip().splitlines()
+    assert (
+        "the judge's endpoint http://127.0.0.1:9/v1 cannot be reached" in line and "--judge-base-url" in line
+    )

@@ -222,14 +222,14 @@ def test_a_power_loss_at_any_point_leaves_an_index_that_opens_at_a_generation(
     delete (a bitset), the pointer names whole files of its generation or the one before, and the
     index searches what its catalog holds."""
     from pagesight.store.local import retrievers
-    from pagesight.store.local.layout import read_pointer
+    from pagesight.store.local.layout import Pointer
 
     def act(index: Index) -> None:
         if change == "delete":
             assert index.delete("heron")
         else:
             assert index.add(make_pdf(tmp_path / "vole.pdf", [["the vole hides at the moraine"]])).ok
-            assert len(read_pointer(index.root / "retrievers")["segments"]) == 1  # merged by the commit
+            assert len(Pointer.read(index.root / "retrievers").segments) == 1  # merged by the commit
 
     loss, points = power_loss_points(tmp_path, monkeypatch, act)
     assert points > 4

@@ -55,6 +55,7 @@ COLPALI = importlib.util.find_spec("colpali_engine") is not None
 AGREE = {"float32": 0.999, "bfloat16": 0.97}
 # On the CPU the float32 reference is the model itself: only bfloat16 is compared there.
 DTYPES = ["bfloat16"] if KIND == "cpu" else ["float32", "bfloat16"]
+DEVICE_DTYPE = "bfloat16" if KIND == "cpu" else "auto"  # the device's side of a comparison, where one dtype
 
 
 def colpali_models():
@@ -229,8 +230,9 @@ def test_an_adapter_is_merged_on_the_device(name, built, pages, tmp_path):
 
     folder, model = built(name)
     save_lora(model, tmp_path / "adapter", ["q_proj", "v_proj"])
-    adapted = make_encoder(name, model=str(folder), adapter=str(tmp_path / "adapter"), device=DEVICE)
-    reference = make_encoder(name, model=str(folder), adapter=str(tmp_path / "adapter"), device="cpu")
+    adapter = str(tmp_path / "adapter")
+    adapted = make_encoder(name, model=str(folder), adapter=adapter, device=DEVICE, dtype=DEVICE_DTYPE)
+    reference = make_encoder(name, model=str(folder), adapter=adapter, device="cpu", dtype="float32")
     on_device(adapted.model)
     dtype = "bfloat16" if adapted.dtype == torch.bfloat16 else "float32"
     agree(adapted.encode_images(pages), reference.encode_images(pages), dtype)
@@ -400,9 +402,13 @@ def test_a_cross_encoder_reranks_on_the_device(tiny_bert):
     candidates = [Candidate(n, "doc", 1, 0, text) for n, text in enumerate(TRAIN_TEXTS[:4])]
     reranker = make_reranker("cross-encoder", model=str(tiny_bert["cross"]), device=DEVICE, batch_size=2)
     assert reranker.model.model.device.type == KIND
+    if KIND == "cpu":  # the float32 reference is this model: compare its bfloat16 weights with it
+        reranker.model.model.to(torch.bfloat16)
     scores = reranker.score(TRAIN_TEXTS[4], candidates)
     reference = make_reranker("cross-encoder", model=str(tiny_bert["cross"]), device="cpu")
-    np.testing.assert_allclose(scores, reference.score(TRAIN_TEXTS[4], candidates), atol=1e-3)
+    expected = reference.score(TRAIN_TEXTS[4], candidates)
+    np.testing.assert_allclose(scores, expected, atol=1e-3 if KIND != "cpu" else 2e-2)
+    assert KIND != "cpu" or not np.array_equal(scores, expected)  # bfloat16's own scores, not the reference's
 
 
 @pytest.mark.timeout(120)
@@ -416,10 +422,11 @@ def test_a_visual_encoder_reranks_on_the_device(name, built, pages):
     candidates = [
         Candidate(n, "doc", 1, n, "", load_image=lambda page=page: page) for n, page in enumerate(pages)
     ]
-    reranker = make_reranker(name, model=folder, device=DEVICE, batch_size=2)
+    reranker = make_reranker(name, model=folder, device=DEVICE, batch_size=2, dtype=DEVICE_DTYPE)
     on_device(reranker.encoder.model)
     scores = reranker.score(QUERIES[0], candidates)
-    reference = make_reranker(name, model=folder, device="cpu", batch_size=2).score(QUERIES[0], candidates)
+    reference = make_reranker(name, model=folder, device="cpu", batch_size=2, dtype="float32")
+    reference = reference.score(QUERIES[0], candidates)
     dtype = "bfloat16" if reranker.encoder.dtype == torch.bfloat16 else "float32"
     tokens = 10 if name == "colqwen2" else 1  # MaxSim sums a query token's best cosines
     np.testing.assert_allclose(scores, reference, atol=tokens * 2 * (1 - AGREE[dtype]) ** 0.5)

@@ -14,6 +14,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from pagesight.errors import IndexFormatError, IndexLockedError, PagesightError, SettingsConflict
 from pagesight.records import Hit
+from pagesight.settings import Settings
 
 __version__ = "0.1.0"
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "IndexFormatError",
     "IndexLockedError",
     "PagesightError",
+    "Settings",
     "SettingsConflict",
     "__version__",
 ]

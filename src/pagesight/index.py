@@ -14,8 +14,8 @@ readers' (``answer/``), and pages are rendered again from their sources (``rende
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,10 +90,10 @@ class Index:
         encoder (name, model, width) is checked against what the server gives, as in-process.
         """
         if settings is not None and not store_exists(path):
+            from pagesight.ingest.options import check_new_index
+
             settings = Settings.given(settings)
-            _check_models(settings)
-            if settings.layout:
-                _check_layout()
+            check_new_index(settings)
         store = open_store(path, create=create, settings=settings)
         return cls(store, device=device, trust_remote_code=trust_remote_code, visual_endpoint=visual_endpoint)
 
@@ -313,7 +313,7 @@ class Index:
             reranker, rerank = rerank, None
         by_image = image is not None or region is not None or isinstance(query, ImageSearchRequest)
         kind = ImageSearchRequest if by_image else SearchRequest
-        request = _request(kind, query, k=k, rerank=rerank, image=image, region=region, **options)
+        request = kind.given(query, k=k, rerank=rerank, image=image, region=region, **options)
         request = request.search_request()
         if reranker is not None and isinstance(request, ImageSearchRequest) and not request.query.strip():
             raise PagesightError(
@@ -380,39 +380,36 @@ class Index:
         """
         from pagesight.answer.ask import ask
 
-        request, reader = self._asking(question, reader, options)
-        return ask(self, request, reader, image=image, region=region, hits=hits, on_text=on_text)
+        given = {"image": image, "region": region, "hits": hits}
+        request, reader, _ = self._asking(question, reader, options)
+        return ask(self, request, reader, on_text=on_text, **given)
 
     def ask_stream(
-        self,
-        question: str | AskRequest,
-        reader: str | Reader | None = None,
-        *,
-        image: Image.Image | None = None,
-        region: tuple[float, float, float, float] | None = None,
-        hits: list[Hit] | None = None,
-        **options: Any,
+        self, question: str | AskRequest, reader: str | Reader | None = None, **options: Any
     ) -> Iterator[str | Answer]:
-        """``ask`` as it happens: the answer's text in pieces (``str``) as the reader writes them
-        (whole once read, for a reader that cannot stream), then the ``Answer``, last; see
-        ``pagesight.answer.ask.ask_stream``. Stopping early stops the reader at its next piece."""
+        """``ask`` as it happens, asked as ``ask`` is (but ``on_text``): the answer's text in pieces
+        (``str``) as the reader writes them (whole once read, for a reader that cannot stream), then
+        the ``Answer``, last; see ``pagesight.answer.ask.ask_stream``. Stopping early stops the
+        reader at its next piece."""
         from pagesight.answer.ask import ask_stream
 
-        request, reader = self._asking(question, reader, options)
-        return ask_stream(self, request, reader, image=image, region=region, hits=hits)
+        request, reader, given = self._asking(question, reader, options)
+        return ask_stream(self, request, reader, **given)
 
     def _asking(
         self, question: str | AskRequest, reader: str | Reader | None, options: dict[str, Any]
-    ) -> tuple[AskRequest, Reader]:
-        """The request ``ask`` answers, and the reader it reads with (built here when named)."""
+    ) -> tuple[AskRequest, Reader, dict[str, Any]]:
+        """The request ``ask`` answers, the reader it reads with (built here when named) and
+        ``ask``'s own arguments of ``options`` (the rest are the request's fields)."""
+        given = {name: options.pop(name) for name in ("image", "region", "hits") if name in options}
         if isinstance(reader, str):
             options["reader"] = reader
-        request = _request(AskRequest, question, **options)
+        request = AskRequest.given(question, **options)
         if reader is None or isinstance(reader, str):
             from pagesight.answer.base import build_reader
 
             reader = build_reader(request, trust_remote_code=self.trust_remote_code, endpoint=self.endpoint)
-        return request, reader
+        return request, reader, given
 
     # Reading -----------------------------------------------------------------------------------
 
@@ -432,21 +429,11 @@ class Index:
         return self.renderer.tile_image(doc_id, page, tile, compression, rerender=rerender)
 
     def explain(self, query: str, doc_id: str, page: int, tile: int = 0) -> SimilarityMap:
-        """Which patches of a tile match ``query``: its similarity map (``search.explain``) by the
-        index's visual encoder, a late-interaction one (ColPali, ColQwen, ColSmol, ColModernVBert)
-        or CLIP."""
-        from pagesight.search.explain import SimilarityMap
+        """Which patches of a tile match ``query``: its similarity map by the index's visual encoder,
+        a late-interaction one (ColPali, ColQwen, ColSmol, ColModernVBert) or CLIP (``search.explain``)."""
+        from pagesight.search.explain import explain
 
-        encoder = self.visual_encoder()
-        if encoder is None or not hasattr(encoder, "patch_similarity"):
-            named = f"visual encoder '{encoder.name}'" if encoder else "no visual encoder"
-            raise PagesightError(
-                f"{self.store.location}: {named}; similarity maps need a late-interaction one "
-                "(ingest --encoder colqwen2, colpali, colsmol) or clip"
-            )
-        image = self.tile_image(doc_id, page, tile)
-        covers = encoder.patch_box(image) if hasattr(encoder, "patch_box") else None
-        return SimilarityMap(encoder.patch_similarity(image, query), image, covers)
+        return explain(self.visual_encoder(), self.tile_image(doc_id, page, tile), query, self.store.location)
 
     @property
     def renderer(self) -> PageRenderer:
@@ -459,41 +446,25 @@ class Index:
         return self._renderer
 
     def info(self) -> dict:
-        spec = self.catalog.visual_spec()
-        languages: dict[str, int] = {}
-        for document in self.catalog.documents():  # pages by language (text.language)
-            for code, pages in (document.meta.get("languages") or {"en": document.n_pages}).items():
-                languages[code] = languages.get(code, 0) + pages
+        from pagesight.search.explain import draws_maps, query_image
+
+        spec, encoder = self.catalog.visual_spec(), self.settings.visual_encoder
+        languages: Counter = Counter()  # pages by language (text.language)
+        for document in self.catalog.documents():
+            languages.update(document.meta.get("languages") or {"en": document.n_pages})
         return {
             "path": self.store.location,
             **self.catalog.counts(),
-            "languages": languages,
+            "languages": dict(languages),
             "generation": self.catalog.generation(),
             "retrievers_generation": self.store.retrievers_generation(),
             "settings": self.settings.to_dict(),
             "visual_encoder": spec,
             "visual_index": self.settings.visual_structure(spec["multi_vector"]) if spec else None,
-            "similarity_maps": self._draws_maps(),
-            "query_image": self._query_image(),
+            "similarity_maps": draws_maps(encoder),
+            "query_image": query_image(encoder),
             "bytes_on_disk": self.store.size_bytes(),
         }
-
-    def _draws_maps(self) -> bool:
-        """Whether the index's visual encoder draws similarity maps (``explain``), without loading it."""
-        from pagesight.encode.visual import ENCODERS
-
-        name = self.settings.visual_encoder
-        return name is not None and hasattr(ENCODERS.load(name), "patch_similarity")
-
-    def _query_image(self) -> str | None:
-        """How a question's picture is searched by the index's visual encoder, without loading it:
-        "joint with text" (one query of both), "image alone", or None with no visual encoder."""
-        from pagesight.encode.visual import ENCODERS, joint_queries
-
-        name = self.settings.visual_encoder
-        if name is None:
-            return None
-        return "joint with text" if joint_queries(ENCODERS.load(name)) else "image alone"
 
     def documents(self) -> list[str]:
         """The ids of the documents, sorted: what ``delete`` and ``doc_ids`` take."""
@@ -527,36 +498,3 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _request(kind: type[SearchRequest], query: str | SearchRequest, **options: Any) -> SearchRequest:
-    """A request of ``kind``: ``query`` itself (a request) or made from it, with ``options`` (None
-    values left out) over its fields."""
-    given = {name: value for name, value in options.items() if value is not None}
-    if not isinstance(query, SearchRequest):
-        return kind(query=query, **given)
-    if not isinstance(query, kind):  # another kind's request: the fields both have carried over
-        names = {f.name for f in fields(kind)}
-        given = {**{f.name: getattr(query, f.name) for f in fields(query) if f.name in names}, **given}
-        return kind(**given)
-    return query.replace(**given) if given else query
-
-
-def _check_models(settings: Settings) -> None:
-    """Refuse settings naming models no registry knows, before an index is made with them."""
-    from pagesight.encode.dense import check_dense_model
-    from pagesight.encode.visual import ENCODERS
-
-    if settings.dense_model is not None:
-        check_dense_model(settings.dense_model)
-    if settings.visual_encoder is not None and settings.visual_encoder not in ENCODERS:
-        raise PagesightError(
-            f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
-        )
-
-
-def _check_layout() -> None:
-    """Refuse layout regions when they cannot be made, before an index is made with them."""
-    from pagesight.text.layout import model_path
-
-    model_path()  # the extra is installed and its model is there

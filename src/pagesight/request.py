@@ -164,6 +164,22 @@ class SearchRequest:
         """This request with ``changes``, checked again."""
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def given(cls, query: str | SearchRequest, **options: Any) -> SearchRequest:
+        """A request of this kind: ``query`` itself (a request) or made from it, with ``options``
+        (None values left out) over its fields; another kind's request gives the fields both have."""
+        given = {name: value for name, value in options.items() if value is not None}
+        if not isinstance(query, SearchRequest):
+            return cls(query=query, **given)
+        if not isinstance(query, cls):
+            names = {f.name for f in dataclasses.fields(cls)}
+            given = {
+                **{f.name: getattr(query, f.name) for f in dataclasses.fields(query) if f.name in names},
+                **given,
+            }
+            return cls(**given)
+        return query.replace(**given) if given else query
+
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
         data["doc_ids"] = list(self.doc_ids) if self.doc_ids is not None else None

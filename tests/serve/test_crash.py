@@ -165,10 +165,15 @@ def test_a_zombie_servers_jobs_are_taken_over_by_a_live_server_without_a_restart
 def test_a_merger_the_server_starts_leaves_no_zombie(tmp_path: Path):
     from pagesight.store.local import merging
 
-    Index.open(tmp_path / "ix", settings={"dense_model": None}).close()
+    make_pdf(tmp_path / "one.pdf", [["a page for the merger to find its index by"]])
+    with Index.open(tmp_path / "ix", settings={"dense_model": None}) as index:
+        assert index.add([tmp_path / "one.pdf"], jobs=1).ok
+    held = tmp_path / "ix" / "retrievers" / "merging.lock"
+    assert not held.exists()  # no merger ran yet: the lock file is the one it makes
     before = set(_children())
     merging.start(tmp_path / "ix")
     until(lambda: not (set(_children()) - before), 60, "the merger exits and is collected")
+    assert held.exists()  # a merger ran (and took its lock), then left no zombie
 
 
 def _children() -> list[int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pagesight.store.local.layout import read_deletes
+from pagesight.store.local.layout import Pointer
 
 
 def pointer(root: Path) -> dict:
@@ -17,9 +17,10 @@ def pointer(root: Path) -> dict:
 
 def deleted(root: Path) -> list[int]:
     """The tiles deleted from the segments the pointer names, sorted."""
-    folder, named = root / "retrievers", pointer(root)
+    folder = root / "retrievers"
+    named = Pointer.read(folder)
     found = []
-    for name in named["segments"]:
+    for name in named.segments:
         tile_ids = np.load(folder / name / "tile_ids.npy")
-        found += tile_ids[read_deletes(folder, named, name, tile_ids)].tolist()
+        found += tile_ids[named.deleted(folder, name, tile_ids)].tolist()
     return sorted(found)

@@ -1,5 +1,5 @@
 """Deleting from the local store moves the retriever pointer and rewrites no file; the next
-ingestion adds a segment of its own and keeps the deleted tiles as tombstones, never counted."""
+ingestion adds a segment of its own and keeps the deleted tiles in its bitsets, never counted."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_a_delete_lists_the_removed_tiles_and_searches_never_return_them(owls: I
     assert len(deleted(root)) == len(barn_tiles) + 1
 
 
-def test_the_next_ingestion_adds_a_segment_and_keeps_the_tombstones(owls: Index, tmp_path: Path):
+def test_the_next_ingestion_adds_a_segment_and_keeps_the_deletes(owls: Index, tmp_path: Path):
     barn_tiles = owls.catalog.tile_ids_of(["barn"])
     assert owls.delete("barn")
     before = _files(owls.root)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_an_index_built_in_twenty_commits_with_deletes_ranks_as_one_built_at_onc
     assert in_commits == at_once and all(at_once.values())
 
 
-def test_a_commit_that_replaces_a_document_tombstones_its_old_tiles(tmp_path: Path):
+def test_a_commit_that_replaces_a_document_deletes_its_old_tiles(tmp_path: Path):
     """A commit finds its new tiles from the largest id it holds and reads every id only when some
     are gone: a document replaced in the same commit as it is added again leaves none of its old
     tiles searchable."""
@@ -156,10 +157,10 @@ def test_segments_merge_by_tier_and_rank_the_same(tmp_path: Path, monkeypatch):
         assert 0 not in [len(np.load(index.root / "retrievers" / name / "tile_ids.npy"))
                          for name in pointer(index.root)["segments"]]  # fmt: skip
         merged = ranked(index)
-        tombstones = deleted(index.root)
-    assert not set(tombstones) & set(np.concatenate(
+        deleted_tiles = deleted(index.root)
+    assert not set(deleted_tiles) & set(np.concatenate(
         [np.load(tmp_path / "ix" / "retrievers" / n / "tile_ids.npy") for n in pointer(tmp_path / "ix")["segments"]]
-    ).tolist()) - set(tombstones)  # fmt: skip
+    ).tolist()) - set(deleted_tiles)  # fmt: skip
     with Index.open(tmp_path / "once", settings={"dense_model": None}) as once:
         assert once.add(files[1:], jobs=1).ok
         assert ranked(once) == merged
@@ -175,7 +176,7 @@ def test_plan_merges_takes_full_tiers_smallest_first_and_mostly_deleted_segments
     assert plan_merges([bm25.MAX_MERGED - 1] * 10, [0] * 10) == []  # full-sized segments stay
 
 
-def test_merging_segments_keeps_postings_and_drops_tombstones():
+def test_merging_segments_keeps_postings_and_drops_deleted_tiles():
     texts = ["owl vole owl", "heron basalt", "", "owl heron heron tundra"]
     one = LexicalRetriever.build(np.arange(4), texts, phrases=True, term_weights=True)
     split = LexicalRetriever(
@@ -201,7 +202,7 @@ def test_merging_segments_keeps_postings_and_drops_tombstones():
 
 def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkeypatch):
     """MaxScore (store/maxscore.py) leaves common terms unscanned once a threshold is known; the
-    best tiles and their float32 scores are those of scoring every posting, filters and tombstones
+    best tiles and their float32 scores are those of scoring every posting, filters and deleted tiles
     honoured, and the pruning happens (the threshold scan made small for a small collection)."""
     from pagesight.store.local import maxscore
 
@@ -237,7 +238,7 @@ def test_pruned_search_keeps_the_scores_and_ties_of_scoring_every_posting(monkey
         assert lexical.search(query, 10) == everything[:10]
         passing = [hit for hit in everything if hit[0] % 3 == 0]
         assert lexical.search(query, 10, allowed=allowed) == passing[:10]
-        assert all(tile % 7 for tile, _ in everything)  # tombstones never score
+        assert all(tile % 7 for tile, _ in everything)  # deleted tiles never score
     assert len(looked_up) >= len(queries)
 
 
@@ -375,6 +376,7 @@ def three_commits_and_a_delete(tmp_path: Path, monkeypatch) -> list[Path]:
 
 def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(tmp_path: Path, monkeypatch):
     from pagesight.store.local import merging
+    from pagesight.store.local.lock import WriteLock
 
     files = three_commits_and_a_delete(tmp_path, monkeypatch)
     with Index.open(tmp_path / "ix", create=False) as writer:
@@ -383,11 +385,22 @@ def test_a_merge_beside_the_writer_swaps_its_segment_in_and_changes_no_ranking(t
         reader = Index.open(tmp_path / "ix", create=False)
         before = ranked(reader)
         generation = pointer(writer.root)["generation"]
+        removed, rmtree = [], shutil.rmtree
+
+        def removing(path, *args, **kwargs):  # whether a writer could take the lock meanwhile
+            lock = WriteLock(writer.root)
+            removed.append((Path(path).name, lock.acquire()))
+            lock.release()
+            return rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", removing)
         assert merging.merge_due(writer.root) >= 1
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
         after = pointer(writer.root)
         assert after["generation"] == generation and not set(parts) & set(after["segments"])
         assert deleted(writer.root) == []  # the deleted tiles were dropped by the merge
         assert not any((writer.root / "retrievers" / name).exists() for name in parts)
+        assert set(parts) <= {name for name, _ in removed} and all(free for _, free in removed)
         assert ranked(reader) == before  # its own segments, in memory
         assert ranked(Index.open(tmp_path / "ix", create=False)) == before  # a new reader: the merged one
         for path in files[3:]:
@@ -516,7 +529,7 @@ def test_visual_vectors_grow_by_parts_and_rank_as_one_index_of_them_all(
     tmp_path: Path, monkeypatch, multi_vector: bool, merged_by: str
 ):
     """The visual vectors are parts beside the segments, as the dense ones: a commit writes only its
-    own tiles' part, deletes are tombstones, and parts merged by a commit or by the merging process
+    own tiles' part, deletes are bits of its bitset, and parts merged by a commit or by the merging process
     rank every query exactly as one index of the live vectors would (single vectors by inner
     product, token vectors by MaxSim)."""
     from pagesight.records import Document, Page, Span, Tile

@@ -72,11 +72,13 @@ def test_trained_index_recall(kind, storage, minimum, data, queries):
 
 
 def test_index_trains_when_crossing_threshold_and_keeps_earlier_vectors(data, queries):
-    index = VectorIndex(DIM, "ivf", train_threshold=1000)
+    index = VectorIndex(DIM, "ivf", train_threshold=1000, nprobe=4)
     index.add(np.arange(600), data[:600])
-    assert not index.is_trained
+    assert not index.is_trained and index.structure() == "IndexIDMap2(IndexFlatIP)"
     index.add(np.arange(600, 1200), data[600:1200])
     assert index.is_trained and len(index) == 1200
+    nlist = index._index.nlist
+    assert index.structure() == f"IndexIVFFlat, nlist {nlist}, nprobe 4" and nlist > 1
     index.nprobe = index._index.nlist  # every cell: the result must then be exact
     _, found = index.search(queries, 10)
     assert (found == exact_top(queries, data[:1200], 10)).all()

@@ -53,9 +53,11 @@ model whose code comes with it (an ``auto_map`` in its config) runs that code on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -100,8 +102,32 @@ FAMILY_COORDINATES = {
 DEFAULT_COORDINATES = "norm1000"
 
 
+@dataclass(frozen=True)
+class ReadingOptions:
+    """How a transformers reader reads, whatever loaded its model (``TransformersReader`` and its
+    ``from_objects`` take them as keywords): ``max_tokens`` new tokens at most, ``inputs`` (the
+    module docstring), the boxes' ``coordinates`` (None: the model family's), ``number_from`` (the
+    first image's number), ``max_images`` (None: no limit), ``logprobs`` kept, ``static_cache``."""
+
+    max_tokens: int = 512
+    inputs: str = "images"
+    coordinates: str | None = None
+    number_from: int = 1
+    max_images: int | None = None
+    logprobs: bool = False
+    static_cache: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise PagesightError(f"max_tokens must be 1 or more, got {self.max_tokens}")
+        check_options(self.inputs, self.coordinates, self.max_images, self.number_from)
+
+
 class TransformersReader:
-    """A reader running a local vision-language model with ``transformers``."""
+    """A reader running a local vision-language model with ``transformers``: ``model`` (a hub id or
+    a folder) loaded on ``device`` in ``dtype`` with ``vlm_loading.load``'s options (``min_pixels``,
+    ``max_pixels``, ``adapter``, ``trust_remote_code``, ``attention``), reading as ``options`` say
+    (``ReadingOptions``)."""
 
     name = "transformers"
 
@@ -111,20 +137,14 @@ class TransformersReader:
         model: str | None = None,
         device: str = "auto",
         dtype: str = "auto",
-        max_tokens: int = 512,
-        inputs: str = "images",
-        coordinates: str | None = None,
-        number_from: int = 1,
-        max_images: int | None = None,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         adapter: str | None = None,
         trust_remote_code: bool = False,
-        logprobs: bool = False,
         attention: str = "auto",
-        static_cache: bool = False,
+        **options: Any,
     ) -> None:
-        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
+        reading = ReadingOptions(**options)
         if not model:
             raise PagesightError(
                 "the transformers reader needs a model: pass model= (--model), a hub id such as "
@@ -137,68 +157,33 @@ class TransformersReader:
             model,
             device=device,
             dtype=dtype,
-            inputs=inputs,
+            inputs=reading.inputs,
             min_pixels=min_pixels,
             max_pixels=max_pixels,
             adapter=adapter,
             trust_remote_code=trust_remote_code,
             attention=attention,
-            static_cache=static_cache,
+            static_cache=reading.static_cache,
         )
-        self._attach(
-            loaded,
-            processor,
-            model,
-            dict(
-                max_tokens=max_tokens,
-                inputs=inputs,
-                coordinates=coordinates,
-                number_from=number_from,
-                max_images=max_images,
-                logprobs=logprobs,
-                static_cache=static_cache,
-            ),
-        )
+        self._attach(loaded, processor, model, reading)
 
     @classmethod
     def from_objects(
-        cls,
-        model: Any,
-        processor: Any,
-        *,
-        source: str = "model object",
-        max_tokens: int = 512,
-        inputs: str = "images",
-        coordinates: str | None = None,
-        number_from: int = 1,
-        max_images: int | None = None,
-        logprobs: bool = False,
-        static_cache: bool = False,
+        cls, model: Any, processor: Any, *, source: str = "model object", **options: Any
     ) -> TransformersReader:
         """A reader over an already built model and its processor (or tokenizer, for ``inputs="text"``),
-        used as they are (attention and pixel budget included).
-
-        ``source`` names the model in messages.
+        used as they are (attention and pixel budget included), reading as ``options`` say
+        (``ReadingOptions``). ``source`` names the model in messages.
         """
-        _check_options(max_tokens, inputs, coordinates, max_images, number_from)
+        reading = ReadingOptions(**options)
         reader = cls.__new__(cls)
-        options = dict(
-            max_tokens=max_tokens,
-            inputs=inputs,
-            coordinates=coordinates,
-            number_from=number_from,
-            max_images=max_images,
-            logprobs=logprobs,
-            static_cache=static_cache,
-        )
-        reader._attach(model, processor, source, options)
+        reader._attach(model, processor, source, reading)
         return reader
 
-    def _attach(self, model: Any, processor: Any, source: str, options: dict[str, Any]) -> None:
-        inputs = options["inputs"]
+    def _attach(self, model: Any, processor: Any, source: str, options: ReadingOptions) -> None:
         if not getattr(processor, "chat_template", None):
             raise PagesightError(f"transformers reader: model '{source}' has no chat template")
-        if inputs != "text" and not hasattr(processor, "image_processor"):
+        if options.inputs != "text" and not hasattr(processor, "image_processor"):
             raise PagesightError(
                 f"transformers reader: model '{source}' has no image processor, so it reads no images; "
                 "pass inputs='text' for a text-only model"
@@ -207,14 +192,10 @@ class TransformersReader:
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.source = source
-        self.max_tokens = options["max_tokens"]
-        self.inputs = inputs
+        for name, value in dataclasses.asdict(options).items():
+            setattr(self, name, value)
         family = getattr(model.config, "model_type", None)
-        self.coordinates = options["coordinates"] or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
-        self.number_from = options["number_from"]
-        self.max_images = options["max_images"]
-        self.logprobs = options["logprobs"]
-        self.static_cache = options["static_cache"]
+        self.coordinates = options.coordinates or FAMILY_COORDINATES.get(family, DEFAULT_COORDINATES)
         self._template_tools: bool | None = None  # whether the chat template renders tools
 
     def read(
@@ -458,11 +439,3 @@ def tool_calls(text: str) -> list[ToolCall]:
             problem = f'a tool call must be {{"name": ..., "arguments": {{...}}}}, got {body[:100]!r}'
             calls.append(ToolCall(f"call_{n}", "", body, problem))
     return calls
-
-
-def _check_options(
-    max_tokens: int, inputs: str, coordinates: str | None, max_images: int | None, number_from: int
-) -> None:
-    if max_tokens < 1:
-        raise PagesightError(f"max_tokens must be 1 or more, got {max_tokens}")
-    check_options(inputs, coordinates, max_images, number_from)

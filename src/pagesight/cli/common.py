@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import inspect
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -19,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pagesight.errors import PagesightError, SettingsConflict
 from pagesight.request import MODES, SearchRequest, label, spec, value_type
+from pagesight.spec import given_value
 
 if TYPE_CHECKING:
     from pagesight.endpoints import VisualEndpoint
@@ -213,19 +215,27 @@ def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
 Mode = choices("Mode", MODES)
 
 
-def request_options(kind: type[SearchRequest], *, required: tuple[str, ...] = ()):
-    """Decorate a command taking ``request: kind``: its options become the request's fields, each
-    an option with the field's help, default and flags (``request.Spec``), ``query`` the argument
-    (``required`` names those with no default), and the command is called with the request made
-    from them. A field added to the request is an option of the command, with nothing here to
-    change."""
+def request_options(kind: type, *, required: tuple[str, ...] = (), into: str = "request"):
+    """Decorate a command taking ``into: kind`` (``request`` by default): its options become the
+    dataclass's fields, each an option with the field's help, default and flags (``spec.Spec``),
+    ``query`` the argument (``required`` names those with no default), and the command is called
+    with the ``kind`` made from them (a ``SearchRequest``, eval's ``SearchGrid``). A field added to
+    the dataclass is an option of the command, with nothing here to change."""
+    fields = dataclasses.fields(kind)
 
-    def decorate(command):
-        own = [
-            p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "request"
-        ]
-        fields = dataclasses.fields(kind)
-        derived = [
+    def made(given: dict):
+        values = {}
+        for f in fields:
+            value = given.pop(label(f))
+            value = value.value if isinstance(value, Enum) else value
+            if value is None and f.default is not None:
+                continue  # not given: the field's own default (a factory's)
+            values[f.name] = given_value(f, value, f"--{label(f).replace('_', '-')}")
+        return kind(**values)
+
+    return _derived(
+        into,
+        [
             inspect.Parameter(
                 label(f),
                 inspect.Parameter.KEYWORD_ONLY,
@@ -233,31 +243,69 @@ def request_options(kind: type[SearchRequest], *, required: tuple[str, ...] = ()
                 annotation=_cli_type(f),
             )
             for f in fields
-        ]
+        ],
+        made,
+    )
+
+
+def field_options(
+    kind: type, names: list[str], *, many: Collection[str] = (), flags: Mapping = {}, into: str
+):
+    """Decorate a command taking ``into: dict`` with an option for each of ``kind``'s fields
+    ``names``, as ``field_option`` makes it (a list of values for those in ``many``; ``flags``:
+    other flags by name); the command is called with ``into``, each field's name to the value given
+    (None when not; a tuple of values for those in ``many``)."""
+    found = {f.name: f for f in dataclasses.fields(kind)}
+
+    def made(given: dict) -> dict:
+        taken = {}
+        for name in names:
+            value = given.pop(name)
+            if name in many:
+                flag = (flags.get(name) or (f"--{name.replace('_', '-')}",))[0]
+                value = values(value, value_type(found[name])[0], flag)
+            taken[name] = value.value if isinstance(value, Enum) else value
+        return taken
+
+    parameters = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=field_option(kind, name, flags=flags.get(name, ()), many=name in many),
+        )
+        for name in names
+    ]
+    return _derived(into, parameters, made)
+
+
+def _derived(into: str, derived: list[inspect.Parameter], made):
+    """Decorate a command taking ``into``: ``derived`` become its options, after its first, and
+    it is called with ``into=made(values given)`` (a refusal ends the command)."""
+
+    def decorate(command):
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != into]
         parameters = [own[0], *derived, *own[1:]] if own else derived
         parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
 
         @functools.wraps(command)
         def run(**given):
-            values = {f.name: given.pop(label(f)) for f in fields}
-            values = {name: v.value if isinstance(v, Enum) else v for name, v in values.items()}
             try:
-                request = kind(**values)
+                value = made(given)
             except PagesightError as exc:
                 fail(str(exc))
-            return command(request=request, **given)
+            return command(**{into: value}, **given)
 
         run.__signature__ = inspect.Signature(parameters)
-        run.__annotations__ = {
-            **{p.name: p.annotation for p in own},
-            **{p.name: p.annotation for p in derived},
-        }
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
         return run
 
     return decorate
 
 
 def _cli_default(f: dataclasses.Field):
+    if f.default is dataclasses.MISSING:  # made by a factory: none given
+        return None
     return list(f.default) if isinstance(f.default, tuple) else f.default
 
 

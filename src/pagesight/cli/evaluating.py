@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -19,15 +20,16 @@ from pagesight.cli.common import (
     choices,
     err,
     fail,
-    field_help,
-    field_option,
+    field_options,
     out,
     progress_bar,
+    request_options,
     values,
 )
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import JUDGES
-from pagesight.request import AskRequest, SearchRequest
+from pagesight.eval.options import SWEPT, SearchGrid
+from pagesight.request import AskRequest, SearchRequest, spec
 
 app = typer.Typer()
 
@@ -39,133 +41,87 @@ ContextOption = Annotated[
         "(the best tiles not on a gold page), none (no retrieval). Several: repeat, or join by commas."
     ),
 ]
-AnswerK = field_option(AskRequest, "k", flags=("--answer-k",), many=True)
-Compressions = field_option(AskRequest, "compression", many=True)
-Inputs = field_option(AskRequest, "inputs", many=True)
-Strategies = field_option(AskRequest, "strategy", many=True)
-Searches = field_option(AskRequest, "max_searches", many=True)
 Judges = choices("Judges", JUDGES)
 TextFrom = choices("TextFrom", TEXT_FROM)
+# The answer's options: each field AskRequest has of its own (the reader's, and the tiles it is
+# given), those an answer grid sweeps as lists of values (eval.grid.SWEPT)
+_SEARCHED = {f.name: spec(f) for f in dataclasses.fields(SearchRequest)}
+ANSWERED = [f.name for f in dataclasses.fields(AskRequest) if spec(f) != _SEARCHED.get(f.name, spec(f))]
+ANSWERED += [f.name for f in dataclasses.fields(AskRequest) if f.name not in _SEARCHED]
+ANSWERED = [name for name in dict.fromkeys(ANSWERED) if name != "query"]
 
-
-def swept(given: list[str]) -> dict[str, list[str]]:
-    """``--vary`` options, each NAME=VALUE,VALUE,..., as each name's values."""
-    found = {}
-    for item in given:
-        name, equals, listed = item.partition("=")
-        values = [value.strip() for value in listed.split(",") if value.strip()]
-        if not equals or not name.strip() or not values:
-            raise PagesightError(f"--vary: give NAME=VALUE,VALUE,..., got '{item}'")
-        found[name.strip()] = values
-    return found
+DatasetArgument = Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")]
+EvalIndex = Annotated[
+    str | None,
+    typer.Option("--index", "-i", help="Index directory or store (default: a folder cached per dataset)."),
+]
+ReportOption = Annotated[
+    Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
+]
+ByOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Also break every score down by these fields of the questions (queries.jsonl's fields: "
+        "ViDoRe V3's language, query_format, query_types, content_type, modality, ...; pages: the "
+        "number of relevant pages, 1, 2, 3-5, 6+), after those the dataset's dataset.json names "
+        "(TAT-QA's answer_type and answer_from). Repeat, or join by commas."
+    ),
+]
+TextFromOption = Annotated[
+    TextFrom,
+    typer.Option(
+        help="The pages' text: their text layer or OCR (documents), or the dataset's own "
+        "transcriptions, texts.jsonl (dataset; in an index of its own)."
+    ),
+]
+DepthOption = Annotated[int, typer.Option(help="Ranked corpus items kept per query.")]
+PrimaryOption = Annotated[str, typer.Option(help="Metric that picks the best configuration.")]
+AnswersOption = Annotated[
+    bool,
+    typer.Option(
+        "--answers",
+        help="Also answer the questions of answers.jsonl under the best configuration, once per "
+        "combination of the answer settings (--reader implies it).",
+    ),
+]
+JudgeOption = Annotated[
+    Judges | None,
+    typer.Option(
+        help="Grade answers with --judge-model: binary (YES/NO), graded (CORRECT, PARTIALLY_CORRECT, "
+        "INCORRECT) or simpleqa (CORRECT, INCORRECT, NOT_ATTEMPTED); at temperature 0."
+    ),
+]
+JudgeModelOption = Annotated[
+    str | None,
+    typer.Option(help="The judge's model on an OpenAI-compatible endpoint (--judge binary by default)."),
+]
+JudgeUrlOption = Annotated[str | None, typer.Option(help="The judge's endpoint (default: --base-url).")]
 
 
 @app.command("eval")
+@request_options(SearchGrid, into="searches")
+@field_options(AskRequest, ANSWERED, many=SWEPT, flags={"k": ("--answer-k",)}, into="answering")
 def evaluate(
-    dataset: Annotated[Path, typer.Argument(help="Dataset folder: documents, queries.jsonl, qrels.tsv.")],
-    index: Annotated[
-        str | None,
-        typer.Option(
-            "--index", "-i", help="Index directory or store (default: a folder cached per dataset)."
-        ),
-    ] = None,
-    mode: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--mode",
-            "-m",
-            help="Configuration(s): lexical, dense, visual, hybrid (the search default), rrf, rsf:ALPHA; "
-            "each with /doc:WEIGHT for another document weight, then /unranked (no learned ranker), "
-            "then /within. Repeatable.",
-        ),
-    ] = None,
-    within_document: Annotated[
-        bool,
-        typer.Option(
-            help="Also search each question inside its own documents only (queries.jsonl's doc_ids, "
-            "else its relevant pages' documents), as long-document benchmarks do."
-        ),
-    ] = False,
-    sweep: Annotated[bool, typer.Option(help="Add relative score fusion at alpha 0, 0.1, ..., 1.")] = False,
-    vary: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A search setting swept, NAME=VALUE,VALUE,...: every configuration searched with each "
-            "value instead, named CONFIG/NAME:VALUE (visual_weight, alpha, ef, nprobe, ef_search, rrf_k, "
-            "doc, candidates). Repeatable: every combination.",
-        ),
-    ] = None,
-    where: Annotated[str | None, typer.Option(help=field_help("where"))] = None,
-    report: Annotated[
-        Path | None, typer.Option(help="Write report.md/.html, plots and TREC runs into this folder.")
-    ] = None,
-    by: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Also break every score down by these fields of the questions (queries.jsonl's fields: "
-            "ViDoRe V3's language, query_format, query_types, content_type, modality, ...; pages: the "
-            "number of relevant pages, 1, 2, 3-5, 6+), after those the dataset's dataset.json names "
-            "(TAT-QA's answer_type and answer_from). Repeat, or join by commas."
-        ),
-    ] = None,
-    text_from: Annotated[
-        TextFrom,
-        typer.Option(
-            help="The pages' text: their text layer or OCR (documents), or the dataset's own "
-            "transcriptions, texts.jsonl (dataset; in an index of its own)."
-        ),
-    ] = TextFrom.documents,
-    depth: Annotated[int, typer.Option(help="Ranked corpus items kept per query.")] = 100,
-    primary: Annotated[str, typer.Option(help="Metric that picks the best configuration.")] = "ndcg@10",
-    rerank: Annotated[
-        str | None,
-        typer.Option(
-            help="Also evaluate each configuration reranked by this reranker (see search --rerank)."
-        ),
-    ] = None,
-    rerank_model: Annotated[str | None, typer.Option(help=field_help("rerank_model"))] = None,
-    rerank_candidates: Annotated[
-        int, typer.Option(help=field_help("rerank_candidates"))
-    ] = SearchRequest.rerank_candidates,
-    answers: Annotated[
-        bool,
-        typer.Option(
-            "--answers",
-            help="Also answer the questions of answers.jsonl under the best configuration, once per "
-            "combination of the answer settings below (--reader implies it).",
-        ),
-    ] = False,
+    dataset: DatasetArgument,
+    index: EvalIndex = None,
+    report: ReportOption = None,
+    by: ByOption = None,
+    text_from: TextFromOption = TextFrom.documents,
+    depth: DepthOption = 100,
+    primary: PrimaryOption = "ndcg@10",
+    answers: AnswersOption = False,
     context: ContextOption = None,
-    answer_k: AnswerK = None,
-    compression: Compressions = None,
-    inputs: Inputs = None,
-    strategy: Strategies = None,
-    reader: field_option(AskRequest, "reader") = None,
-    model: field_option(AskRequest, "model") = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
     device: ReaderDeviceOption = None,
     trust_remote_code: TrustOption = False,
-    max_tokens: field_option(AskRequest, "max_tokens") = None,
-    coordinates: field_option(AskRequest, "coordinates") = None,
-    number_from: field_option(AskRequest, "number_from") = None,
-    agent: field_option(AskRequest, "agent") = False,
-    max_searches: Searches = None,
-    judge: Annotated[
-        Judges | None,
-        typer.Option(
-            help="Grade answers with --judge-model: binary (YES/NO), graded (CORRECT, PARTIALLY_CORRECT, "
-            "INCORRECT) or simpleqa (CORRECT, INCORRECT, NOT_ATTEMPTED); at temperature 0."
-        ),
-    ] = None,
-    judge_model: Annotated[
-        str | None,
-        typer.Option(help="The judge's model on an OpenAI-compatible endpoint (--judge binary by default)."),
-    ] = None,
-    judge_base_url: Annotated[
-        str | None, typer.Option(help="The judge's endpoint (default: --base-url).")
-    ] = None,
+    judge: JudgeOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeUrlOption = None,
     as_json: JsonOption = False,
+    *,
+    searches: SearchGrid,
+    answering: dict,
 ) -> None:
     """Score search (and answers) on a dataset.
 
@@ -177,33 +133,19 @@ def evaluate(
     from pagesight.eval.dataset import Dataset
     from pagesight.eval.harness import default_index_dir
     from pagesight.eval.judges import openai_judge
-    from pagesight.eval.runner import SearchGrid, evaluate_dataset
+    from pagesight.eval.runner import evaluate_dataset
     from pagesight.store.base import store_exists
 
-    asked = answers or reader is not None
+    asked = answers or answering["reader"] is not None
     if (judge_model or judge) and not asked:
         fail("--judge-model needs --reader or --answers")
     if judge and not judge_model:
         fail("--judge needs --judge-model")
-    lists = {"context": context, "answer_k": answer_k, "compression": compression, "inputs": inputs}
-    lists.update(strategy=strategy, max_searches=max_searches)
-    options = {"model": model, "max_tokens": max_tokens, "number_from": number_from}
-    options.update(coordinates=coordinates.value if coordinates else None)
     local = {"base_url": base_url, "api_key": api_key, "device": device}
     with progress_bar(transient=True) as progress:
         searched, answered = _progress_reporters(progress)
         try:
-            searches = SearchGrid(
-                modes=tuple(mode or ()),
-                sweep=sweep,
-                vary=swept(vary or []),
-                rerank=rerank,
-                rerank_candidates=rerank_candidates,
-                rerank_model=rerank_model,
-                within_document=within_document,
-                where=where,
-            ).check()
-            grid = _eval_grid(asked, reader, agent, options, lists, local)
+            grid = answer_grid(asked, answering, context, local)
             scorer = None
             if judge_model:
                 kind = judge.value if judge else "binary"
@@ -213,21 +155,11 @@ def evaluate(
             if not store_exists(path):
                 err.print(f"indexing {data.documents} into {path}", highlight=False)
             evaluation = evaluate_dataset(
-                data,
-                index=path,
-                searches=searches,
-                depth=depth,
-                primary=primary,
-                grid=grid,
-                reader_options=local,
-                judge=scorer,
-                report=report,
-                by=values(by, str, "--by") or (),
-                text_from=text_from.value,
-                progress=searched,
-                answer_progress=answered,
+                data, index=path, searches=searches.check(), depth=depth, primary=primary, grid=grid,
+                reader_options=local, judge=scorer, report=report, by=values(by, str, "--by") or (),
+                text_from=text_from.value, progress=searched, answer_progress=answered,
                 trust_remote_code=trust_remote_code,
-            )
+            )  # fmt: skip
         except PagesightError as exc:
             fail(str(exc))
     _print_evaluation(evaluation, as_json)
@@ -250,20 +182,24 @@ def _progress_reporters(progress):
     return searched, answered
 
 
-def _eval_grid(asked: bool, reader: str | None, agent: bool, options: dict, lists: dict, local: dict):
+def answer_grid(asked: bool, answering: dict, context: list[str] | None, local: dict):
     """The answer grid when answers are asked for (``--answers`` or ``--reader``): the request of
-    ``reader``, ``agent`` and the reader's ``options``, over eval's answer ``lists``. Otherwise
-    None, and any answer setting, reader option or machine option (``local``) given is refused."""
-    if asked:
-        return answer_grid(AskRequest(reader=reader or AskRequest.reader, **options, agent=agent), **lists)
-    if (
-        any(lists.values())
-        or agent
-        or any(value is not None for value in options.values())
-        or any(local.values())
-    ):
-        raise PagesightError("the answer settings and the reader's options need --answers (or --reader)")
-    return None
+    the answer's options given (``answering``: AskRequest's fields, a tuple of values for each one
+    swept), over ``context`` and the values swept. Otherwise None, and any answer option or machine
+    option (``local``) given is refused."""
+    from pagesight.eval.grid import AnswerGrid
+
+    if not asked:
+        if context or any(value not in (None, False) for value in answering.values()) or any(local.values()):
+            raise PagesightError("the answer settings and the reader's options need --answers (or --reader)")
+        return None
+    single = {name: value for name, value in answering.items() if name not in SWEPT and value is not None}
+    request = AskRequest(**{**single, "reader": single.get("reader") or AskRequest.reader})
+    lists = {SWEPT[name]: answering[name] for name in SWEPT if answering[name]}
+    if lists.get("max_searches") and not request.agent:
+        raise PagesightError("--max-searches needs --agent")
+    contexts = values(context, str, "--context")
+    return AnswerGrid(request, **lists, **({"contexts": contexts} if contexts else {}))
 
 
 def _print_evaluation(evaluation, as_json: bool) -> None:
@@ -281,23 +217,6 @@ def _print_evaluation(evaluation, as_json: bool) -> None:
     _print_breakdowns(evaluation.breakdowns(), evaluation.best.config.name)
 
 
-def answer_grid(request: AskRequest, **given: list[str] | None):
-    """The answer grid of eval's list options (``given``: their values as typed)."""
-    from pagesight.eval.grid import AnswerGrid
-
-    lists = {
-        "contexts": values(given["context"], str, "--context"),
-        "ks": values(given["answer_k"], int, "--answer-k"),
-        "compressions": values(given["compression"], float, "--compression"),
-        "inputs": values(given["inputs"], str, "--inputs"),
-        "strategies": values(given["strategy"], str, "--strategy"),
-        "max_searches": values(given["max_searches"], int, "--max-searches"),
-    }
-    if lists["max_searches"] and not request.agent:
-        raise PagesightError("--max-searches needs --agent")
-    return AnswerGrid(request, **{name: found for name, found in lists.items() if found})
-
-
 def _print_answers(summaries: list[dict]) -> None:
     """One line for one answer configuration (as before the grid); a table for several."""
     names = (
@@ -308,6 +227,7 @@ def _print_answers(summaries: list[dict]) -> None:
         "relaxed_accuracy",
         "contains",
         "cites_relevant",
+        "grounding_f1",
         "judge",
     )
     if len(summaries) == 1:

@@ -48,6 +48,10 @@ def _info_rows(data: dict) -> list[tuple[str, str]]:
             f"{data['documents']:,}: {data['pages']:,} pages in {data['tiles']:,} tiles, "
             f"{data['ocr_pages']:,} pages read by OCR",
         ),
+        (
+            "languages",
+            ", ".join(f"{code} {pages:,} pages" for code, pages in data["languages"].items()) or "none",
+        ),
         ("lexical", "BM25 over the tiles' text"),
     ]
     rows += [("dense", _dense_row(data)), ("visual", _visual_row(data))]
@@ -121,8 +125,8 @@ def documents(
 ) -> None:
     """List the documents with their types, pages and sources.
 
-    The ids listed are what delete and --doc take; --json also gives each document's fields, what
-    --where reads.
+    The ids listed are what delete and --doc take, the language its pages' most frequent; --json
+    also gives each document's fields, what --where reads.
     """
     idx = open_index(index)
     try:
@@ -139,9 +143,11 @@ def documents(
     table.add_column("id", overflow="fold")
     table.add_column("type")
     table.add_column("pages", justify="right")
+    table.add_column("language")
     table.add_column("source", overflow="fold")
     for row in listing:
-        table.add_row(row["id"], row["type"], f"{row['pages']:,}", _shown_path(row["source"]))
+        language = row["fields"].get("language") or ""
+        table.add_row(row["id"], row["type"], f"{row['pages']:,}", language, _shown_path(row["source"]))
     out.print(table, highlight=False)
     for row in listing:
         for note in row["notes"]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -22,97 +22,107 @@ from pagesight.cli.common import (
 from pagesight.endpoints import CONCURRENCY
 from pagesight.errors import PagesightError
 
-if TYPE_CHECKING:
-    pass
-
 app = typer.Typer()
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+HostOption = Annotated[
+    str, typer.Option(help="Address to bind; beyond loopback it needs --api-key (or --insecure).")
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar="PAGESIGHT_API_KEY",
+        show_envvar=True,
+        help="Key every API request must carry (Authorization: Bearer KEY or X-API-Key); "
+        "without one, uploads and deletes are refused.",
+    ),
+]
+MaxUploadOption = Annotated[float, typer.Option(help="Largest request body (an upload), in MB.")]
+ReadersOption = Annotated[
+    int, typer.Option(help="Searches served at once, each with its own retrievers in memory.")
+]
+UploadsOption = Annotated[
+    Path | None, typer.Option(help="Folder for uploaded files (default: uploads/ in the index).")
+]
+InsecureOption = Annotated[
+    bool,
+    typer.Option("--insecure", help="Allow binding beyond loopback without an API key (readable by all)."),
+]
+KeysOption = Annotated[
+    Path | None,
+    typer.Option(help="A JSON file binding keys to tenants, each seeing and writing its own documents."),
+]
+WorkersOption = Annotated[
+    int, typer.Option(help="Server processes over the index, each on a core of its own (stateless /mcp).")
+]
+OfferedReaders = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A model reader requests may choose beside the extractive one: openai (needs --model "
+        "and --base-url)."
+    ),
+]
+OfferedModels = Annotated[
+    list[str] | None,
+    typer.Option(help="A model requests may name for --reader (repeatable; the first is the default)."),
+]
+ModelsUrl = Annotated[
+    str | None,
+    typer.Option(envvar="PAGESIGHT_OPENAI_BASE_URL", help="--reader openai: the endpoint the models run at."),
+]
+ModelKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar=["PAGESIGHT_OPENAI_API_KEY", "OPENAI_API_KEY"],
+        show_envvar=False,
+        help="The key sent to --base-url (default: $PAGESIGHT_OPENAI_API_KEY, else $OPENAI_API_KEY, "
+        "read once at start).",
+    ),
+]
+OfferedRerankers = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A reranker requests may choose (repeatable): cross-encoder, vlm-openai (needs --model "
+        "and --base-url), ..."
+    ),
+]
+MaxTokensOption = Annotated[
+    int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
+]
+RerankCandidatesOption = Annotated[
+    int, typer.Option(help="The most tiles a search may have reranked (each a model call for vlm-openai).")
+]
+ReadSecondsOption = Annotated[
+    float,
+    typer.Option(
+        help="The extractive reader's deadline for one answer, in seconds (read in processes of "
+        "its own); past it the answer is refused with 504."
+    ),
+]
+
+
 @app.command()
 def serve(
     index: IndexOption,
-    host: Annotated[
-        str, typer.Option(help="Address to bind; beyond loopback it needs --api-key (or --insecure).")
-    ] = "127.0.0.1",
+    host: HostOption = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="PAGESIGHT_API_KEY",
-            show_envvar=True,
-            help="Key every API request must carry (Authorization: Bearer KEY or X-API-Key); "
-            "without one, uploads and deletes are refused.",
-        ),
-    ] = None,
-    max_upload_mb: Annotated[float, typer.Option(help="Largest request body (an upload), in MB.")] = 100.0,
-    readers: Annotated[
-        int, typer.Option(help="Searches served at once, each with its own retrievers in memory.")
-    ] = 4,
-    uploads: Annotated[
-        Path | None, typer.Option(help="Folder for uploaded files (default: uploads/ in the index).")
-    ] = None,
-    insecure: Annotated[
-        bool,
-        typer.Option(
-            "--insecure", help="Allow binding beyond loopback without an API key (readable by all)."
-        ),
-    ] = False,
-    keys: Annotated[
-        Path | None,
-        typer.Option(help="A JSON file binding keys to tenants, each seeing and writing its own documents."),
-    ] = None,
-    workers: Annotated[
-        int, typer.Option(help="Server processes over the index, each on a core of its own (stateless /mcp).")
-    ] = 1,
-    reader: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A model reader requests may choose beside the extractive one: openai (needs --model "
-            "and --base-url)."
-        ),
-    ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(help="A model requests may name for --reader (repeatable; the first is the default)."),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="PAGESIGHT_OPENAI_BASE_URL", help="--reader openai: the endpoint the models run at."
-        ),
-    ] = None,
-    model_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar=["PAGESIGHT_OPENAI_API_KEY", "OPENAI_API_KEY"],
-            show_envvar=False,
-            help="The key sent to --base-url (default: $PAGESIGHT_OPENAI_API_KEY, else $OPENAI_API_KEY, "
-            "read once at start).",
-        ),
-    ] = None,
-    rerank: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A reranker requests may choose (repeatable): cross-encoder, vlm-openai (needs --model "
-            "and --base-url), ..."
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int, typer.Option(help="Model readers: the longest answer a request may ask for, in tokens.")
-    ] = 1024,
-    rerank_candidates: Annotated[
-        int,
-        typer.Option(help="The most tiles a search may have reranked (each a model call for vlm-openai)."),
-    ] = 100,
-    read_seconds: Annotated[
-        float,
-        typer.Option(
-            help="The extractive reader's deadline for one answer, in seconds (read in processes of "
-            "its own); past it the answer is refused with 504."
-        ),
-    ] = 30.0,
+    api_key: ApiKey = None,
+    max_upload_mb: MaxUploadOption = 100.0,
+    readers: ReadersOption = 4,
+    uploads: UploadsOption = None,
+    insecure: InsecureOption = False,
+    keys: KeysOption = None,
+    workers: WorkersOption = 1,
+    reader: OfferedReaders = None,
+    model: OfferedModels = None,
+    base_url: ModelsUrl = None,
+    model_key: ModelKey = None,
+    rerank: OfferedRerankers = None,
+    max_tokens: MaxTokensOption = 1024,
+    rerank_candidates: RerankCandidatesOption = 100,
+    read_seconds: ReadSecondsOption = 30.0,
     device: DeviceOption = "auto",
     trust_remote_code: TrustOption = False,
     visual_endpoint: VisualEndpointOption = None,
@@ -176,8 +186,9 @@ def mcp_server(
 ) -> None:
     """Serve the index as MCP tools for agents.
 
-    Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: see the
-    README for the mcpServers entry), or with --http over streamable HTTP at http://HOST:PORT/mcp.
+    Tools: search, ask, get_page and list_documents, over stdio (what an agent launches: the
+    mcpServers entry is in docs/reference/mcp.md), or with --http over streamable HTTP at
+    http://HOST:PORT/mcp.
     """
     from pagesight.answer.base import Readers
     from pagesight.request import AskRequest

@@ -310,7 +310,7 @@ def model_folder(name: str) -> Path:
     try:  # in the local cache: no request to the hub (a store asks at each rebuild)
         return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
     except Exception:  # not cached (or a partial cache): downloaded where the hub can be reached
-        check_available(name, option="--dense-model")
+        check_available(name, option="ingest --dense-model FOLDER")
         return Path(huggingface_hub.snapshot_download(name))
 
 

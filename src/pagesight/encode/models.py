@@ -86,7 +86,11 @@ def asks_for_trust(error: Exception) -> bool:
     return "trust_remote_code=True" in str(error)
 
 
-def check_available(model: str, revision: str | None = None, option: str = "--encoder-model") -> None:
+# where a visual model's folder is given: the index's encoder at ingestion, a reranker at a search
+MODEL_OPTIONS = "ingest --encoder-model FOLDER, or search and ask --rerank-model FOLDER"
+
+
+def check_available(model: str, revision: str | None = None, option: str = MODEL_OPTIONS) -> None:
     """Refuse at once, in one line saying what to do, a hub model that is neither in the local
     Hugging Face cache nor downloadable (offline mode, or the hub out of reach), rather than
     letting the hub client retry every file for minutes."""
@@ -109,7 +113,7 @@ def check_available(model: str, revision: str | None = None, option: str = "--en
             reason = f"{host} cannot be reached"
     raise PagesightError(
         f"model '{model}' is not on this machine and {reason}: download it where the hub is reachable "
-        f"(hf download {model} --local-dir FOLDER), copy the folder here and pass it as {option} FOLDER"
+        f"(hf download {model} --local-dir FOLDER), copy the folder here and pass it: {option}"
     )
 
 

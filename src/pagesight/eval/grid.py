@@ -88,8 +88,8 @@ class AnswerConfig:
 
 @dataclass(frozen=True)
 class AnswerGrid:
-    """What ``eval --answers`` sweeps: every combination of the lists, asked with ``request``'s
-    reader fields (reader, model, max_tokens, agent, token_model)."""
+    """What ``eval --answers`` sweeps: every combination of the lists (``options.SWEPT``, and the contexts),
+    asked with ``request``'s reader fields (reader, model, max_tokens, agent, token_model)."""
 
     request: AskRequest = field(default_factory=AskRequest)
     contexts: tuple[str, ...] = ("retrieved",)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import statistics
@@ -16,25 +15,15 @@ from pagesight.choices import TEXT_FROM
 from pagesight.errors import PagesightError
 from pagesight.eval import metrics
 from pagesight.eval.dataset import TEXTS, Dataset
+from pagesight.eval.options import SETTINGS
 from pagesight.index import Index
-from pagesight.request import SearchRequest, value_type
+from pagesight.request import SearchRequest
 from pagesight.settings import Settings
 from pagesight.store.base import store_exists
 from pagesight.text.transcripts import TRANSCRIPT
 
 WITHIN = "/within"
 UNRANKED = "/unranked"
-
-
-def _settings() -> dict[str, tuple[str, type]]:
-    """The request fields a configuration's name can set, by their name in it, with their type:
-    ``doc`` for ``document_weight``, and every other number but ``k`` (eval's depth)."""
-    found = {"doc": ("document_weight", float)}
-    for f in dataclasses.fields(SearchRequest):
-        kind, _ = value_type(f)
-        if kind in (int, float) and f.name not in ("k", "document_weight"):
-            found[f.name] = (f.name, kind)
-    return found
 
 
 @dataclass(frozen=True)
@@ -124,7 +113,6 @@ class Config:
         )
 
 
-SETTINGS = _settings()
 METRICS = (
     *(f"recall@{k}" for k in metrics.RECALL_CUTOFFS),
     "ndcg@10",

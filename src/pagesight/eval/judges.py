@@ -127,9 +127,27 @@ def read_grade(reply: str, kind: str) -> str:
 
 
 def openai_judge(kind: str, model: str, base_url: str | None = None, api_key: str | None = None) -> Judge:
-    """A judge of ``kind`` asking ``model`` on an OpenAI-compatible endpoint, at temperature 0."""
+    """A judge of ``kind`` asking ``model`` on an OpenAI-compatible endpoint, at temperature 0; an
+    endpoint that cannot be reached is refused now, before any question is searched or answered."""
     from pagesight.answer import make_reader
 
     options = {"model": model, "temperature": 0.0, "base_url": base_url, "api_key": api_key}
-    chat = make_reader("openai", **{key: value for key, value in options.items() if value is not None}).chat
-    return Judge(kind, chat)
+    reader = make_reader("openai", **{key: value for key, value in options.items() if value is not None})
+    _reachable(reader.base_url)
+    return Judge(kind, reader.chat)
+
+
+def _reachable(base_url: str, timeout: float = 5.0) -> None:
+    """Refuse, in one line saying what to do, a judge endpoint whose host takes no connection."""
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(base_url)
+    port = address.port or (443 if address.scheme == "https" else 80)
+    try:
+        socket.create_connection((address.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise PagesightError(
+            f"the judge's endpoint {base_url} cannot be reached ({exc}): give the judge's own with "
+            "--judge-base-url URL (or --base-url, or PAGESIGHT_OPENAI_BASE_URL)"
+        ) from None

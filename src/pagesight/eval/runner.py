@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from pagesight.eval import report as reports
 from pagesight.eval.dataset import Dataset
 from pagesight.eval.grid import AnswerGrid, AnswerResult, evaluate_grid
 from pagesight.eval.judges import Judge
+from pagesight.eval.options import SearchGrid
 from pagesight.request import AskRequest
 
 # (configuration, queries done, queries in all) after each query; (questions done, in all) for answers
@@ -87,49 +88,22 @@ class Evaluation:
         }
 
 
-@dataclass(frozen=True)
-class SearchGrid:
-    """What eval searches: the configurations named in ``modes`` (``harness.Config.parse``; hybrid
-    when none), the alpha sweep when ``sweep``, each one searched with each value of every setting
-    ``vary`` names instead (``harness.SETTINGS``: every combination, named ``CONFIG/NAME:VALUE``),
-    each of those reranked by ``rerank`` too (with ``rerank_candidates`` and ``rerank_model``),
-    each of those searched within its questions' documents too when ``within_document``, and all of
-    them over the documents passing ``where``. ``check`` refuses options that need another."""
-
-    modes: tuple[str, ...] = ()
-    sweep: bool = False
-    vary: Mapping[str, Sequence[str | float]] = field(default_factory=dict)
-    rerank: str | None = None
-    rerank_candidates: int | None = None
-    rerank_model: str | None = None
-    within_document: bool = False
-    where: str | None = None
-
-    def check(self) -> SearchGrid:
-        if self.rerank_model is not None and self.rerank is None:
-            raise PagesightError("--rerank-model needs --rerank")
-        return self
-
-    def configs(self) -> list[harness.Config]:
-        """Every configuration, in order, each once."""
-        self.check()
-        configs = [harness.Config.parse(text) for text in self.modes]
-        if self.sweep:
-            configs += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
-        configs = list(dict.fromkeys(configs)) or [harness.Config.parse("hybrid")]
-        for name, values in self.vary.items():
-            configs = [config.setting(name, value) for config in configs for value in values]
-        if self.rerank:
-            configs += [
-                config.reranked(self.rerank, self.rerank_candidates, self.rerank_model) for config in configs
-            ]
-        if self.within_document:
-            configs += [config.within() for config in configs if not config.within_document]
-        if self.where is not None:  # every configuration over the documents that pass
-            configs = [
-                replace(config, request=config.request.replace(where=self.where)) for config in configs
-            ]
-        return list(dict.fromkeys(configs))
+def configs(grid: SearchGrid) -> list[harness.Config]:
+    """Every configuration of ``grid``, in order, each once."""
+    grid.check()
+    found = [harness.Config.parse(text) for text in grid.modes]
+    if grid.sweep:
+        found += [harness.Config.parse(f"rsf:{alpha}") for alpha in harness.ALPHA_SWEEP]
+    found = list(dict.fromkeys(found)) or [harness.Config.parse("hybrid")]
+    for name, values in grid.vary.items():
+        found = [config.setting(name, value) for config in found for value in values]
+    if grid.rerank:
+        found += [config.reranked(grid.rerank, grid.rerank_candidates, grid.rerank_model) for config in found]
+    if grid.within_document:
+        found += [config.within() for config in found if not config.within_document]
+    if grid.where is not None:  # every configuration over the documents that pass
+        found = [replace(config, request=config.request.replace(where=grid.where)) for config in found]
+    return list(dict.fromkeys(found))
 
 
 def evaluate_dataset(
@@ -172,7 +146,7 @@ def evaluate_dataset(
     groups = {name: data.groups(name) for name in by}  # an unknown field is refused before any work
     if primary not in harness.METRICS:
         raise PagesightError(f"primary metric must be one of {', '.join(harness.METRICS)}, got '{primary}'")
-    configs = (searches or SearchGrid()).configs()
+    searched = configs(searches or SearchGrid())
     if judge is not None and reader is None and grid is None:
         raise PagesightError("a judge scores a reader's answers: give a reader too")
     if (reader is not None or grid is not None) and not data.answers:
@@ -183,10 +157,10 @@ def evaluate_dataset(
         grid = replace(grid, request=grid.request.replace(reader=reader))
     readers = Readers(reader, reader_options, trust_remote_code=trust_remote_code)
     if grid is not None:  # a bad grid value or reader option is refused before any work
-        for config in grid.configs(configs[0]):
+        for config in grid.configs(searched[0]):
             readers.get(config.request)
     path = Path(index) if index is not None else harness.default_index_dir(data, text_from)
-    dense = any(c.needs_dense for c in configs)
+    dense = any(c.needs_dense for c in searched)
     idx, failed = harness.prepare_index(
         data, path, dense=dense, text_from=text_from, trust_remote_code=trust_remote_code
     )
@@ -196,7 +170,7 @@ def evaluate_dataset(
         evaluation.results = harness.evaluate(
             idx,
             data,
-            configs,
+            searched,
             depth=depth,
             progress=(lambda config, done: progress(config, done, total)) if progress else None,
         )

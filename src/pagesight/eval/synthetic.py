@@ -159,6 +159,22 @@ def generate(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7, 
     return questions
 
 
+def dataset(folder: Path, n_documents: int = 3, pages: int = 2, seed: int = 7) -> Path:
+    """The corpus as an evaluation dataset in ``folder`` (``eval.dataset``'s layout): the PDFs in
+    documents/, each question with its answer, judged by its page."""
+    questions = generate(folder / "documents", n_documents, pages, seed)
+    (folder / "documents" / "questions.jsonl").unlink()
+    rows = {
+        "queries.jsonl": [{"_id": q.id, "text": q.question} for q in questions],
+        "answers.jsonl": [{"_id": q.id, "answer": q.answer} for q in questions],
+    }
+    for name, lines in rows.items():
+        (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    judged = "".join(f"{q.id}\t{q.page_id}\t1\n" for q in questions)
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
+    return folder
+
+
 @dataclass
 class _Page:
     """A page of ``doc_id`` being written top down from ``y`` (points), adding the questions its

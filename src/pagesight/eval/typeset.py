@@ -302,7 +302,6 @@ def figure_like(cell: str) -> bool:
 
 
 def _table(block: Block, look: Look, width: float):
-    from reportlab.lib import colors
     from reportlab.lib.enums import TA_CENTER, TA_LEFT, TA_RIGHT
     from reportlab.lib.styles import ParagraphStyle
     from reportlab.platypus import Paragraph, Table, TableStyle
@@ -350,6 +349,15 @@ def _table(block: Block, look: Look, width: float):
                 align = TA_RIGHT if figures[c] else TA_LEFT
             line.append(Paragraph(printable(text), style(r < top, align)) if text.strip() else "")
         cells.append(line)
+    table = Table(cells, colWidths=widths, repeatRows=top, hAlign="LEFT")
+    table.setStyle(TableStyle(_table_commands(look, top, spans)))
+    return table
+
+
+def _table_commands(look: Look, top: int, spans: list) -> list:
+    """The table's style commands: padding, the header's spans, and the look's rules."""
+    from reportlab.lib import colors
+
     pad = max(1.0, look.table_size * 0.15)
     commands = [
         ("VALIGN", (0, 0), (-1, -1), "BOTTOM"),
@@ -373,9 +381,7 @@ def _table(block: Block, look: Look, width: float):
         commands.append(("ROWBACKGROUNDS", (0, top), (-1, -1), [colors.white, colors.HexColor("#e8ecf1")]))
         if top:
             commands.append(("LINEBELOW", (0, last_header), (-1, last_header), 0.75, colors.black))
-    table = Table(cells, colWidths=widths, repeatRows=top, hAlign="LEFT")
-    table.setStyle(TableStyle(commands))
-    return table
+    return commands
 
 
 def _spans(header: tuple[tuple[str, ...], ...]) -> list[tuple[int, int, int]]:

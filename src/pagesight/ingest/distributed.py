@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -112,31 +113,40 @@ def read_and_encode(
 
 
 def _encoding(dataset, settings: Settings, options: RayOptions, batch: int | None):
-    """``dataset`` of documents read, then encoded by the index's models' actor pools."""
+    """``dataset`` of documents read, then encoded by the index's models' actor pools. An encoder
+    actor is not restarted: Ray Data keeps its constructor's arguments in the object store, from
+    which a restart cannot be sure to read them (ray-project/ray#53727), and says so in an error
+    line on every run of restartable actors; a dead encoder fails the run instead.
+    ``max_restarts=0`` is how Ray Data's actor pool is told (2.60 names it no other way, and warns
+    that such extra arguments are deprecated: that warning is left out)."""
     import ray.data
 
     actors = ray.data.ActorPoolStrategy(size=options.encoders)
-    if settings.dense_model:
-        dataset = dataset.map_batches(
-            DenseStage,
-            batch_size=DOCUMENTS_PER_BATCH,
-            fn_constructor_kwargs={"settings": settings},
-            compute=actors,
-            num_gpus=options.gpus_per_encoder or 0,
-        )
-    if settings.visual_encoder:
-        dataset = dataset.map_batches(
-            VisualStage,
-            batch_size=DOCUMENTS_PER_BATCH,
-            fn_constructor_kwargs={
-                "settings": settings,
-                "device": options.device,
-                "trust_remote_code": options.trust_remote_code,
-                "batch": batch,
-            },
-            compute=actors,
-            num_gpus=visual_gpus(options, ray.cluster_resources()),
-        )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+        if settings.dense_model:
+            dataset = dataset.map_batches(
+                DenseStage,
+                batch_size=DOCUMENTS_PER_BATCH,
+                fn_constructor_kwargs={"settings": settings},
+                compute=actors,
+                num_gpus=options.gpus_per_encoder or 0,
+                max_restarts=0,
+            )
+        if settings.visual_encoder:
+            dataset = dataset.map_batches(
+                VisualStage,
+                batch_size=DOCUMENTS_PER_BATCH,
+                fn_constructor_kwargs={
+                    "settings": settings,
+                    "device": options.device,
+                    "trust_remote_code": options.trust_remote_code,
+                    "batch": batch,
+                },
+                compute=actors,
+                num_gpus=visual_gpus(options, ray.cluster_resources()),
+                max_restarts=0,
+            )
     return dataset
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pagesight.errors import PagesightError
 from pagesight.render.web.jobs import RenderOptions
-from pagesight.settings import OCR_MODES
+from pagesight.settings import OCR_MODES, Settings
 from pagesight.spec import check_fields, option
 
 
@@ -215,3 +215,21 @@ def _parts(kind: type, given: Mapping[str, Any], what: str) -> Any:
     if unknown:
         raise PagesightError(f"unknown {what} option {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return kind(**given)
+
+
+def check_new_index(settings: Settings) -> None:
+    """Refuse settings naming models no registry knows, or layout regions that cannot be made,
+    before an index is made with them (``Index.open``)."""
+    from pagesight.encode.dense import check_dense_model
+    from pagesight.encode.visual import ENCODERS
+
+    if settings.dense_model is not None:
+        check_dense_model(settings.dense_model)
+    if settings.visual_encoder is not None and settings.visual_encoder not in ENCODERS:
+        raise PagesightError(
+            f"unknown visual encoder '{settings.visual_encoder}'; choose one of {', '.join(sorted(ENCODERS))}"
+        )
+    if settings.layout:
+        from pagesight.text.layout import model_path
+
+        model_path()  # the extra is installed and its model is there

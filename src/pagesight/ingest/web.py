@@ -47,7 +47,7 @@ from pagesight.text.layout import region_units
 from pagesight.text.ocr import LanguageOcr
 
 REGION_KINDS = ("table", "figure", "infobox", "list", "code")  # a web page's regions, from its DOM
-UNIT_KINDS = ("table", "figure", "infobox")  # those searched as their own units
+DOM_UNIT_KINDS = ("table", "figure", "infobox")  # a web page's regions searched as their own units
 
 
 @dataclass
@@ -292,7 +292,7 @@ def add_regions(document: Document, blocks: list[tuple[str, Box]]) -> None:
     for page in document.pages:
         page.regions = dom_regions(blocks)
         spans = [span for tile in page.tiles for span in tile.spans]
-        page.tiles += region_units(page.regions, spans, len(page.tiles), page.height, UNIT_KINDS)
+        page.tiles += region_units(page.regions, spans, len(page.tiles), page.height, DOM_UNIT_KINDS)
 
 
 def _within(inner: Box, outer: Box, slack: float = 1.0) -> bool:

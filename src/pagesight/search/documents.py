@@ -10,7 +10,7 @@ tile's score is therefore fused with the score of its document, aggregated from 
 
 ``s`` is the ranking's score scaled to [0, 1] over the candidates: divided by the best one when no
 score is negative (BM25, fused scores), so a short list keeps the gaps between its scores; min-max
-otherwise (cosine similarities). ``D`` is the sum of the ``PAGES`` best scaled page scores of the document
+otherwise (cosine similarities). ``D`` is the sum of the ``BEST_PAGES`` best scaled page scores of the document
 among the candidates (a page counts once, by its best tile), so a long document does not win by
 length alone. A page's best tile takes the whole of its document's share and its other tiles a
 part in proportion to their own score, so the tiles of a page keep their order and, for a document
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from pagesight.search.fusion import Run
 
-PAGES = 3  # the best pages of a document that make its score
+BEST_PAGES = 3  # the best pages of a document that make its score
 
 
 def document_fusion(ranked: Run, pages: Mapping[int, tuple[str, int]], weight: float) -> Run:
@@ -46,7 +46,7 @@ def document_fusion(ranked: Run, pages: Mapping[int, tuple[str, int]], weight: f
     by_document: dict[str, list[float]] = {}
     for (doc_id, _), score in best.items():
         by_document.setdefault(doc_id, []).append(score)
-    totals = {doc_id: sum(sorted(found, reverse=True)[:PAGES]) for doc_id, found in by_document.items()}
+    totals = {doc_id: sum(sorted(found, reverse=True)[:BEST_PAGES]) for doc_id, found in by_document.items()}
     top = max(totals.values(), default=0.0)
     if top <= 0:
         return ranked

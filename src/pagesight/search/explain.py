@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
+from pagesight.errors import PagesightError
 from pagesight.records import Box
 
 HEAT = (220, 30, 30)  # the colour of a strong match
@@ -72,3 +73,33 @@ class SimilarityMap:
         outline = ImageDraw.Draw(drawn)
         outline.rectangle(self.cell_box(*self.strongest), outline=HEAT, width=max(2, round(tile.width / 300)))
         return drawn
+
+
+def explain(encoder, image: Image.Image, query: str, location: str) -> SimilarityMap:
+    """The similarity map of ``query`` over the tile ``image`` by ``encoder`` (the visual encoder
+    of the index at ``location``; None: it has none), refused in one line by one that draws none."""
+    if encoder is None or not hasattr(encoder, "patch_similarity"):
+        named = f"visual encoder '{encoder.name}'" if encoder else "no visual encoder"
+        raise PagesightError(
+            f"{location}: {named}; similarity maps need a late-interaction one "
+            "(ingest --encoder colqwen2, colpali, colsmol) or clip"
+        )
+    covers = encoder.patch_box(image) if hasattr(encoder, "patch_box") else None
+    return SimilarityMap(encoder.patch_similarity(image, query), image, covers)
+
+
+def draws_maps(name: str | None) -> bool:
+    """Whether the visual encoder ``name`` (None: none) draws similarity maps, without loading it."""
+    from pagesight.encode.visual import ENCODERS
+
+    return name is not None and hasattr(ENCODERS.load(name), "patch_similarity")
+
+
+def query_image(name: str | None) -> str | None:
+    """How the visual encoder ``name`` searches a question's picture, without loading it: "joint
+    with text" (one query of both), "image alone", or None with no visual encoder."""
+    from pagesight.encode.visual import ENCODERS, joint_queries
+
+    if name is None:
+        return None
+    return "joint with text" if joint_queries(ENCODERS.load(name)) else "image alone"

@@ -11,20 +11,18 @@ catalog's ``derived`` cache, shared by an index's stores in a process: a tile's 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pagesight.encode.lexical import LineWords, line_words, stems_by_line
+from pagesight.text.lines import FIGURE, YEAR
 
 if TYPE_CHECKING:
     from pagesight.store.rows import TileRow
 
-_NUMBER = re.compile(r"(?<![($€£])[($€£]*-?\d[\d,.]*%?\)?")  # a word that is a figure
 _FIGURE_START = frozenset("($€£-0123456789")
-YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class TileText:
 def tile_text(text: str) -> TileText:
     """The ``TileText`` of a tile's text, its lines separated by line breaks."""
     words = text.split()
-    figures = sum(1 for w in words if w[0] in _FIGURE_START and _NUMBER.fullmatch(w))
+    figures = sum(1 for w in words if w[0] in _FIGURE_START and FIGURE.fullmatch(w))
     return TileText(line_words(text), len(words), figures / max(1, len(words)), frozenset(YEAR.findall(text)))
 
 

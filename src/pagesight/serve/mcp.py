@@ -219,6 +219,16 @@ def _request_tool(name: str, run, parameters: list[inspect.Parameter]):
     return tool
 
 
+def _readers(reader: str | Reader | Readers, offer: Offer | None) -> Readers:
+    """What builds the ask tool's readers: ``reader`` itself when it does, the offer's when the
+    server offers models beside the extractive reader, else ``reader`` (kept ``KEPT_READERS``)."""
+    if isinstance(reader, Readers):
+        return reader
+    if offer is not None and reader == "extractive":
+        return OfferedReaders(offer)
+    return Readers(reader, kept=KEPT_READERS)
+
+
 def build_server(
     index: Index,
     reader: str | Reader | Readers = "extractive",
@@ -238,13 +248,7 @@ def build_server(
     server = MCPServer("pagesight", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     if offer is not None:  # its rerankers call the offered endpoint and no other
         index.endpoint = offer.endpoint()
-    if isinstance(reader, Readers):
-        readers = reader
-    elif offer is not None and reader == "extractive":
-        readers = OfferedReaders(offer)
-    else:
-        readers = Readers(reader, kept=KEPT_READERS)
-    tools = _Tools(index, readers, offer, asks)
+    tools = _Tools(index, _readers(reader, offer), offer, asks)
     shown_too = Annotated[bool, Field(description="Also return each tile as an image.")]
     search = [  # the query may be left out for an image alone
         *(p.replace(default="") if p.name == "query" else p for p in tool_parameters(SearchRequest)),

@@ -30,15 +30,7 @@ from pagesight.store.rows import (
     region_row,
     span_rows,
 )
-from pagesight.store.schema import (
-    Transaction,
-    connect,
-    create,
-    packed,
-    unpacked,
-    upgrade,
-    vector_matrix,
-)
+from pagesight.store.schema import Transaction, connect, create, packed, unpacked, upgrade, vector_matrix
 from pagesight.where import Filter, document_fields
 
 # a tile's language: its page's (text.language)

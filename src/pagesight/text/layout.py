@@ -39,7 +39,7 @@ KINDS = (
     "reference",
     "equation",
 )
-UNIT_KINDS = ("table", "figure")  # regions searched as their own units
+DETECTED_UNIT_KINDS = ("table", "figure")  # the detector's regions searched as their own units
 CAPTION_KINDS = ("table_caption", "figure_caption")
 LAYOUT_DPI = 72.0  # PDF pages are rendered at this resolution for detection, at most
 MIN_SCORE = 0.5
@@ -119,7 +119,7 @@ def region_units(
     spans: list[Span],
     first_index: int,
     page_height: float,
-    kinds: tuple[str, ...] = UNIT_KINDS,
+    kinds: tuple[str, ...] = DETECTED_UNIT_KINDS,
 ) -> list[Tile]:
     """A searchable unit per region of one of ``kinds`` (tables and figures): the lines inside it
     and inside its caption, box around both, indexes from ``first_index`` on. A region with no line

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pagesight.records import Box, Span
 
 PRINTED_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
+# what a query or a tile names: a year (1900 to 2099, not inside a longer number), a word that is a figure
+YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+FIGURE = re.compile(r"(?<![($€£])[($€£]*-?\d[\d,.]*%?\)?")  # read from no start within its opening
 
 
 @dataclass

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pagesight.records import Span
+from pagesight.text.lines import FIGURE, YEAR
 
 TOP = 0.4  # the title sits in the top part of the first page
 SAME_SIZE = 0.6  # lines at least this tall, relative to the tallest, may continue the title block
@@ -29,8 +30,6 @@ HEADING_LINES = 6  # a page's heading is among its first lines
 HEADING_WORDS = 10  # ... each of them short: a sentence of prose ends the heading
 RUNNING_SHARE = 0.2  # a line opening this share of a document's pages (and 3 at least) is running
 _SEPARATORS = re.compile(r"[_\-.+]+|(?<=[a-z])(?=[A-Z])")
-_NUMBER = re.compile(r"[($€£]?-?\d[\d,.]*%?\)?")
-_YEAR = re.compile(r"(?:19|20)\d\d")
 
 
 def heading(spans: list[Span], page_height: float) -> str:
@@ -117,7 +116,7 @@ def page_headings(first_texts: Sequence[str]) -> list[str]:
         heading_lines = []
         for line in lines:
             words = line.split()
-            if seen[line.lower()] >= running or _NUMBER.fullmatch(line):
+            if seen[line.lower()] >= running or FIGURE.fullmatch(line):
                 continue
             if len(words) > HEADING_WORDS or _sentence_end(words) or _amount(words[-1]):
                 break
@@ -143,4 +142,4 @@ _SMALL = frozenset({"a", "an", "and", "for", "in", "of", "on", "the", "to"})  # 
 
 def _amount(word: str) -> bool:
     """Whether ``word`` is a number other than a year: the value that ends a table's row."""
-    return bool(_NUMBER.fullmatch(word)) and not _YEAR.fullmatch(word)
+    return bool(FIGURE.fullmatch(word)) and not YEAR.fullmatch(word)

@@ -23,6 +23,7 @@ from pagesight.errors import PagesightError
 from pagesight.train import contrastive, dataset
 from pagesight.train.corpus import TrainingTile, load_tiles
 from pagesight.train.negatives import mine
+from pagesight.train.options import CHOSEN, TRAINING, TrainOptions
 from pagesight.train.queries import FilterReport, SyntheticQuery, Vocabulary, model_queries, offline_queries
 
 Progress = Callable[[str, int, int, str], None]  # stage, done, total, note
@@ -56,34 +57,30 @@ class TrainConfig:
     seed: int = 0
 
     @classmethod
-    def build(
-        cls,
-        *,
-        learning_rate: float | None = None,
-        lora: bool = False,
-        lora_vision: bool = False,
-        gradient_checkpointing: bool = False,
-        cross_passage_words: int | None = None,
-        training: dict | None = None,
-        **chosen,
-    ) -> TrainConfig:
-        """A configuration from what ``pagesight train`` is told: ``training`` (epochs, batch size,
-        temperature, ...) for every model trained, ``learning_rate`` for each (None: 3e-5 for full
-        fine-tuning, 1e-4 for a LoRA adapter, which the visual encoder always gets), the dense model
-        as a LoRA adapter with ``lora``, the cross-encoder's passages of ``cross_passage_words``
-        overlapping by a sixth, and the ``chosen`` fields of this class."""
-        training = training or {}
+    def of(cls, options: TrainOptions, reader: object | None = None) -> TrainConfig:
+        """A configuration from what ``pagesight train`` is told (``TrainOptions``): its training
+        fields (epochs, batch size, temperature, ...) for every model trained, ``learning_rate``
+        for each (None: 3e-5 for full fine-tuning, 1e-4 for a LoRA adapter, which the visual
+        encoder always gets), the dense model as a LoRA adapter with ``lora``, the cross-encoder's
+        passages of ``cross_passage_words`` overlapping by a sixth; ``reader`` writes the queries."""
+        training = {name: getattr(options, name) for name in TRAINING}
+        rate, words = options.learning_rate, options.cross_passage_words
+        chosen = {name: getattr(options, name) for name in CHOSEN}
         return cls(
-            cross_passage=(cross_passage_words, cross_passage_words // 6) if cross_passage_words else None,
+            reader=reader,
+            negatives_from=tuple(options.negatives_from),
+            cross_passage=(words, words // 6) if words else None,
             dense_options=contrastive.Options(
-                learning_rate=learning_rate or (LORA_RATE if lora else FULL_RATE), lora=lora, **training
+                learning_rate=rate or (LORA_RATE if options.lora else FULL_RATE),
+                lora=options.lora,
+                **training,
             ),
-            cross_options=contrastive.Options(learning_rate=learning_rate or FULL_RATE, **training),
+            cross_options=contrastive.Options(learning_rate=rate or FULL_RATE, **training),
             visual_options=contrastive.Options(
-                learning_rate=learning_rate or LORA_RATE,
+                learning_rate=rate or LORA_RATE,
                 lora=True,
-                lora_vision=lora_vision,
-                gradient_checkpointing=gradient_checkpointing,
+                lora_vision=options.lora_vision,
+                gradient_checkpointing=options.gradient_checkpointing,
                 **training,
             ),
             **chosen,

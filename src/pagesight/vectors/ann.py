@@ -478,6 +478,17 @@ class VectorIndex(Stored):
             return faiss.SearchParametersIVF(nprobe=min(nprobe, self._index.nlist), sel=selector)
         return faiss.SearchParameters(sel=selector) if selector is not None else None
 
+    def structure(self) -> str:
+        """The FAISS structure searched, by FAISS's class names, with an IVF index's cells: what a
+        benchmark reports the index to be (``IndexIDMap2(IndexScalarQuantizer)``, ...)."""
+        index = faiss.downcast_index(self._index)
+        name = type(index).__name__
+        if hasattr(index, "id_map"):  # an IndexIDMap over the index that holds the vectors
+            name += f"({type(faiss.downcast_index(index.index)).__name__})"
+        if hasattr(index, "nlist"):
+            name += f", nlist {index.nlist}, nprobe {index.nprobe}"
+        return name
+
     def __repr__(self) -> str:
         state = "trained" if self._ann else "exact"
         return f"VectorIndex(dim={self.dim}, kind={self.kind!r}, storage={self.storage!r}, {len(self)} vectors, {state})"

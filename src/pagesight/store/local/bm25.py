@@ -45,18 +45,21 @@ class LexicalRetriever:
     def __init__(self, segments: Sequence[Segment], *, phrases: bool = False, term_weights: bool = False):
         self.segments = tuple(segments)
         self.postings = tuple(s.postings for s in segments)
-        self.removed = tuple(s.deleted for s in segments)
+        self.deleted = tuple(s.deleted for s in segments)
         self.phrases = phrases  # the index's phrase terms (encode.lexical.with_phrases)
         self.term_weights = term_weights  # words weigh by their burstiness (encode.lexical.burst_weights)
         self.live_tiles = sum(s.live for s in segments)
         self.live_length = float(
-            sum(float(p.lengths[~gone].sum(dtype=np.float64)) for p, gone in zip(self.postings, self.removed))
+            sum(
+                float(p.lengths[~deleted].sum(dtype=np.float64))
+                for p, deleted in zip(self.postings, self.deleted)
+            )
         )
         # the languages of its tiles' pages (text.language): a query is read in one of them
         self.languages = tuple(sorted({code for p in self.postings for code in p.languages} | {"en"}))
         self.bursts = Bursts(self) if term_weights else None
-        self.dirty = [bool(gone.any()) for gone in self.removed]  # which segments hold tombstones
-        self._gone_postings: dict[int, np.ndarray] = {}  # per dirty segment, made when first needed
+        self.dirty = [bool(deleted.any()) for deleted in self.deleted]  # which segments hold deleted tiles
+        self._deleted_postings: dict[int, np.ndarray] = {}  # per dirty segment, made when first needed
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None  # tile ids sorted, and their places
 
     @classmethod
@@ -78,7 +81,7 @@ class LexicalRetriever:
 
     @property
     def tile_ids(self) -> np.ndarray:
-        """Every tile of its segments, tombstoned ones too."""
+        """Every tile of its segments, deleted ones too."""
         if not self.segments:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([p.tile_ids for p in self.postings])
@@ -90,7 +93,7 @@ class LexicalRetriever:
             part, start, end = self.postings[i], int(starts[0]), int(ends[0])
             tfs = part.tfs[start:end]
             if self.dirty[i]:
-                tfs = tfs[~self.removed[i][part.docs[start:end]]]
+                tfs = tfs[~self.deleted[i][part.docs[start:end]]]
             held += len(tfs)
             occurrences += float(tfs.sum(dtype=np.float64))
         return held, occurrences
@@ -116,16 +119,16 @@ class LexicalRetriever:
         for i, matched, rows, starts, ends in spans:
             held[matched] += ends - starts
             if self.dirty[i]:
-                held[matched] -= self._tombstoned(i)[rows]
+                held[matched] -= self._deleted_counts(i)[rows]
         return held
 
-    def _tombstoned(self, i: int) -> np.ndarray:
-        """For each term of segment ``i``, its postings of tombstoned tiles (counted once)."""
-        if i not in self._gone_postings:
+    def _deleted_counts(self, i: int) -> np.ndarray:
+        """For each term of segment ``i``, its postings of deleted tiles (counted once)."""
+        if i not in self._deleted_postings:
             part = self.postings[i]
-            gone = self.removed[i][part.docs].astype(np.int64)
-            self._gone_postings[i] = np.add.reduceat(gone, part.indptr[:-1].astype(np.int64))
-        return self._gone_postings[i]
+            deleted = self.deleted[i][part.docs].astype(np.int64)
+            self._deleted_postings[i] = np.add.reduceat(deleted, part.indptr[:-1].astype(np.int64))
+        return self._deleted_postings[i]
 
     @property
     def offsets(self) -> np.ndarray:
@@ -197,28 +200,28 @@ class Bursts:
         return round(weight, 4) if weight > BURST_FLOOR else None
 
 
-def plan_merges(sizes: Sequence[int], removed: Sequence[int]) -> list[list[int]]:
+def plan_merges(sizes: Sequence[int], deleted: Sequence[int]) -> list[list[int]]:
     """Which segments (by position) to merge: once a tier (sizes within a factor of ten, all up to
     ``SMALLEST_TIER`` in the first) holds ``MERGE_FACTOR``, its smallest into one, as many of them
     as fit in ``MAX_MERGED`` tiles (two at least); and a segment more than half deleted alone."""
     plans: list[list[int]] = []
     taken: set[int] = set()
-    for i, (size, gone) in enumerate(zip(sizes, removed)):
+    for i, (size, gone) in enumerate(zip(sizes, deleted)):
         if size and gone * 2 > size:
             plans.append([i])
             taken.add(i)
     tiers: dict[int, list[int]] = {}
-    for i, (size, gone) in enumerate(zip(sizes, removed)):
+    for i, (size, gone) in enumerate(zip(sizes, deleted)):
         if i not in taken:
             tiers.setdefault(int(math.log10(max(size - gone, SMALLEST_TIER) / SMALLEST_TIER)), []).append(i)
     for members in tiers.values():
-        members.sort(key=lambda i: sizes[i] - removed[i])
+        members.sort(key=lambda i: sizes[i] - deleted[i])
         while len(members) >= MERGE_FACTOR:
             group, total = [], 0
             for i in members[:MERGE_FACTOR]:  # the smallest, as many as fit in MAX_MERGED
-                if total + sizes[i] - removed[i] <= MAX_MERGED:
+                if total + sizes[i] - deleted[i] <= MAX_MERGED:
                     group.append(i)
-                    total += sizes[i] - removed[i]
+                    total += sizes[i] - deleted[i]
             if len(group) < 2:
                 break
             plans.append(group)

@@ -11,16 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pagesight.store.local.layout import (
-    FOLDER,
-    FORMAT,
-    collect,
-    read_deletes,
-    read_pointer,
-    readable,
-    write_deletes,
-    write_pointer,
-)
+from pagesight.store.local.layout import FOLDER, TILE_IDS, Pointer, collect, write_deletes
 
 if TYPE_CHECKING:
     from pagesight.store.catalog import SQLiteCatalog
@@ -32,10 +23,10 @@ def delete(root: Path, catalog: SQLiteCatalog) -> bool:
     id above every saved one is new (ids only grow), found without reading every id."""
     folder = root / FOLDER
     try:
-        pointer = read_pointer(folder)
-        if pointer is None or not readable(pointer):
+        pointer = Pointer.read(folder)
+        if pointer is None:
             return False
-        saved = {name: np.load(folder / name / "tile_ids.npy") for name in pointer["segments"]}
+        saved = {name: np.load(folder / name / TILE_IDS) for name in pointer.segments}
         every = np.concatenate(list(saved.values())) if saved else np.zeros(0, dtype=np.int64)
         if len(catalog.tile_ids(above=int(every.max()) if len(every) else None)):
             return False
@@ -45,16 +36,15 @@ def delete(root: Path, catalog: SQLiteCatalog) -> bool:
         gone = np.setdiff1d(every, tile_ids, assume_unique=True)  # a tile is in one segment, once
         deletes = {}
         for name, held in saved.items():
-            was = read_deletes(folder, pointer, name, held)
+            was = pointer.deleted(folder, name, held)
             now = was | np.isin(held, gone)
-            entry = pointer.get("deletes", {}).get(name)
+            entry = pointer.deletes.get(name)
             if now.any():
                 changed = entry is None or (now != was).any()
                 deletes[name] = write_deletes(folder, name, now, catalog.generation()) if changed else entry
     except FileNotFoundError:  # a segment's files gone (a crash): built again
         return False
-    pointer.pop("removed", None)
-    pointer.update(format=FORMAT, generation=catalog.generation(), deletes=deletes)
-    write_pointer(folder, pointer)
+    pointer.generation, pointer.deletes, pointer.deleted_list = catalog.generation(), deletes, None
+    pointer.write(folder)
     collect(folder, pointer)
     return True

@@ -109,7 +109,7 @@ class MaxScore:
             where = runs(first, counts)  # every posting of these terms, in term order
             docs, tfs, term = part.docs[where], part.tfs[where], np.repeat(held, counts)
             places = docs.astype(np.int64) + self.offsets[i]
-            live = ~self.lexical.removed[i][docs] if self.lexical.dirty[i] else None
+            live = ~self.lexical.deleted[i][docs] if self.lexical.dirty[i] else None
             if self.allowed is not None:
                 live = self.allowed[places] if live is None else live & self.allowed[places]
             if live is not None:

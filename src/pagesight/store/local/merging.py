@@ -40,12 +40,10 @@ from pagesight.store.local.layout import (
     FOLDER,
     MERGED_PREFIX,
     READY,
+    Pointer,
     hold_merging,
-    read_deletes,
-    read_pointer,
     sync_new,
     write_atomically,
-    write_pointer,
 )
 from pagesight.store.local.lock import WriteLock
 from pagesight.store.local.segment import Segment, joins, opened
@@ -99,13 +97,15 @@ def merged(segments: list[Segment], plans: list[list[int]], joins: dict) -> list
 def _merge_next(root: Path, folder: Path) -> bool:
     """Make the first merge due and swap it in; False when none is due or the swap could not be
     made (the write lock held too long, or the parts changed meanwhile)."""
-    pointer = read_pointer(folder)
+    pointer = Pointer.read(folder)
+    if pointer is None:  # no segments saved yet (or an older build's, built again by the next writer)
+        return False
     segments = opened(folder, pointer)
     plans = due(segments)
     if not plans:
         return False
     sources = [segments[plan] for plan in plans[0]]
-    made = Segment.merge(sources, joins(pointer["dense"], pointer["visual"]))  # deleted tiles left out
+    made = Segment.merge(sources, joins(pointer.dense, pointer.visual))  # deleted tiles left out
     saved = made.save(folder / f"{MERGED_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     sync_new(folder, {saved.name})
     names = [s.name for s in sources]
@@ -123,39 +123,39 @@ def _merge_next(root: Path, folder: Path) -> bool:
     try:
         if not manifest.exists():  # a writer adopted it (or dropped it) before the lock came free
             return _named(folder, saved.name)
-        return _swap(folder, sources, saved)
+        swapped = _swap(folder, sources, saved)
     finally:
         manifest.unlink(missing_ok=True)
         lock.release()
+    # the sources' folders, which no pointer names now, removed once the lock is free again (a
+    # search holds what it opened: a mapping outlives its file)
+    for source in sources if swapped else [saved]:
+        shutil.rmtree(folder / source.name, ignore_errors=True)
+    return swapped
 
 
 def _swap(folder: Path, sources: list[Segment], saved: Segment) -> bool:
     """Under the write lock: the pointer names ``saved`` instead of ``sources``, the tiles deleted
-    from them since the merge read them deleted in it (its bitset written); False, the merge
-    removed, when a writer rebuilt the sources meanwhile."""
-    now = read_pointer(folder)
+    from them since the merge read them deleted in it (its bitset written); False when a writer
+    rebuilt the sources meanwhile (the merge then to be removed)."""
+    now = Pointer.read(folder)
     names = [s.name for s in sources]
-    if not set(names) <= set(now.get("segments", [])) or not (folder / saved.name).is_dir():
-        shutil.rmtree(folder / saved.name, ignore_errors=True)
+    if now is None or not set(names) <= set(now.segments) or not (folder / saved.name).is_dir():
         return False
-    gone = np.concatenate([s.tile_ids[read_deletes(folder, now, s.name, s.tile_ids)] for s in sources])
-    saved = saved.deleting(gone).with_deletes_saved(folder, now["generation"])
-    now["segments"] = [name for name in now["segments"] if name not in names] + [saved.name]
-    now["deletes"] = {name: entry for name, entry in now.get("deletes", {}).items() if name not in names}
+    gone = np.concatenate([s.tile_ids[now.deleted(folder, s.name, s.tile_ids)] for s in sources])
+    saved = saved.deleting(gone).with_deletes_saved(folder, now.generation)
+    now.segments = [name for name in now.segments if name not in names] + [saved.name]
+    now.deletes = {name: bitset for name, bitset in now.deletes.items() if name not in names}
     if saved.deleted_count:
-        now["deletes"][saved.name] = saved.deletes_file
-    if "removed" in now:  # a pointer of format 3: the tiles the merge left out are gone for good
-        dropped = set(np.concatenate([s.tile_ids[s.deleted] for s in sources]).tolist())
-        now["removed"] = [tile for tile in now["removed"] if tile not in dropped]
-    write_pointer(folder, now)
-    for name in names:
-        shutil.rmtree(folder / name, ignore_errors=True)
+        now.deletes[saved.name] = saved.deletes_file
+    now.write(folder)
     return True
 
 
 def _named(folder: Path, name: str) -> bool:
     """Whether the pointer names segment ``name`` now."""
-    return name in read_pointer(folder).get("segments", [])
+    pointer = Pointer.read(folder)
+    return pointer is not None and name in pointer.segments
 
 
 def adopt(folder: Path, segments: list[Segment]) -> list[Segment]:

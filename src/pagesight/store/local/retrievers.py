@@ -1,7 +1,7 @@
 """The retrievers of a generation: the segments the pointer names, opened (``load``); the catalog's
 tiles a writer or a reader lacks, made into a segment and deletes (``build``); what a writer built,
-written and pointed at (``save``). The layout, the locks and what a crash leaves: the package's
-docstring (``store/local/__init__.py``).
+written and pointed at (``save``). The layout, the locks and what a crash leaves:
+docs/segments.md.
 
 A commit adds a segment of its new tiles: their terms, analysed alone, their chunk vectors and
 their visual vectors, so a commit costs what it adds. Deleted tiles are bits of their segments'
@@ -22,19 +22,10 @@ import numpy as np
 
 from pagesight.encode.lexical import indexed_text
 from pagesight.store.base import Retrievers
-from pagesight.store.local import layout, merging
+from pagesight.store.local import merging
 from pagesight.store.local.bm25 import LexicalRetriever
 from pagesight.store.local.dense import DenseRetriever, DenseSegments
-from pagesight.store.local.layout import (
-    DENSE,
-    FOLDER,
-    POINTER,
-    VISUAL,
-    collect,
-    read_pointer,
-    sync_new,
-    write_pointer,
-)
+from pagesight.store.local.layout import DENSE, FOLDER, POINTER, VISUAL, Pointer, collect, sync_new
 from pagesight.store.local.postings import analysed
 from pagesight.store.local.segment import Segment, joins, opened
 from pagesight.store.local.visual import VisualRetriever, VisualSegments
@@ -62,13 +53,11 @@ def load(root: Path) -> Retrievers | None:
     folder = root / FOLDER
     for _ in range(3):  # a writer or a merge may swap the files between reading the pointer and them
         try:
-            pointer = read_pointer(folder)
-            if pointer is None or not layout.readable(pointer):  # none, or an older build's: built again
+            pointer = Pointer.read(folder)
+            if pointer is None:  # none, or an older build's: built again
                 return None
             segments = opened(folder, pointer)
-            return views(
-                pointer["generation"], segments, pointer["lexical"], pointer["dense"], pointer["visual"]
-            )
+            return views(pointer.generation, segments, pointer.lexical, pointer.dense, pointer.visual)
         except FileNotFoundError:
             if not (folder / POINTER).exists():
                 return None
@@ -106,21 +95,26 @@ def build(catalog: SQLiteCatalog, previous: Retrievers | None, dim: int | None) 
     return views(generation, segments, options, dim, config)
 
 
+def indexed_tiles(catalog: SQLiteCatalog, tile_ids: np.ndarray) -> tuple[np.ndarray, list[str], list[str]]:
+    """The catalog's tiles ``tile_ids`` (ascending) as BM25 analyses them: their ids, each one's
+    indexed text (``encode.lexical.indexed_text``) and its language."""
+    settings = catalog.settings
+    wanted = set(tile_ids.tolist())
+    cells = settings.table_weight > 0
+    rows = [row for row in catalog.tile_contexts(since=int(tile_ids[0]), cells=cells) if row[0] in wanted]
+    languages = catalog.languages_since(int(tile_ids[0]))
+    return (
+        np.array([row[0] for row in rows], dtype=np.int64),
+        [indexed_text(text, named, heading, settings, table) for _, text, named, heading, table in rows],
+        [languages.get(row[0], "en") for row in rows],
+    )
+
+
 def _segment_of(catalog: SQLiteCatalog, new: np.ndarray, dim: int | None, config: Mapping | None) -> Segment:
     """The segment of the catalog's tiles ``new``: their postings, and their dense and visual parts
     where the index has them."""
-    settings = catalog.settings
-    wanted = set(new.tolist())
-    cells = settings.table_weight > 0
-    rows = [row for row in catalog.tile_contexts(since=int(new[0]), cells=cells) if row[0] in wanted]
-    languages = catalog.languages_since(int(new[0]))
-    added = np.array([row[0] for row in rows], dtype=np.int64)
-    postings = analysed(
-        added,
-        [indexed_text(text, named, heading, settings, table) for _, text, named, heading, table in rows],
-        settings.phrases,
-        [languages.get(row[0], "en") for row in rows],
-    )
+    added, texts, languages = indexed_tiles(catalog, new)
+    postings = analysed(added, texts, catalog.settings.phrases, languages)
     parts = {}
     if dim is not None:
         parts[DENSE] = DenseRetriever.empty(dim)
@@ -173,16 +167,15 @@ def save(root: Path, retrievers: Retrievers) -> Retrievers:
     sync_new(folder, written)
     segments = [segment.with_deletes_saved(folder, generation) for segment in segments]
     options = {"phrases": lexical.phrases, "term_weights": lexical.term_weights}
-    pointer = {
-        "format": layout.FORMAT,
-        "generation": generation,
-        "segments": [segment.name for segment in segments],
-        "deletes": {s.name: s.deletes_file for s in segments if s.deleted_count},
-        "lexical": options,
-        "dense": dim,
-        "visual": config,
-    }
-    write_pointer(folder, pointer)
+    pointer = Pointer(
+        generation,
+        [segment.name for segment in segments],
+        {s.name: s.deletes_file for s in segments if s.deleted_count},
+        options,
+        dim,
+        config,
+    )
+    pointer.write(folder)
     collect(folder, pointer)
     if merging.due(segments):  # larger merges: beside the writers and the searches
         merging.start(root)

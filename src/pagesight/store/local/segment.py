@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from pagesight.store.local import dense, visual
-from pagesight.store.local.layout import DENSE, VISUAL, read_deletes, write_deletes
+from pagesight.store.local import dense, layout, visual
+from pagesight.store.local.layout import Bitset, Pointer, write_deletes
 from pagesight.store.local.parts import Held, Saved
 from pagesight.store.local.postings import Postings
 
-OPENED = {DENSE: dense.stored, VISUAL: visual.stored}  # a part's file or folder, opened
+OPENED = {layout.DENSE: dense.stored, layout.VISUAL: visual.stored}  # a part's file or folder, opened
 
 
 class Segment:
@@ -33,7 +33,7 @@ class Segment:
         parts: Mapping[str, Saved | Held] | None = None,
         deleted: np.ndarray | None = None,
         name: str | None = None,
-        deletes_file: dict | None = None,
+        deletes_file: Bitset | None = None,
     ):
         self.postings = postings
         self.parts = dict(parts or {})
@@ -41,7 +41,7 @@ class Segment:
         self.deleted.flags.writeable = False
         self.deleted_count = int(self.deleted.sum())
         self.name = name
-        self.deletes_file = deletes_file  # its pointer entry: {"file", "count"}
+        self.deletes_file = deletes_file  # its pointer entry
         self._read: dict[str, Any] = {}  # each part as read, its deletes removed
         self._lock = threading.Lock()
 
@@ -104,12 +104,14 @@ class Segment:
         return saved
 
     @classmethod
-    def open(cls, folder: Path, name: str, kinds: Iterable[str], pointer: dict | None = None) -> Segment:
+    def open(cls, folder: Path, name: str, kinds: Iterable[str], pointer: Pointer | None = None) -> Segment:
         """The segment saved in ``folder / name``: postings mapped, parts opened, and the deletes
         ``pointer`` names for it (None: none)."""
         postings = Postings.load(folder / name)
-        deleted = read_deletes(folder, pointer, name, postings.tile_ids)
-        entry = (pointer or {}).get("deletes", {}).get(name)
+        if pointer is None:
+            deleted, entry = None, None
+        else:
+            deleted, entry = pointer.deleted(folder, name, postings.tile_ids), pointer.deletes.get(name)
         return cls(
             postings, {kind: OPENED[kind](folder / name / kind) for kind in kinds}, deleted, name, entry
         )
@@ -124,16 +126,11 @@ class Segment:
         )
 
 
-def kinds_of(pointer: dict) -> list[str]:
-    """The kinds of parts the segments ``pointer`` names hold."""
-    return [kind for kind in (DENSE, VISUAL) if pointer.get(kind)]
-
-
-def opened(folder: Path, pointer: dict) -> list[Segment]:
+def opened(folder: Path, pointer: Pointer) -> list[Segment]:
     """The segments ``pointer`` names in ``folder``, with their deletes: postings mapped, each part
     read when first searched."""
-    kinds = kinds_of(pointer)
-    return [Segment.open(folder, name, kinds, pointer) for name in pointer["segments"]]
+    kinds = pointer.kinds()
+    return [Segment.open(folder, name, kinds, pointer) for name in pointer.segments]
 
 
 def joins(dim: int | None, config: Mapping | None) -> dict[str, Callable[[list], Any]]:
@@ -141,7 +138,7 @@ def joins(dim: int | None, config: Mapping | None) -> dict[str, Callable[[list],
     visual parts are made by ``config`` (None: it has none)."""
     found: dict[str, Callable[[list], Any]] = {}
     if dim:
-        found[DENSE] = lambda parts: dense.DenseRetriever.joined(parts, dim)
+        found[layout.DENSE] = lambda parts: dense.DenseRetriever.joined(parts, dim)
     if config:
-        found[VISUAL] = lambda parts: visual.VisualRetriever.joined(parts, config)
+        found[layout.VISUAL] = lambda parts: visual.VisualRetriever.joined(parts, config)
     return found

@@ -1,5 +1,5 @@
 """The local store: one directory with the SQLite catalog and the retriever files derived from it
-(the layout and the life of a segment: ``store/local/__init__.py``).
+(the layout and the life of a segment: docs/segments.md).
 
 Any number of processes search while one writes, and no reader takes the write lock: a reader
 whose retriever files lag the catalog (a writer at work, or a crash) builds the missing part in
@@ -32,7 +32,7 @@ from pagesight.settings import Settings, check_settings
 from pagesight.store.base import Retrievers
 from pagesight.store.catalog import SQLiteCatalog
 from pagesight.store.local import deletes
-from pagesight.store.local.layout import CATALOG, FOLDER, WRITE_LOCK, pointed_generation, segment_names
+from pagesight.store.local.layout import CATALOG, FOLDER, WRITE_LOCK, Pointer, pointed_generation
 from pagesight.store.local.lock import WriteLock
 from pagesight.store.rows import RowCache
 
@@ -186,7 +186,10 @@ class LocalStore:
         # ``build`` starts from saved segments (a new segment's parts are read by it alone): this
         # store's last save, or the files.
         mine = self._retrievers is not None and self._retrievers is self._refreshed
-        if mine and [s.name for s in self._retrievers.lexical.segments] != segment_names(self.root):
+        pointer = Pointer.read(self.root / FOLDER)
+        if mine and (
+            pointer is None or [s.name for s in self._retrievers.lexical.segments] != pointer.segments
+        ):
             mine = False  # a merge swapped segments in meanwhile (store.local.merging): start from the files
         previous = self._retrievers if mine else _files().load(self.root)
         built = _files().build(self.catalog, previous, self._dense_dim())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 
-from pagesight.store.qdrant.schema import BURSTS_POINT, PAGE, qdrant_models, scroll
+from pagesight.store.qdrant.schema import BURSTS_POINT, SCROLLED, qdrant_models, scroll
 
 BM25_K1, BM25_B = 1.2, 0.75  # as the local store's bm25s index
 BM25_DRIFT = 0.01  # tiles weighed with an average tile length off by more are weighed again
@@ -44,7 +44,7 @@ class Bm25Weights:
             with_payload=["text", "context", "heading", "cells", "language"],
         ):
             batch.append(record)
-            if len(batch) == PAGE:
+            if len(batch) == SCROLLED:
                 count += self._reweigh(batch, average)
                 batch = []
         return count + (self._reweigh(batch, average) if batch else 0)
@@ -94,10 +94,10 @@ class Bm25Weights:
         if len(ids) > BURST_SAMPLE:
             ids = [ids[round(i * (len(ids) - 1) / (BURST_SAMPLE - 1))] for i in range(BURST_SAMPLE)]
         texts, languages = [], []
-        for start in range(0, len(ids), PAGE):
+        for start in range(0, len(ids), SCROLLED):
             found = self.client.retrieve(
                 self.tiles_name,
-                ids[start : start + PAGE],
+                ids[start : start + SCROLLED],
                 with_payload=["text", "context", "heading", "cells", "language"],
             )
             texts += [self._indexed_text(r.payload) for r in found]

@@ -17,7 +17,7 @@ FORMAT_VERSION = 3  # 2: document points carry their where fields (fields.py); 3
 DEFAULT_COLLECTION = "pagesight"
 INDEX_POINT = 0  # the index's own point in NAME-catalog; documents have UUIDs made from their ids
 BURSTS_POINT = 1  # ... and the collection's bursty words (bm25.Bm25Weights.update_bursts)
-PAGE = 256  # points per scroll request
+SCROLLED = 256  # points a scroll request reads
 HEAVY = ["spans", "links", "text", "context", "image"]  # payload left out when only boxes are wanted
 
 
@@ -43,9 +43,17 @@ def connect(location: str):
         if "/" in name:
             raise PagesightError(f"{location}: the collection name cannot contain '/'")
         scheme = "https" if url.port == 443 else "http"
-        client = QdrantClient(
-            url=f"{scheme}://{url.hostname}:{url.port or 6333}", api_key=os.environ.get("QDRANT_API_KEY")
-        )
+        address = f"{scheme}://{url.hostname}:{url.port or 6333}"
+        client = QdrantClient(url=address, api_key=os.environ.get("QDRANT_API_KEY"))
+        from qdrant_client.http.exceptions import ResponseHandlingException
+
+        try:
+            client.get_collections()  # the client connects lazily: asked once here, not mid-command
+        except ResponseHandlingException as exc:
+            raise PagesightError(
+                f"{location}: no Qdrant server answers at {address} ({exc}); start it, or give the "
+                "address of one (qdrant://HOST:PORT/NAME)"
+            ) from None
         return client, name, None
     if not rest:
         raise PagesightError(f"{location}: give a folder (qdrant:PATH) or a server (qdrant://HOST:PORT/NAME)")
@@ -151,7 +159,7 @@ def scroll(client, collection: str, where, with_payload) -> Iterator:
     offset = None
     while True:
         records, offset = client.scroll(
-            collection, scroll_filter=where, limit=PAGE, offset=offset, with_payload=with_payload
+            collection, scroll_filter=where, limit=SCROLLED, offset=offset, with_payload=with_payload
         )
         yield from records
         if offset is None:
