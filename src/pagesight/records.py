@@ -6,6 +6,7 @@ index's rendering DPI. Page numbers count from 1, tile indexes from 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 Box = tuple[float, float, float, float]
@@ -19,6 +20,33 @@ class Span:
     box: Box
     source: str  # "pdf" (text layer), "ocr", "dom" (a web page's own text) or "transcript" (given)
     conf: float = 1.0
+
+
+def printed_rows(boxes: Sequence[Box], sources: Sequence[str]) -> list[range]:
+    """The spans (by their ``boxes`` and ``sources``, in order) as the printed lines they make, as
+    ranges of their indexes: the text layer's pieces of one line (``text/textlayer.py`` cuts a
+    line where its pieces stand apart) follow one another on one row, left to right, and read as
+    that line; any other span is a line of its own. So a tile's text, its search evidence and
+    BM25 read a table row as the line it is, whatever the pieces the reader sees."""
+    rows: list[range] = []
+    for i, (box, source) in enumerate(zip(boxes, sources)):
+        if (
+            rows
+            and source == "pdf"
+            and sources[i - 1] == "pdf"
+            and same_row(boxes[i - 1], box)
+            and box[0] >= boxes[i - 1][2] - 2
+        ):
+            rows[-1] = range(rows[-1].start, i + 1)
+        else:
+            rows.append(range(i, i + 1))
+    return rows
+
+
+def same_row(a: Box, b: Box) -> bool:
+    """Two boxes share most of the lower one's height: they stand on one row."""
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 
 @dataclass
@@ -58,8 +86,11 @@ class Tile:
 
     @property
     def text(self) -> str:
-        """The lines, one per line; a word split by a soft hyphen at a line's end joined again."""
-        return "\n".join(s.text for s in self.spans).replace("\u00ad\n", "")
+        """The printed lines, one per line (a text-layer line's pieces joined again:
+        ``text.lines.printed_rows``); a word split by a soft hyphen at a line's end joined again."""
+        rows = printed_rows([s.box for s in self.spans], [s.source for s in self.spans])
+        lines = (" ".join(self.spans[i].text for i in row) for row in rows)
+        return "\n".join(lines).replace("\u00ad\n", "")
 
 
 @dataclass

@@ -191,7 +191,8 @@ def test_a_table_row_answers_which_floor(index: Index):
     answer = index.ask("Which floor has the telescopes?", k=5)
     assert answer.text.startswith("Level 4")
     (citation,) = answer.citations
-    assert len(citation.boxes) == 1  # the row, not the prose around the table
+    tops = {round(box[1]) for box in citation.boxes}
+    assert len(tops) == 1  # the row's pieces, not the prose around the table
 
 
 def test_a_definition_is_the_sentence_whose_subject_was_asked_about(index: Index):

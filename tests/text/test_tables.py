@@ -92,8 +92,68 @@ def test_a_question_naming_a_row_and_a_year_finds_the_table(tmp_path: Path, weig
         else:  # the note says "interest expense" three times, the table once, its year far above
             assert hits[0].page_id == "acme-10k_2"
         tile = index.catalog.tile_at("acme-10k", 1, 0)
-        lines = [text for text, *_ in tile.spans]
-        assert "Interest expense (1) 312 298 305" in lines and not any(
-            line.startswith("2023") for line in lines
-        )
-        assert dict(index.catalog.tile_texts())[tile.id] == "\n".join(lines)  # only BM25 reads the cells
+        lines = [text for text, *_ in tile.spans]  # the row's pieces, as the text layer cut it
+        assert lines[lines.index("Interest expense (1)") + 1 :][:3] == ["312", "298", "305"]
+        assert "2023 Interest expense" not in lines
+        text = dict(index.catalog.tile_texts())[tile.id].split(
+            "\n"
+        )  # the printed lines: only BM25 reads the cells
+        assert "Interest expense (1) 312 298 305" in text and "2023 Interest expense" not in text
+
+
+def _statement(path: Path) -> list[Span]:
+    """A statement set as reports set them: headings over each column, a section label, a label
+    wrapped onto two lines, a row whose last column is blank, and a unit of "£m"."""
+    import pypdfium2 as pdfium
+
+    from pagesight.text.textlayer import text_layer_spans
+
+    pdf = canvas.Canvas(str(path), pagesize=LETTER, invariant=True)
+    pdf.setFont("Helvetica", 9)
+    rights = (400, 480, 560)
+    for right, heading in zip(rights, ("30 June 2031", "30 June 2030", "Change")):
+        pdf.drawRightString(right, 700, heading)
+    for right, unit in zip(rights, ("£m", "£m", "%")):
+        pdf.drawRightString(right, 688, unit)
+    rows = [
+        ("Operating costs:", ()),
+        ("Staff", ("412.5", "398.0", "4%")),
+        ("Premises", ("77.1", "80.3", "(4%)")),
+        ("Amortisation of acquired intangible assets and", ()),
+        ("impairment of goodwill", ("15.0", "(2.2)", "")),
+        ("Total", ("504.6", "476.1", "6%")),
+    ]
+    y = 672
+    for label, figures in rows:
+        pdf.drawString(72, y, label)
+        for right, figure in zip(rights, figures):
+            pdf.drawRightString(right, y, figure)
+        y -= 13
+    pdf.showPage()
+    pdf.save()
+    page = pdfium.PdfDocument(str(path))[0]
+    return text_layer_spans(page, (850, 1100))
+
+
+def test_the_text_layer_cuts_a_row_into_its_pieces(tmp_path: Path):
+    spans = _statement(tmp_path / "statement.pdf")
+    texts = [span.text for span in spans]
+    assert texts[texts.index("Staff") :][:4] == ["Staff", "412.5", "398.0", "4%"]
+    staff, figure = spans[texts.index("Staff")], spans[texts.index("412.5")]
+    assert staff.box[2] < figure.box[0]  # each piece its own box, in its place
+
+
+def test_cells_stand_under_their_headings_with_their_section_and_whole_labels(tmp_path: Path):
+    (table,) = read_tables(_statement(tmp_path / "statement.pdf"))
+    assert table.unit == "million"
+    assert [column.split(" / ")[0] for column in table.columns] == [
+        "30 June 2031",
+        "30 June 2030",
+        "Change",
+    ]
+    cells = {(c.label, c.column.split(" / ")[0][-4:]): c for c in table.cells()}
+    assert cells["Staff", "2031"].value == 412.5 and cells["Staff", "2031"].section == "Operating costs:"
+    assert cells["Premises", "ange"].percent and cells["Premises", "ange"].value == -4
+    wrapped = "Amortisation of acquired intangible assets and impairment of goodwill"
+    assert cells[wrapped, "2030"].value == -2.2  # the row's last column is blank, not its figures'
+    assert (wrapped, "ange") not in cells

@@ -32,7 +32,7 @@ from PIL import Image
 from pagesight.choices import ACROSS_ALPHA, DEFAULT_DOCUMENT_WEIGHT, LANGUAGE_HEAD
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
-from pagesight.records import Hit, Region
+from pagesight.records import Hit, Region, printed_rows
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
 from pagesight.search.fusion import (
@@ -447,13 +447,24 @@ def hits(
                 continue
             seen.add((band.doc_id, band.page, band.idx))
             scores = {name: run[tile_id] for name, run in per_retriever.items() if tile_id in run}
-            matching = matching_lines(stems, texts[tile_id], len(row.spans)) if evidence else []
-            hit = _hit(row, score, scores, matching)
+            lines = printed_rows([s[1] for s in row.spans], [s[2] if len(s) > 2 else "" for s in row.spans])
+            matching = matching_lines(stems, texts[tile_id], len(lines)) if evidence else []
+            hit = _hit(row, score, scores, lines, matching)
             if row.region is not None:
                 hit.region = Region(row.region.kind, tuple(float(v) for v in row.box), row.region.score)
                 hit.tile, hit.tile_box = band.idx, band.box
             found.append(hit)
     return found
+
+
+def _union(boxes: list) -> tuple:
+    """The box around ``boxes``."""
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
 
 
 def _band(catalog: Catalog, row, bands: dict) -> object | None:
@@ -468,12 +479,12 @@ def _band(catalog: Catalog, row, bands: dict) -> object | None:
     return bands[key][-1] if bands[key] else None
 
 
-def _hit(row, score: float, scores: dict[str, float], matching: list[int]) -> Hit:
-    """A hit whose snippet and boxes are the tile's lines that share the most query terms
-    (``matching``: how many each line shares)."""
+def _hit(row, score: float, scores: dict[str, float], lines: list[range], matching: list[int]) -> Hit:
+    """A hit whose snippet and boxes are the tile's printed lines (``lines``: ranges of its
+    spans) that share the most query terms (``matching``: how many each line shares)."""
     matched = [
-        (overlap, position, span[0], tuple(span[1]))
-        for position, (span, overlap) in enumerate(zip(row.spans, matching))
+        (overlap, position, " ".join(row.spans[i][0] for i in line), _union([row.spans[i][1] for i in line]))
+        for position, (line, overlap) in enumerate(zip(lines, matching))
         if overlap
     ]
     if matched:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pagesight.encode.lexical import LineWords, line_words, stems_by_line
+from pagesight.records import printed_rows
 from pagesight.text.lines import FIGURE, YEAR
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ def tile_text(text: str) -> TileText:
 
 
 def spans_text(spans: list) -> str:
-    """A tile's stored spans as one text, a line each (a line break inside a span is a space, so
-    line i stays span i)."""
-    return "\n".join(span[0].replace("\n", " ") for span in spans)
+    """A tile's stored spans as one text, a printed line each (``records.printed_rows``: a
+    text-layer line's pieces joined again; a line break inside a span is a space, so line i
+    stays the printed row i)."""
+    rows = printed_rows([span[1] for span in spans], [span[2] if len(span) > 2 else "" for span in spans])
+    return "\n".join(" ".join(spans[i][0].replace("\n", " ") for i in row) for row in rows)
 
 
 def tile_texts(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pagesight.records import Box, Span
+from pagesight.records import Box, Span, same_row
 
 PRINTED_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")  # a year, 1500 to 2099
 # what a query or a tile names: a year (1900 to 2099, not inside a longer number), a word that is a figure
@@ -33,9 +33,15 @@ def characters(box: Box, first: int, last: int, lo: int, hi: int) -> Box:
     return (x0 + width * (lo - first), y0, x0 + width * (hi - first), y1)
 
 
+# a piece this short joins the line it stands beside, however long that is: a figure, a heading
+_FIGURE_WORDS = 3
+
+
 def read_lines(spans: list[Span]) -> list[Line]:
-    """The tile's lines; short spans on one row (a label and its value, table cells read by OCR)
-    are joined into one line, left to right."""
+    """The tile's lines; short spans on one row (a label and its value, table cells read by OCR
+    or cut apart in the text layer) are joined into one line, left to right: pieces of six words
+    at most, or one of ``_FIGURE_WORDS`` beside a longer one (a long row label and its figures),
+    so two columns of prose side by side stay apart."""
     lines: list[Line] = []
     for span in _left_to_right(spans):
         text = span.text.strip()
@@ -46,10 +52,13 @@ def read_lines(spans: list[Span]) -> list[Line]:
             last = lines[-1]
             previous = last.text[last.parts[-1][0] :]
             if (
-                _same_row(last.parts[-1][2], box)
+                same_row(last.parts[-1][2], box)
                 and box[0] >= last.parts[-1][2][2] - 2
-                and len(previous.split()) <= 6
-                and len(text.split()) <= 6
+                and (
+                    len(text.split()) <= _FIGURE_WORDS
+                    or len(previous.split()) <= 6
+                    and len(text.split()) <= 6
+                )
             ):
                 start = len(last.text) + 1
                 last.text = f"{last.text} {text}"
@@ -67,13 +76,8 @@ def _left_to_right(spans: list[Span]) -> list[Span]:
     ordered: list[Span] = []
     row: list[Span] = []
     for span in spans:
-        if row and not _same_row(row[0].box, span.box):
+        if row and not same_row(row[0].box, span.box):
             ordered += sorted(row, key=lambda s: s.box[0])
             row = []
         row.append(span)
     return ordered + sorted(row, key=lambda s: s.box[0])
-
-
-def _same_row(a: Box, b: Box) -> bool:
-    overlap = min(a[3], b[3]) - max(a[1], b[1])
-    return overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1])

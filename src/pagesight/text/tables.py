@@ -1,15 +1,22 @@
 """Tables read as tables: a tile's lines read back as rows of cells, each cell with its row's
 label, its column's headers, the table's unit and its box.
 
-The reader has the tile's spans, not the PDF: a text-layer span is a whole printed line (PDFium
-joins a row's cells with one space), an OCR span a line or a cell. So a row is a label followed by
-a run of cells (figures, bracketed negatives, dashes for nil, footnote marks set aside), read from
-the right; rows that follow one another with mostly the same number of cells make a table. A
-column's headers are the lines above its first row: a line ending in one heading per column
-(years, "FY2019", quarters, single words) gives each column its own, read in order; a line cut into
-spans (OCR) gives each span to the columns under it, a spanning heading to all of them; any other
-line heads every column (a "Years ended December 31" over the years). The unit ("(in millions)",
-"(Millions)", "%") is read from the headers and the caption above them.
+The reader has the tile's spans, not the PDF: a text-layer span is a piece of a printed line (the
+text layer cuts a line where its pieces stand apart, ``text/textlayer.py``), an OCR span a line or
+a cell, and the spans of one row are read back as one line with each piece's box
+(``text/lines.py``). So a row is a label followed by a run of cells (figures, bracketed negatives,
+dashes for nil, footnote marks set aside), read from the right: the pieces of figures at a line's
+right, or, in a line that is one piece (an index made before the text layer was cut), its figures
+at the right. Rows that follow one another with mostly the same number of cells make a table, and
+each row's cells take the columns they stand under (right-aligned when the line tells no places).
+A label-only line above a row whose label goes on in lower case is the first part of that label
+("Net recognized amounts of identifiable assets acquired and" over "liabilities assumed"); any
+other label-only line is the section the rows below it belong to ("Current:", "Assets"). A
+column's headers are the lines above its first row: each piece of a line heads the columns under
+it, a spanning heading all of them; a line of one piece ending in one heading per column (years,
+"FY2019", quarters, single words) gives each column its own, read in order; any other line heads
+every column (a "Years ended December 31" over the years). The unit ("(in millions)", "£m",
+"$'000", "%") is read from the headers and the caption above them.
 
 Why not pdfplumber's table finder (benchmarks/tables.py, BENCHMARKS.md "Tables read as tables"):
 it reads the PDF's characters, which the reader no longer has (the catalog keeps lines), nor has
@@ -37,8 +44,11 @@ _FIGURE = re.compile(r"^[$€£¥]?\(?[-+−–]?[$€£¥]?(\d[\d,]*(?:\.\d+)?|
 _NIL = re.compile(r"^[—–-]{1,3}$")
 _HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
 _UNIT = re.compile(
-    r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b", re.IGNORECASE
+    r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b"
+    r"|(?:[$€£¥]|\b[A-Z]{1,2}\$)\s?(m|mn|bn|['’]?000s?)(?!\w)",  # "£m", "$'000", "US$ 000"
+    re.IGNORECASE,
 )
+_SHORT_UNITS = {"m": "million", "mn": "million", "bn": "billion"}  # else thousands
 MAX_LABEL_WORDS = 16
 _DATED = re.compile(r"^(?:[A-Z][a-z]+\.? )?(?:\d{1,2},?|(?:FY|Q[1-4] )?'?\d{2,4})$")
 
@@ -54,6 +64,7 @@ class Cell:
     column: str
     box: Box
     percent: bool = False
+    section: str = ""  # the label-only line above its row's run ("Current:", "Assets")
 
     @property
     def figure(self) -> str:
@@ -123,11 +134,15 @@ def cell_text(spans: list[Span]) -> str:
 
 
 def _row(line: Line) -> _Row | None:
-    """A line as a label and the cells at its right; None when it is a sentence."""
+    """A line as a label and the cells at its right; None when it is a sentence. In a line of
+    pieces, a piece that holds words ends the cells (a label's own "19.0%" is no cell)."""
     tokens = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line.text)]
+    worded = [(lo, hi) for lo, hi, _ in line.parts if not _figures_only(line.text[lo:hi])]
     cells: list[tuple[str, int, int]] = []
     while tokens:
         text, lo, hi = tokens[-1]
+        if len(line.parts) > 1 and any(a <= lo < b for a, b in worded):
+            break
         if _is_cell(text):
             cells.insert(0, (text, lo, hi))
         elif text in _CURRENCY and cells:  # "$ 5,363": the sign set apart from its figure
@@ -136,11 +151,22 @@ def _row(line: Line) -> _Row | None:
             break
         tokens.pop()
     label = line.text[: tokens[-1][2]].strip() if tokens else ""
-    if label.endswith((".", ":", ";")) and cells or len(label.split()) > MAX_LABEL_WORDS:
-        return None
+    parsed = _Row(line, label, cells)
+    if (
+        label.endswith((".", ":", ";"))
+        and cells
+        and not _years(parsed)
+        or len(label.split()) > MAX_LABEL_WORDS
+    ):
+        return None  # a sentence that ends in figures; "Year ended December 31: 2019 2018" heads columns
     if not cells and label[-1:] in ".;":
         return None
-    return _Row(line, label, cells)
+    return parsed
+
+
+def _figures_only(text: str) -> bool:
+    """A piece of a line that is figures alone ("$ 1,234", "(18)", "—"), currency signs aside."""
+    return all(_is_cell(token) or token in _CURRENCY for token in text.split())
 
 
 def _is_cell(token: str) -> bool:
@@ -204,19 +230,31 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
         caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
     unit = _unit(" ".join([caption] + [h.text for h in header_lines]))
     table = Table([], columns, unit, caption)
+    rights = _rights([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
+    # a label-only line below the headings heads the first rows ("Operating costs:")
+    bottom = max((line.box[3] for line in header_lines), default=0.0)
+    below = [line for line in above if line not in header_lines and line.box[1] >= bottom]
+    labelled = _row(below[-1]) if below else None
+    section = below[-1].text if labelled is not None and not labelled.cells else ""
     pending, held = "", []
     for k in range(first, end):
         row = parsed[k]
         held.append(lines[k])
         if not row.cells:
+            if pending:
+                section = pending
             pending = row.label
             continue
         cells = row.cells
-        label = row.label or pending
+        label = row.label
+        if pending and (not label or label[:1].islower()):  # the label's first part is the line above
+            label = f"{pending} {label}".strip()
+        elif pending:
+            section = pending
         while len(cells) > n and _FOOTNOTE.match(cells[0][0]):  # "Revenue (1)": a mark, not a cell
             label, cells = f"{label} {cells[0][0]}".strip(), cells[1:]
         pending = ""
-        table.rows.append(_cells(row.line, label, cells[-n:], columns, n))
+        table.rows.append(_cells(row.line, label, cells[-n:], columns, rights, section))
         table.lines.append(row.line.text)
         table.sources.append(held)
         held = []
@@ -228,9 +266,9 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
 def _years(row: _Row) -> bool:
     """A row of years and days of the month: the dates heading the columns ("(Millions) 2018
     2017 2016", "As of December 31, 2017 2016", "Year ended December 31,")."""
-    texts = [text.strip("*") for text, _, _ in row.cells]
+    texts = [text.strip("*") for text, _, _ in row.cells if not _FOOTNOTE.match(text)]
     day = re.compile(r"[0-3]?\d,")
-    return all(PRINTED_YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
+    return bool(texts) and all(PRINTED_YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
@@ -310,13 +348,13 @@ def _line_heads(heads: list[list[str]], line: Line, n: int, centres: list[float]
             _head(heads, line.text[lo:hi], _under(box, centres))
     elif (
         len(words) >= n
-        and all(_HEADING.match(w.strip(",")) for w in words[-n:])
+        and all(_HEADING.match(w) for w in words[-n:])  # "30," of a date is no heading of its own
         or (
             len(words) == n and all(w[:1].isupper() for w in words)  # "Americas Europe Asia"
         )
     ):
         for c, word in enumerate(words[-n:]):
-            heads[c].append(word.strip(","))
+            heads[c].append(word)
     elif len(years := list(PRINTED_YEAR.finditer(line.text))) == n:  # "February 2, 2019 February 3, 2018"
         starts = [0] + [m.end() for m in years[:-1]]
         for c, (lo, m) in enumerate(zip(starts, years)):
@@ -348,19 +386,54 @@ def _under(box: Box, centres: list[float]) -> list[int]:
 
 def _unit(text: str) -> str:
     match = _UNIT.search(text)
-    if match:
+    if match and match.group(1):
         return match.group(1).lower().rstrip("s")
+    if match:
+        return _SHORT_UNITS.get(match.group(2).lower(), "thousand")
     return "%" if re.search(r"\(%\)|\bin %|percent", text, re.IGNORECASE) else ""
 
 
-def _cells(line: Line, label: str, cells: list, columns: list[str], n: int) -> list[Cell]:
-    """A row's cells, right-aligned to the ``n`` columns (a row with fewer fills the last ones)."""
+def _rights(rows: list[_Row], n: int) -> list[float] | None:
+    """Each column's right edge, from the rows with every cell, when their lines are cut into
+    pieces (else their cells' places are estimates: None)."""
+    if not rows or any(len(r.line.parts) < 2 for r in rows):
+        return None
+    edges = []
+    for c in range(n):
+        xs = sorted(_box(r.line, r.cells[c][1], r.cells[c][2])[2] for r in rows)
+        edges.append(xs[len(xs) // 2])
+    return edges
+
+
+def _cells(
+    line: Line, label: str, cells: list, columns: list[str], rights: list[float] | None, section: str
+) -> list[Cell]:
+    """A row's cells, each in the column it stands under (``rights``: the columns' right edges),
+    or right-aligned to the columns when the line tells no places (a row with fewer fills the last
+    ones). A cell of a column headed "%" is a percentage."""
+    n = len(columns)
+    boxes = [_box(line, lo, hi) for _, lo, hi in cells]
+    places = list(range(n - len(cells), n))
+    if rights is not None and len(line.parts) > 1 and len(cells) < n:
+        places = _placed([box[2] for box in boxes], rights)
     found = []
-    offset = n - len(cells)
-    for c, (text, lo, hi) in enumerate(cells):
+    for (text, _, _), box, c in zip(cells, boxes, places):
         number, percent = value(text)
-        found.append(Cell(text, number, label, columns[offset + c], _box(line, lo, hi), percent))
+        percent = percent or columns[c].rsplit(" / ", 1)[-1].strip() == "%"
+        found.append(Cell(text, number, label, columns[c], box, percent, section))
     return found
+
+
+def _placed(edges: list[float], rights: list[float]) -> list[int]:
+    """The columns of cells whose right edges are ``edges``, left to right: each the nearest
+    column right of the one before."""
+    places, start = [], 0
+    for k, edge in enumerate(edges):
+        last = len(rights) - (len(edges) - k)  # leave a column for each cell to come
+        c = min(range(start, last + 1), key=lambda c: abs(rights[c] - edge))
+        places.append(c)
+        start = c + 1
+    return places
 
 
 def _box(line: Line, lo: int, hi: int) -> Box:

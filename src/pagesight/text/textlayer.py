@@ -6,6 +6,13 @@ a viewer highlights a selection, so letters that hang below the line are inside 
 line's ends have none), mapped to pixels by PDFium itself (``FPDF_PageToDevice``), so page
 rotation and crop boxes are handled as in rendering. Two box look-ups per line keep extraction at
 several hundred pages per second per core.
+
+PDFium runs the pieces of text a page sets apart on one baseline into one line: a table row's
+label and its figures, headings side by side. Such a line is cut where its characters stand
+apart by more than ``GAP`` of their height, so each piece is a span with its own box, as OCR
+gives them, and the table finder (``text/tables.py``) sees where each figure and heading stands.
+Only a line wider than its characters could fill is looked at character by character
+(``_spread``), so prose costs no more look-ups.
 """
 
 from __future__ import annotations
@@ -23,6 +30,12 @@ _BREAKS = (10, 13)
 # becomes the Unicode soft hyphen, so the word is joined again wherever lines are (``Tile.text``).
 _PDFIUM_SOFT_HYPHEN = 0xFFFE
 SOFT_HYPHEN = "\u00ad"
+_SPACE = 32
+GAP = 1.0  # a blank wider than this many character heights sets two pieces of a line apart
+# a line is looked at character by character when short, or wider than this many heights a
+# character and ``GAP`` more: text set in capitals takes about half its loose box's height a letter
+_WIDEST = 0.5
+_SHORT = 40  # characters
 
 
 def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Span]:
@@ -48,26 +61,57 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
         spans = []
         rect = raw.FS_RECTF()
         for start, end in _runs(cuts, ends.tolist()):
-            text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
-            text = " ".join(text.replace("\x00", " ").replace("\ufffe", SOFT_HYPHEN).split())
-            if not text:
-                continue
-            xs, ys = [], []
-            # the first character and the last with a box (the hyphen PDFium marks may have none)
-            for candidates in ((start,), (end - 1, end - 2)):
-                for index in candidates:
-                    if index >= start and raw.FPDFText_GetLooseCharBox(textpage, index, rect):
-                        xs += [rect.left, rect.right]
-                        ys += [rect.bottom, rect.top]
-                        break
-            if not xs:
-                continue
-            box = to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
-            if box is not None:
-                spans.append(Span(text=text, box=box, source="pdf"))
+            for lo, hi in _pieces(textpage, units, start, end, rect):
+                span = _span(page, size_px, textpage, units, lo, hi, rect)
+                if span is not None:
+                    spans.append(span)
         return spans
     finally:
         textpage_obj.close()
+
+
+def _span(page, size_px, textpage, units: np.ndarray, start: int, end: int, rect) -> Span | None:
+    """Characters ``start`` to ``end`` as a span: their text, spaces made single, and the box from
+    the first character's loose box to the last's (the hyphen PDFium marks may have none)."""
+    text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
+    text = " ".join(text.replace("\x00", " ").replace("\ufffe", SOFT_HYPHEN).split())
+    if not text:
+        return None
+    xs, ys = [], []
+    for candidates in ((start,), (end - 1, end - 2)):
+        for index in candidates:
+            if index >= start and raw.FPDFText_GetLooseCharBox(textpage, index, rect):
+                xs += [rect.left, rect.right]
+                ys += [rect.bottom, rect.top]
+                break
+    if not xs:
+        return None
+    box = to_pixels(page, size_px, min(xs), min(ys), max(xs), max(ys))
+    return None if box is None else Span(text=text, box=box, source="pdf")
+
+
+def _pieces(textpage, units: np.ndarray, start: int, end: int, rect) -> list[tuple[int, int]]:
+    """The line of characters ``start`` to ``end`` cut where a blank wider than ``GAP`` of its
+    characters' height sets its pieces apart, as [start, end) pairs; a long line whole when it
+    is not wider than its characters could fill (``_WIDEST``)."""
+    if end - start < 3 or not raw.FPDFText_GetLooseCharBox(textpage, start, rect):
+        return [(start, end)]
+    left, height = rect.left, rect.top - rect.bottom
+    if not raw.FPDFText_GetLooseCharBox(textpage, end - 1, rect):
+        return [(start, end)]
+    height = max(height, rect.top - rect.bottom)
+    if height <= 0 or end - start > _SHORT and rect.right - left <= (_WIDEST * (end - start) + GAP) * height:
+        return [(start, end)]
+    pieces, first, right = [], start, None
+    for i in range(start, end):
+        if units[i] == _SPACE or not raw.FPDFText_GetLooseCharBox(textpage, i, rect):
+            continue
+        if right is not None and rect.left - right > GAP * height:
+            pieces.append((first, i))
+            first = i
+        right = rect.right
+    pieces.append((first, end))
+    return pieces
 
 
 def _runs(starts: list[int], ends: list[int]):
