@@ -328,11 +328,11 @@ def _contexts(index, request, wanted, depth, gold, unit, held, image) -> dict[st
         pools["hard-negatives"] = ([hit for hit in hits if _unit(hit, unit) not in gold], seconds)
     if "oracle" in wanted:
         start = time.perf_counter()
-        pools["oracle"] = (_oracle(index, request, gold, unit, held, image), time.perf_counter() - start)
+        pools["oracle"] = (oracle(index, request, gold, unit, held, image), time.perf_counter() - start)
     return pools
 
 
-def _oracle(index, request, gold: set[str], unit: str, held: set[str], image) -> list[Hit]:
+def oracle(index, request, gold: set[str], unit: str, held: set[str], image=None) -> list[Hit]:
     """The tiles of the gold pages (or documents): those a search within their documents ranks
     first, then the other tiles of each gold page in page order."""
     documents = {corpus_id.rpartition("_")[0] if unit == "page" else corpus_id for corpus_id in gold}

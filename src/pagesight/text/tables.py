@@ -65,6 +65,7 @@ class Cell:
     box: Box
     percent: bool = False
     section: str = ""  # the label-only line above its row's run ("Current:", "Assets")
+    index: int = 0  # its column's, from 0
 
     @property
     def figure(self) -> str:
@@ -420,7 +421,7 @@ def _cells(
     for (text, _, _), box, c in zip(cells, boxes, places):
         number, percent = value(text)
         percent = percent or columns[c].rsplit(" / ", 1)[-1].strip() == "%"
-        found.append(Cell(text, number, label, columns[c], box, percent, section))
+        found.append(Cell(text, number, label, columns[c], box, percent, section, c))
     return found
 
 

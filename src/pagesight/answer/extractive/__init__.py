@@ -38,6 +38,6 @@ for), ``reader.py`` (the scorer), ``support.py`` (a question's constraints, foun
 worded) and ``confidence.py`` (the probability of support; its model in ``support.json``).
 """
 
-from pagesight.answer.extractive.reader import WEIGHTS, ExtractiveReader
+from pagesight.answer.extractive.reader import ExtractiveReader
 
-__all__ = ["WEIGHTS", "ExtractiveReader"]
+__all__ = ["ExtractiveReader"]

@@ -153,8 +153,12 @@ def hashed(features: list[str]) -> np.ndarray:
 
 
 def operation_probabilities(question: str, fitted: dict | None = None) -> dict[str, float]:
-    """Each operation's probability for ``question`` under the question model."""
-    fitted = fitted or reader_model()["question"]
+    """Each operation's probability for ``question`` under the question model (``fitted``; None:
+    the packaged one; an empty one: every operation alike)."""
+    if fitted is None:
+        fitted = reader_model()["question"]
+    if not fitted:
+        return {op: 1.0 / len(OPERATIONS) for op in OPERATIONS}
     x = hashed(question_features(question))
     weights = fitted["weights"]
     z = np.array(fitted["intercept"], dtype=np.float64)

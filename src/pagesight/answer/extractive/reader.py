@@ -1,22 +1,22 @@
-"""The extractive reader: each candidate scored by named, weighted signals (``WEIGHTS``) and set
-back by named factors; the best one is the answer, cited with its boxes."""
+"""The extractive reader: the question read into its program, every candidate the context offers
+scored by one fitted model, the best one the answer unless it is unlikely to be supported."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from pagesight.answer.base import ContextItem, Reading
-from pagesight.answer.extractive.confidence import judge, model
-from pagesight.answer.extractive.figures import table_reading
-from pagesight.answer.extractive.lines import (
-    PRINTED_YEAR,
-    AnswerCandidate,
-    answer_candidates,
-)
+from pagesight.answer.extractive.candidates import FEATURES, Candidate
+from pagesight.answer.extractive.cells import Operands, Tables
+from pagesight.answer.extractive.confidence import judge
+from pagesight.answer.extractive.figures import table_candidates
+from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates
+from pagesight.answer.extractive.program import Program, read_question, reader_model
 from pagesight.answer.extractive.questions import (
     ASKING,
     RATE,
@@ -34,17 +34,20 @@ from pagesight.answer.extractive.questions import (
 from pagesight.encode.lexical import terms
 from pagesight.errors import PagesightError
 
-WEIGHTS = {"coverage": 0.5, "dense": 0.35, "kind": 0.15, "rank": 0.1, "label": 0.3, "subject": 0.25}
-HEADER_WEIGHT = 0.6  # a term found only in a table row's header counts this much
-EXPANSION_WEIGHT = 0.5  # a word standing for a question term ("total" for "how much") counts this much
-# Factors that set a candidate back:
-REPEATS_QUESTION = 0.3  # it says nothing the question does not already say
-QUOTED_FIGURE = 0.7  # a quotation, where a figure or a date is asked for (those are stated)
-OTHER_YEAR = 0.7  # it names a year, not the one the question asks about
+
+@dataclass
+class Offer:
+    """What a context offers a question: its program, tables, operands and every candidate."""
+
+    program: Program
+    tables: Tables
+    operands: Operands
+    candidates: list[Candidate]
 
 
 class ExtractiveReader:
-    """Picks the answer-bearing line from the retrieved tiles' text (text layer or OCR)."""
+    """Picks the answer from the retrieved tiles' text (text layer or OCR): a cell, a figure
+    computed from cells, a labelled value or a sentence."""
 
     name = "extractive"
     inputs = "text"
@@ -58,20 +61,20 @@ class ExtractiveReader:
         abstain: bool = True,
         min_support: float | None = None,
         thesaurus: str | None = "finance",
+        fitted: dict | None = None,
     ):
-        """``dense``: rank the best candidates with MiniLM too (None: when the extra is installed);
-        ``dense_pool``: how many at most. Three answer the reader's question sets as well as eight
-        did (benchmarks/reader.py 47/48, benchmarks/answers.py 90/90 and 13/13) at half the cost of
-        an ask (BENCHMARKS.md, "Serving"). ``abstain``: decline, with the reason, when the
-        probability that the chosen line is a supported answer (``confidence``) is under
+        """``dense``: weigh the best line candidates by MiniLM too (None: when the extra is
+        installed); ``dense_pool``: how many at most. ``abstain``: decline, with the reason, when
+        the probability that the chosen answer is supported (``confidence``) is under
         ``min_support`` (None: the fitted model's threshold), the answer carrying that probability
-        (``Reading.support``); False: always quote the best line, unjudged. ``thesaurus``: the
-        other names of the terms a table's rows go by (``search/thesauri``), for questions read
-        from table cells (``figures``)."""
+        (``Reading.support``); False: always answer. ``thesaurus``: the other names of the terms a
+        table's rows go by (``search/thesauri``). ``fitted``: the fitted reader (``reader.json``'s
+        content; None: the packaged one)."""
         self.thesaurus = thesaurus
         self.dense_pool = dense_pool
         self.abstain = abstain
         self.min_support = min_support
+        self.fitted = fitted
         self._model = None
         if dense is not False:
             from pagesight.encode.dense import dense_model as load
@@ -82,133 +85,134 @@ class ExtractiveReader:
                 if dense:
                     raise
 
+    @property
+    def model(self) -> dict:
+        return reader_model() if self.fitted is None else self.fitted
+
+    def offer(self, question: str, context: Sequence[ContextItem]) -> Offer:
+        """Everything ``context`` offers ``question``, each candidate with its features."""
+        model = self.model
+        program = read_question(question, model.get("question", {}))
+        tables = Tables.of(context)
+        operands = Operands(question, program, tables, model)
+        found = table_candidates(program, tables, operands)
+        found += self._line_candidates(question, program, context)
+        return Offer(program, tables, operands, found)
+
+    def scores(self, offer: Offer) -> np.ndarray:
+        """Each candidate's score under the fitted scorer (a log-odds of being right)."""
+        fitted = self.model.get("scorer")
+        if not offer.candidates:
+            return np.zeros(0)
+        x = np.array([c.vector() for c in offer.candidates])
+        if not fitted:
+            return x[:, FEATURES.index("operation")]
+        x = (x - fitted["mean"]) / np.array(fitted["scale"])
+        return x @ np.array(fitted["coef"]) + fitted["intercept"]
+
     def read(self, question: str, context: Sequence[ContextItem]) -> Reading:
-        # a cell, or a figure computed from cells
-        from_tables = table_reading(question, context, self.thesaurus, self.abstain)
-        if from_tables is not None:
-            return from_tables
-        candidates = answer_candidates(context)
-        if not candidates or not question.strip():
+        offer = self.offer(question, context) if question.strip() else None
+        if offer is None or not offer.candidates:
             if self.abstain and question.strip():
                 return Reading(
                     "", usage={"candidates": 0}, answered=False, reason="the pages found have no text"
                 )
             return Reading(text="", usage={"candidates": 0})
-        features = self.features(question, candidates, len(context))
-        scores = total(features)
+        scores = self.scores(offer)
         chosen = int(np.argmax(scores))
-        best = candidates[chosen]
+        best = offer.candidates[chosen]
+        usage = {"candidates": len(offer.candidates), "kind": best.kind, "operation": offer.program.operation}
         support = None
         if self.abstain:
-            without_dense = total(features, without=("dense",))[chosen]
-            judged = judge(question, context, best.item, scores, chosen, without_dense)
+            judged = judge(question, context, best.item, scores, chosen, float(scores[chosen]))
             support = judged.support
-            threshold = model()["threshold"] if self.min_support is None else self.min_support
-            if support < threshold:
-                usage = {"candidates": len(candidates), "declined_answer": answer_text(best, question)}
-                return Reading(
-                    "", usage=usage, answered=False, reason=judged.reason(threshold), support=support
-                )
-        answer = answer_text(best, question)
-        return Reading(
-            text=answer,
-            cited={best.item: best.boxes_of(answer)},  # where the answer stands, not its whole line
-            quotes={best.item: best.text},
-            usage={"candidates": len(candidates)},
-            support=support,
-        )
-
-    def score(self, question: str, candidates: list[AnswerCandidate], n_items: int) -> np.ndarray:
-        """One score per candidate; the highest is the answer."""
-        return total(self.features(question, candidates, n_items))
-
-    def features(
-        self, question: str, candidates: list[AnswerCandidate], n_items: int
-    ) -> dict[str, np.ndarray]:
-        """Each signal per candidate (``WEIGHTS`` names them), and the factor setting some back."""
-        asked = asked_kind(question)
-        question_terms = set(terms(question)) - ASKING or set(terms(question))
-        expansions = label_terms(question, asked) - question_terms
-        own_terms = [set(terms(c.own or c.text)) for c in candidates]
-        header_terms = [
-            set(terms(c.text)) - own if c.header else set() for c, own in zip(candidates, own_terms)
-        ]
-        # rarity among the candidates, so a word in every sentence of the tiles weighs little
-        df = Counter(t for own, head in zip(own_terms, header_terms) for t in own | head)
-        idf = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in question_terms | expansions}
-        total = sum(idf[t] for t in question_terms) or 1.0
-
-        def covered(own: set[str], head: set[str], extra: set[str]) -> float:
-            found = sum(idf[t] for t in question_terms if t in own or t in extra)
-            found += HEADER_WEIGHT * sum(idf[t] for t in question_terms if t in head and t not in own | extra)
-            found += EXPANSION_WEIGHT * sum(idf[t] for t in expansions if t in own)
-            return min(found / total, 1.0)
-
-        f = {
-            "coverage": np.array(
-                [covered(o, h, c.extra) for c, o, h in zip(candidates, own_terms, header_terms)]
+            threshold = (
+                self.model.get("support", {}).get("threshold", 0.0)
+                if self.min_support is None
+                else self.min_support
             )
-        }
-        question_words = {w.lower() for w in WORD.findall(question)}
-        rate = (
-            asked == "quantity"
-            and bool(RATE.search(question))
-            and not question.lower().startswith("how much")
-        )
-        f["kind"] = np.array(
-            [has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
-        )
-        label = np.array(
-            [label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
-        )
-        f["label"] = label * np.maximum(f["kind"], asked is None)
-        subject = subject_terms(question) if asked != "quantity" else []
-        f["subject"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
-        f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
-        penalty = _penalty(question, candidates, asked, question_words)
-        f["dense"] = self._dense(question, candidates, f, penalty)
-        f["penalty"] = penalty
-        return f
+            if support < threshold:
+                return Reading(
+                    "",
+                    usage={**usage, "declined_answer": best.text},
+                    answered=False,
+                    reason=judged.reason(threshold),
+                    support=support,
+                )
+        return Reading(text=best.text, cited=best.cited, quotes=best.quotes, usage=usage, support=support)
 
-    def _dense(
-        self, question: str, candidates: list[AnswerCandidate], f: dict[str, np.ndarray], penalty: np.ndarray
-    ) -> np.ndarray:
-        """MiniLM's similarity of the question to the candidates it may decide between: it settles
-        what the other signals leave close, so it reads the best candidate and those that its full
-        weight could lift above it (``dense_pool`` at most); 0 for the rest."""
-        found = np.zeros(len(candidates))
-        if self._model is None:
-            return found
-        partial = sum(WEIGHTS[name] * f[name] for name in WEIGHTS if name != "dense") * penalty
-        order = np.argsort(-partial, kind="stable")
-        reach = partial + WEIGHTS["dense"] * penalty >= partial[order[0]]
-        pool = [i for i in order[: self.dense_pool] if reach[i]]
-        if len(pool) > 1:
-            vectors = self._model.encode_queries([question] + [_dense_text(candidates[i]) for i in pool])
-            found[pool] = vectors[1:] @ vectors[0]
+    def _line_candidates(
+        self, question: str, program: Program, context: Sequence[ContextItem]
+    ) -> list[Candidate]:
+        lines = answer_candidates(context)
+        if not lines:
+            return []
+        features = line_features(question, lines, len(context))
+        self._dense(question, lines, features)
+        p = program.probabilities.get("span", 0.0)
+        found = []
+        for k, c in enumerate(lines):
+            answer = answer_text(c, question)
+            kind = "row" if c.header else "label" if c.label and c.value else "sentence"
+            own = {name: float(values[k]) for name, values in features.items()}
+            own |= {
+                "operation": p,
+                "log_operation": math.log(max(p, 1e-6)),
+                "words": math.log1p(len(answer.split())),
+            }
+            found.append(Candidate(kind, answer, c.item, {c.item: c.boxes_of(answer)}, {c.item: c.text}, own))
         return found
 
+    def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
+        """MiniLM's similarity to the question of the best line candidates by coverage, less the
+        best one's (``dense_pool`` at most; 0 for the rest)."""
+        found = np.zeros(len(lines))
+        if self._model is not None and len(lines) > 1:
+            pool = list(np.argsort(-features["coverage"], kind="stable")[: self.dense_pool])
+            vectors = self._model.encode_queries([question] + [_dense_text(lines[i]) for i in pool])
+            similarity = vectors[1:] @ vectors[0]
+            found[pool] = similarity - similarity.max()
+        features["dense"] = found
 
-def _penalty(
-    question: str, candidates: list[AnswerCandidate], asked: str | None, question_words: set[str]
-) -> np.ndarray:
-    """The factor setting each candidate back: it repeats the question, quotes where a figure or a
-    date is asked for, or is about another year than the one asked for."""
-    penalty = np.ones(len(candidates))
+
+def line_features(question: str, candidates: list[AnswerCandidate], n_items: int) -> dict[str, np.ndarray]:
+    """The line candidates' features (``candidates.FEATURES``'s line block)."""
+    asked = asked_kind(question)
+    question_terms = set(terms(question)) - ASKING or set(terms(question))
+    expansions = label_terms(question, asked) - question_terms
+    own_terms = [set(terms(c.own or c.text)) for c in candidates]
+    header_terms = [set(terms(c.text)) - own if c.header else set() for c, own in zip(candidates, own_terms)]
+    df = Counter(t for own, head in zip(own_terms, header_terms) for t in own | head)
+    idf = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in question_terms | expansions}
+    total = sum(idf[t] for t in question_terms) or 1.0
+
+    def covered(own: set[str], head: set[str], extra: set[str]) -> float:
+        found = sum(idf[t] for t in question_terms if t in own or t in extra)
+        found += 0.6 * sum(idf[t] for t in question_terms if t in head and t not in own | extra)
+        found += 0.5 * sum(idf[t] for t in expansions if t in own)
+        return min(found / total, 1.0)
+
+    f = {
+        "coverage": np.array([covered(o, h, c.extra) for c, o, h in zip(candidates, own_terms, header_terms)])
+    }
+    question_words = {w.lower() for w in WORD.findall(question)}
+    rate = asked == "quantity" and bool(RATE.search(question)) and not question.lower().startswith("how much")
+    f["form"] = np.array(
+        [has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
+    )
+    label = np.array(
+        [label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
+    )
+    f["label"] = label * np.maximum(f["form"], asked is None)
+    subject = subject_terms(question) if asked != "quantity" else []
+    f["opening"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
+    f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
     novel = np.array([novel_words(c.own or c.answer, question_words) for c in candidates])
-    penalty[novel == 0] *= REPEATS_QUESTION
-    if asked in ("quantity", "time"):  # a figure or a date is stated, not quoted
-        penalty[np.array([c.quote for c in candidates])] *= QUOTED_FIGURE
+    f["repeats"] = (novel == 0).astype(float)
+    f["quote"] = np.array([c.quote for c in candidates], dtype=float)
     years = set(PRINTED_YEAR.findall(question))
-    if years:  # about another year than the one asked for
-        penalty[np.array([other_years(c.text, years) for c in candidates])] *= OTHER_YEAR
-    return penalty
-
-
-def total(features: dict[str, np.ndarray], without: tuple[str, ...] = ()) -> np.ndarray:
-    """Each candidate's score: the weighted signals (less those ``without``), set back by its factors."""
-    score = sum(WEIGHTS[name] * features[name] for name in WEIGHTS if name not in without)
-    return score * features["penalty"]
+    f["other_year"] = np.array([bool(years) and other_years(c.text, years) for c in candidates], dtype=float)
+    return f
 
 
 def _dense_text(c: AnswerCandidate) -> str:
