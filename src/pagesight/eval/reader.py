@@ -32,7 +32,7 @@ import numpy as np
 
 from pagesight.answer.extractive.candidates import FEATURES
 from pagesight.answer.extractive.cells import COLUMN, ROW
-from pagesight.answer.extractive.program import HASHED, OPERATIONS, hashed, question_features
+from pagesight.answer.extractive.program import hashed, question_features
 from pagesight.errors import PagesightError
 
 YEAR = re.compile(r"^(?:19|20)\d\d$")
@@ -154,9 +154,10 @@ def fit_logistic(X: np.ndarray, y: np.ndarray, C: float = C, weights: np.ndarray
     )
 
 
-def fit_question_model(questions: Sequence[str], operations: Sequence[str], C: float = C_QUESTION) -> dict:
-    """The question model: a multinomial logistic regression over each question's hashed features
-    (``program.question_features``), its weights kept for the buckets questions use."""
+def fit_head(questions: Sequence[str], labels: Sequence[str], C: float = C_QUESTION) -> dict:
+    """One head of the question model: a (multinomial) logistic regression over each question's
+    hashed features (``program.question_features``), its weights kept for the buckets questions
+    use."""
     try:
         from sklearn.linear_model import LogisticRegression
     except ImportError:
@@ -164,17 +165,18 @@ def fit_question_model(questions: Sequence[str], operations: Sequence[str], C: f
     from scipy import sparse
 
     X = sparse.csr_matrix(np.vstack([hashed(question_features(q)) for q in questions]))
-    y = np.array(operations)
-    model = LogisticRegression(C=C, max_iter=5000).fit(X, y)
+    model = LogisticRegression(C=C, max_iter=5000).fit(X, np.array(labels))
     classes = [str(c) for c in model.classes_]
     used = np.flatnonzero(np.abs(model.coef_).max(axis=0) > 1e-3)
     weights = {str(int(b)): model.coef_[:, b].round(4).tolist() for b in used}
-    return {
-        "classes": classes,
-        "intercept": model.intercept_.round(4).tolist(),
-        "weights": weights,
-        "buckets": HASHED,
-    }
+    return {"classes": classes, "intercept": model.intercept_.round(4).tolist(), "weights": weights}
+
+
+def form_of(answer: str | list[str], references: Sequence[str]) -> str:
+    """What an answer is (``program.FORMS``): a figure when each of its spans reads as one."""
+    answers = answer if isinstance(answer, list) else [answer]
+    spans = [str(a) for a in answers if str(a).strip()] or list(references)
+    return "figure" if spans and all(_SPAN_FIGURE.match(a.strip()) for a in spans) else "text"
 
 
 @dataclass
@@ -292,6 +294,7 @@ class Judged:
     context: list
     group: str
     operation: str | None
+    form: str
     wanted: list[float]
 
 
@@ -323,6 +326,7 @@ def judged_questions(dataset, index, depth: int = 5) -> list[Judged]:
                 build_context(index, hits),
                 f"{dataset.name}/{hits[0].doc_id}",
                 operation_of(fields, answer) if fields.get("answer_type") else None,
+                form_of(answer, dataset.references(qid)),
                 operand_values(fields, answer),
             )
         )
@@ -379,13 +383,12 @@ def fit_reader(
     (see the module's docstring)."""
     bins = groups_of(judged, folds)
     fold_of = {group: k for k, members in enumerate(bins) for group in members}
-    labelled = [j for j in judged if j.operation is not None]
     # the operands' features depend on no model: read once for the row and column labels
     plain = read(judged, reader_for, {})
     readings: list[Reading | None] = [None] * len(judged)
     done = 0
     for k in range(folds):
-        train = [j for j in labelled if fold_of[j.group] != k]
+        train = [j for j in judged if fold_of[j.group] != k]
         model = _models(train, [r for r, j in zip(plain, judged) if fold_of[j.group] != k])
         held = [i for i, j in enumerate(judged) if fold_of[j.group] == k]
         for i, reading in zip(held, read([judged[i] for i in held], reader_for, model)):
@@ -410,17 +413,18 @@ def fit_reader(
         entry["questions"] += 1
         entry["right"] += bool(c >= 0 and r.right[c])
         entry["reachable"] += bool(r.right.any())
-    model = _models(labelled, plain)
+    model = _models(judged, plain)
     model["scorer"] = fit_scorer(scored).to_dict()
     return Fitted(model, held_out, answers)
 
 
-def _models(labelled: Sequence[Judged], plain: Sequence[Reading]) -> dict:
-    """The question, row and column models fitted on ``labelled`` questions and ``plain`` readings."""
-    model = {}
+def _models(judged: Sequence[Judged], plain: Sequence[Reading]) -> dict:
+    """The question model (its operation head fitted on the questions whose operation is known,
+    its form head on all) and the row and column models fitted on ``plain`` readings."""
+    labelled = [j for j in judged if j.operation is not None]
+    question = {}
     if labelled:
-        model["question"] = fit_question_model(
-            [j.question for j in labelled], [j.operation for j in labelled]
-        )
-    model.update(fit_operands(plain))
-    return model
+        question["operation"] = fit_head([j.question for j in labelled], [j.operation for j in labelled])
+    if len({j.form for j in judged}) > 1:
+        question["form"] = fit_head([j.question for j in judged], [j.form for j in judged])
+    return {"question": question, **fit_operands(plain)}

@@ -385,6 +385,16 @@ def _under(box: Box, centres: list[float]) -> list[int]:
     return [min(range(len(centres)), key=lambda c: abs(centres[c] - middle))]
 
 
+def stated_unit(lines: list[str]) -> str:
+    """The unit a page states its figures in ("All amounts expressed in thousands of U.S.
+    Dollars", "(in millions)"), for its tables that give none ("" when it states none)."""
+    for line in lines:
+        for match in _UNIT.finditer(line):
+            if match.group(1) and match.group(0).lower().startswith(("in", "dollars in", "amounts in")):
+                return match.group(1).lower().rstrip("s")
+    return ""
+
+
 def _unit(text: str) -> str:
     match = _UNIT.search(text)
     if match and match.group(1):

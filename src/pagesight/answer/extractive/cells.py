@@ -29,7 +29,7 @@ from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive.program import PERIOD, Program, full_year
 from pagesight.encode.lexical import terms
 from pagesight.records import Box, Span
-from pagesight.text.tables import Cell, Table, read_tables
+from pagesight.text.tables import Cell, Table, read_tables, stated_unit
 
 ROW = (
     "label_cover",  # the share of the row label's words the question holds, by rarity
@@ -80,7 +80,11 @@ class Tables:
         for members in pages.values():
             members.sort(key=lambda i: context[i].hit.tile)
             spans: list[Span] = [span for i in members for span in context[i].spans]
+            stated = None
             for table in read_tables(spans):
+                if not table.unit:
+                    stated = stated_unit([span.text for span in spans]) if stated is None else stated
+                    table.unit = stated
                 t = len(found.tables)
                 found.tables.append(table)
                 for r, row in enumerate(table.rows):
@@ -198,8 +202,13 @@ class Operands:
 
 
 def column_years(heading: str) -> set[str]:
-    """The periods a column's headings name ("Year ended June 30, 2019", "FY19")."""
-    return {full_year(m) for m in PERIOD.finditer(heading)}
+    """The periods a column's nearest heading naming any names ("Year ended June 30, 2019",
+    "FY19"; "2019" under "Year ended March 31, 2019 compared to 2018")."""
+    for part in reversed(heading.split(" / ")):
+        found = {full_year(m) for m in PERIOD.finditer(part)}
+        if found:
+            return found
+    return set()
 
 
 def _likelihoods(features: dict, fitted: dict | None) -> dict:

@@ -67,6 +67,7 @@ def _candidate(
         "operands": math.log(len(used)) if used else 0.0,
         "periods_found": len(asked & named) / len(asked) if asked else 0.0,
         "percent_cells": float(bool(used) and all(u.cell.percent for u in used)),
+        "form": program.forms.get("text" if kind in ("list",) else "figure", 0.0),
     }
     cited: dict[int, list] = {}
     quotes: dict[int, list[str]] = {}

@@ -190,7 +190,7 @@ def _figures(item: int, lines: list[Line], rows: list[bool]) -> list[AnswerCandi
     found = []
     for j in range(1, len(lines)):
         label, value = lines[j - 1], lines[j]
-        if rows[j] or rows[j - 1] or not _is_figure(value.text) or _is_figure(label.text):
+        if rows[j] or rows[j - 1] or not is_figure(value.text) or is_figure(label.text):
             continue
         if (
             len(label.text.split()) > 8
@@ -216,7 +216,7 @@ def _figures(item: int, lines: list[Line], rows: list[bool]) -> list[AnswerCandi
     return found
 
 
-def _is_figure(text: str) -> bool:
+def is_figure(text: str) -> bool:
     """A figure standing alone: a number with at most a currency and a unit ("$3.2 Billion")."""
     tokens = text.split()
     return (

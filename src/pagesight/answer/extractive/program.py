@@ -77,6 +77,7 @@ SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 # arithmetic between words, spaced as a formula is written ("= revenue / total assets"; not "and/or")
 _OPERATOR = re.compile(r"\S\s[*/×÷]\s\S")
 HASHED = 1 << 14  # the question model's feature space: word and pair hashes
+FORMS = ("figure", "text")  # what an answer is: a figure (a number, a percentage, a year) or words
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Program:
     years: tuple[str, ...] = ()
     scale: str | None = None
     formula: str | None = None
+    forms: dict[str, float] = field(default_factory=dict)  # each answer form's probability (``FORMS``)
 
     def likely(self, floor: float) -> list[str]:
         """The operations at least ``floor`` likely, the most likely first (and always it)."""
@@ -98,16 +100,21 @@ class Program:
 
 
 def read_question(question: str, fitted: dict | None = None) -> Program:
-    """The program of ``question``: its operation by the fitted question model (``fitted``, or
-    the packaged one), its periods, scale and formula read from its figures and symbols."""
+    """The program of ``question``: its operation and the form of its answer by the fitted
+    question model (``fitted``; None: the packaged one; empty: every one alike), its periods,
+    scale and formula read from its figures and symbols."""
+    if fitted is None:
+        fitted = reader_model()["question"]
     years = tuple(dict.fromkeys(full_year(m) for m in PERIOD.finditer(question)))
     scale = SCALE.search(question)
     formula = written_formula(question)
-    probabilities = operation_probabilities(question, fitted)
+    x = hashed(question_features(question))
+    probabilities = _probabilities(x, fitted.get("operation"), OPERATIONS)
     if formula is not None:
         probabilities = {op: 0.0 for op in probabilities} | {"formula": 1.0}
+    forms = _probabilities(x, fitted.get("form"), FORMS)
     operation = max(probabilities, key=probabilities.get)
-    return Program(operation, probabilities, years, scale.group(1).lower() if scale else None, formula)
+    return Program(operation, probabilities, years, scale.group(1).lower() if scale else None, formula, forms)
 
 
 def full_year(match: re.Match) -> str:
@@ -117,12 +124,12 @@ def full_year(match: re.Match) -> str:
 
 
 def written_formula(question: str) -> str | None:
-    """The arithmetic a question writes out between named figures: the clause (after its last
-    colon or equals sign, to its end) that holds a * or / between words; None when none does."""
-    clause = re.split(r"[:=]", question)[-1]
-    if not _OPERATOR.search(clause):
+    """The arithmetic a question writes out between named figures: what follows its last colon or
+    equals sign, when it holds a * or / between words; None when it writes none out."""
+    parts = re.split(r"[:=]", question)
+    if len(parts) < 2 or not _OPERATOR.search(parts[-1]):
         return None
-    return clause.strip().rstrip("?. ")
+    return parts[-1].strip().rstrip("?. ")
 
 
 def question_features(question: str) -> list[str]:
@@ -152,23 +159,24 @@ def hashed(features: list[str]) -> np.ndarray:
     return x / norm if norm else x
 
 
-def operation_probabilities(question: str, fitted: dict | None = None) -> dict[str, float]:
-    """Each operation's probability for ``question`` under the question model (``fitted``; None:
-    the packaged one; an empty one: every operation alike)."""
-    if fitted is None:
-        fitted = reader_model()["question"]
+def _probabilities(x: np.ndarray, fitted: dict | None, classes: tuple[str, ...]) -> dict[str, float]:
+    """Each class's probability under the multinomial model ``fitted`` for the hashed features
+    ``x`` (every class alike without one)."""
     if not fitted:
-        return {op: 1.0 / len(OPERATIONS) for op in OPERATIONS}
-    x = hashed(question_features(question))
+        return {name: 1.0 / len(classes) for name in classes}
     weights = fitted["weights"]
     z = np.array(fitted["intercept"], dtype=np.float64)
     for bucket in np.flatnonzero(x):
         row = weights.get(str(bucket))
         if row is not None:
             z += x[bucket] * np.asarray(row)
+    if len(fitted["classes"]) == 2 and len(z) == 1:  # a binary model: one row of weights
+        z = np.array([0.0, z[0]])
     z -= z.max()
     p = np.exp(z) / np.exp(z).sum()
-    return {op: float(p[k]) for k, op in enumerate(fitted["classes"])}
+    found = {name: 0.0 for name in classes}
+    found.update({name: float(p[k]) for k, name in enumerate(fitted["classes"])})
+    return found
 
 
 @cache

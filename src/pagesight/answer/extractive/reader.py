@@ -15,7 +15,7 @@ from pagesight.answer.extractive.candidates import FEATURES, Candidate
 from pagesight.answer.extractive.cells import Operands, Tables
 from pagesight.answer.extractive.confidence import judge
 from pagesight.answer.extractive.figures import table_candidates
-from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates
+from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates, is_figure
 from pagesight.answer.extractive.program import Program, read_question, reader_model
 from pagesight.answer.extractive.questions import (
     ASKING,
@@ -159,6 +159,7 @@ class ExtractiveReader:
                 "operation": p,
                 "log_operation": math.log(max(p, 1e-6)),
                 "words": math.log1p(len(answer.split())),
+                "form": program.forms.get("figure" if is_figure(answer) else "text", 0.0),
             }
             found.append(Candidate(kind, answer, c.item, {c.item: c.boxes_of(answer)}, {c.item: c.text}, own))
         return found
@@ -197,13 +198,13 @@ def line_features(question: str, candidates: list[AnswerCandidate], n_items: int
     }
     question_words = {w.lower() for w in WORD.findall(question)}
     rate = asked == "quantity" and bool(RATE.search(question)) and not question.lower().startswith("how much")
-    f["form"] = np.array(
+    f["asked_kind"] = np.array(
         [has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
     )
     label = np.array(
         [label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
     )
-    f["label"] = label * np.maximum(f["form"], asked is None)
+    f["label"] = label * np.maximum(f["asked_kind"], asked is None)
     subject = subject_terms(question) if asked != "quantity" else []
     f["opening"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
     f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
