@@ -385,6 +385,69 @@ def fit_ranker(
         err.print(f"wrote {out_file}", highlight=False)
 
 
+@app.command("fit-reader")
+def fit_reader(
+    datasets: Annotated[
+        list[Path], typer.Argument(help="Dataset folders with reference answers (as eval reads them).")
+    ],
+    index: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--index",
+            "-i",
+            help="Each dataset's index, in the datasets' order (default: eval's folder cached per dataset).",
+        ),
+    ] = None,
+    out_file: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the reader fitted on all the datasets here (a reader.json)."),
+    ] = None,
+    context: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Contexts each question is read in: oracle (its gold pages), retrieved. Repeatable."
+        ),
+    ] = None,
+    folds: Annotated[int, typer.Option(help="Folds of documents the figures are held out by.", min=2)] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the extractive reader on questions with reference answers.
+
+    Its question, row and column models, candidate scorer and support model are fitted on every
+    dataset; each dataset's figures are held out by folds of documents: right answers chosen,
+    answers some candidate got right, right answers the support model keeps and unanswerable
+    questions it declines.
+    """
+    from pagesight.eval.reader import CONTEXTS, fit_datasets
+
+    try:
+        with progress_bar(transient=True) as progress:
+            task = progress.add_task("fitting", total=None, note="readings")
+            fitted = fit_datasets(
+                datasets,
+                index,
+                tuple(context or CONTEXTS),
+                folds,
+                progress=lambda n: progress.update(task, completed=n),
+            )
+    except PagesightError as exc:
+        fail(str(exc))
+    if out_file is not None:
+        out_file.write_text(json.dumps(fitted.model) + "\n")
+    if as_json:
+        print(json.dumps({"held_out": fitted.held_out, "about": fitted.model["about"]}))
+        return
+    table = Table(pad_edge=False, title="held out by folds of documents")
+    columns = ("questions", "right", "reachable", "kept", "unanswerable", "declined")
+    for column in ("dataset / context", *columns):
+        table.add_column(column, no_wrap=True)
+    for name, counts in fitted.held_out.items():
+        table.add_row(name, *(str(counts[c]) for c in columns))
+    out.print(table)
+    if out_file is not None:
+        err.print(f"wrote {out_file}", highlight=False)
+
+
 @app.command()
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Saved runs in TREC format (from eval --report).")],

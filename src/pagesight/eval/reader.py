@@ -27,12 +27,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from pagesight.answer.extractive.candidates import FEATURES
 from pagesight.answer.extractive.cells import COLUMN, ROW
-from pagesight.answer.extractive.program import hashed, question_features
+from pagesight.answer.extractive.program import form, hashed, question_features
 from pagesight.errors import PagesightError
 
 YEAR = re.compile(r"^(?:19|20)\d\d$")
@@ -40,6 +41,8 @@ _SPAN_FIGURE = re.compile(r"^[-$€£()\d.,% ]+$")
 FOLDS = 5
 C_QUESTION = 10.0  # the question model's inverse regularisation (held-out accuracy at 1, 3, 10, 30: .82, .86, .87, .87)
 C = 1.0
+C_SUPPORT = 0.1  # the support model's: its negatives (unanswerable questions) are few
+LOSE = 0.03  # the share of right answers the support model's threshold may decline
 
 
 def operation_of(fields: dict, answer: str | list[str]) -> str | None:
@@ -144,7 +147,7 @@ def fit_logistic(X: np.ndarray, y: np.ndarray, C: float = C, weights: np.ndarray
     if y.all() or not y.any():
         raise PagesightError("fitting needs both right and wrong examples")
     mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale[scale == 0] = 1.0
+    scale[scale < 1e-6] = 1.0  # a feature that does not vary (or only in its sixth decimal)
     model = LogisticRegression(C=C, max_iter=5000).fit((X - mean) / scale, y, sample_weight=weights)
     return Logistic(
         mean.round(6).tolist(),
@@ -173,10 +176,10 @@ def fit_head(questions: Sequence[str], labels: Sequence[str], C: float = C_QUEST
 
 
 def form_of(answer: str | list[str], references: Sequence[str]) -> str:
-    """What an answer is (``program.FORMS``): a figure when each of its spans reads as one."""
+    """What an answer is (``program.FORMS``, by ``program.form``): its spans' form."""
     answers = answer if isinstance(answer, list) else [answer]
-    spans = [str(a) for a in answers if str(a).strip()] or list(references)
-    return "figure" if spans and all(_SPAN_FIGURE.match(a.strip()) for a in spans) else "text"
+    spans = [str(a).strip() for a in answers if str(a).strip()] or list(references)
+    return form("; ".join(spans))
 
 
 @dataclass
@@ -194,6 +197,7 @@ class Reading:
     candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
     right: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     answers: list[str] = field(default_factory=list)
+    items: list[int] = field(default_factory=list)  # each candidate's context item
 
 
 def label_operands(offer, wanted: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -226,25 +230,25 @@ def groups_of(readings: Sequence[Reading], folds: int = FOLDS) -> list[set[str]]
     return bins
 
 
-def choose(readings: Sequence[Reading], scorer: Logistic) -> list[int]:
-    """The candidate each reading's scorer chooses (-1: none offered)."""
-    chosen = []
-    for r in readings:
-        if not len(r.candidates):
-            chosen.append(-1)
-            continue
-        x = (r.candidates - scorer.mean) / np.array(scorer.scale)
-        chosen.append(int(np.argmax(x @ np.array(scorer.coef) + scorer.intercept)))
-    return chosen
-
-
 def fit_scorer(readings: Sequence[Reading], C: float = C) -> Logistic:
-    """The candidate scorer, fitted on the readings' candidates, each question weighing the same."""
+    """The candidate scorer, fitted on the readings' candidates: a question's candidates weigh as
+    much as the square root of their number, and each dataset as much as ``SET_WEIGHT`` of its
+    readings' square root, so a large set (TAT-QA's 1,668 questions) does not drown the kinds
+    of question the small ones ask."""
     kept = [r for r in readings if len(r.candidates)]
+    sizes: dict[str, int] = {}
+    for r in kept:
+        sizes[_set_of(r)] = sizes.get(_set_of(r), 0) + 1
     X = np.vstack([r.candidates for r in kept])
     y = np.concatenate([r.right for r in kept])
-    weights = np.concatenate([np.full(len(r.candidates), 1.0 / math.sqrt(len(r.candidates))) for r in kept])
-    return fit_logistic(X, y, C, weights)
+    weights = np.concatenate(
+        [np.full(len(r.candidates), 1.0 / math.sqrt(len(r.candidates) * sizes[_set_of(r)])) for r in kept]
+    )
+    return fit_logistic(X, y, C, weights * len(kept) / weights.sum())
+
+
+def _set_of(reading: Reading) -> str:
+    return reading.group.partition("/")[0]
 
 
 def fit_operands(readings: Sequence[Reading]) -> dict:
@@ -286,21 +290,29 @@ def right_answers(dataset, qid: str, texts: Sequence[str]) -> np.ndarray:
 
 @dataclass
 class Judged:
-    """A question to read: its set, id, text, context, document group and gold figures."""
+    """A question to read: its set, id, text, context (``oracle``: its gold pages' tiles;
+    ``retrieved``: a search's within its documents), document group, the operation and form of
+    its answer, and its gold figures; an unanswerable question has no answer."""
 
     dataset: object
     qid: str
     question: str
     context: list
     group: str
-    operation: str | None
-    form: str
-    wanted: list[float]
+    kind: str
+    operation: str | None = None
+    form: str | None = None
+    wanted: list[float] = field(default_factory=list)
+    answerable: bool = True
 
 
-def judged_questions(dataset, index, depth: int = 5) -> list[Judged]:
-    """Every question of ``dataset`` with a reference answer, with the first ``depth`` of its gold
-    pages' tiles as the context (eval's ``oracle``), in the order of its answers."""
+CONTEXTS = ("oracle", "retrieved")
+
+
+def judged_questions(dataset, index, contexts: Sequence[str] = CONTEXTS, depth: int = 5) -> list[Judged]:
+    """Every question of ``dataset`` with a reference answer read in each of ``contexts`` (the
+    first ``depth`` tiles of its gold pages, eval's ``oracle``, or of a search within its
+    documents), and its unanswerable questions read from a search within their documents."""
     from pagesight.answer.context import build_context
     from pagesight.eval.grid import oracle
     from pagesight.eval.harness import corpus_unit
@@ -312,24 +324,47 @@ def judged_questions(dataset, index, depth: int = 5) -> list[Judged]:
     for qid in dataset.answers:
         if qid not in dataset.queries:
             continue
+        question = dataset.queries[qid]
         gold = {c for c, grade in dataset.qrels.get(qid, {}).items() if grade > 0}
-        hits = oracle(index, SearchRequest(dataset.queries[qid]), gold, unit, held)[:depth]
-        if not hits:
-            continue
+        documents = sorted({c.rpartition("_")[0] if unit == "page" else c for c in gold} & held)
         fields = dataset.fields.get(qid, {})
         answer = dataset.answers[qid]["answer"]
-        found.append(
-            Judged(
-                dataset,
-                qid,
-                dataset.queries[qid],
-                build_context(index, hits),
-                f"{dataset.name}/{hits[0].doc_id}",
-                operation_of(fields, answer) if fields.get("answer_type") else None,
-                form_of(answer, dataset.references(qid)),
-                operand_values(fields, answer),
+        for kind in contexts:
+            if kind == "oracle":
+                hits = oracle(index, SearchRequest(question), gold, unit, held)[:depth]
+            else:
+                hits = index.search(SearchRequest(question, k=depth, doc_ids=documents or None))
+            if not hits:
+                continue
+            found.append(
+                Judged(
+                    dataset,
+                    qid,
+                    question,
+                    build_context(index, hits),
+                    f"{dataset.name}/{documents[0] if documents else hits[0].doc_id}",
+                    kind,
+                    operation_of(fields, answer) if fields.get("answer_type") else None,
+                    form_of(answer, dataset.references(qid)),
+                    operand_values(fields, answer),
+                )
             )
-        )
+    for qid, row in dataset.unanswerable.items():
+        hits = index.search(SearchRequest(row["text"], k=depth, doc_ids=row["doc_ids"] or None))
+        if hits:
+            document = row["doc_ids"][0] if row["doc_ids"] else hits[0].doc_id
+            context = build_context(index, hits)
+            found.append(
+                Judged(
+                    dataset,
+                    qid,
+                    row["text"],
+                    context,
+                    f"{dataset.name}/{document}",
+                    "retrieved",
+                    answerable=False,
+                )
+            )
     return found
 
 
@@ -343,6 +378,10 @@ def read(
         offer = reader.offer(j.question, j.context)
         rows, row_labels, columns, column_labels = label_operands(offer, j.wanted)
         texts = [c.text for c in offer.candidates]
+        if j.answerable and texts:
+            right = right_answers(j.dataset, j.qid, texts)
+        else:
+            right = np.zeros(len(texts), dtype=bool)
         found.append(
             Reading(
                 j.qid,
@@ -354,8 +393,9 @@ def read(
                 columns,
                 column_labels,
                 np.array([c.vector() for c in offer.candidates]).reshape(-1, len(FEATURES)),
-                right_answers(j.dataset, j.qid, texts) if texts else np.zeros(0, dtype=bool),
+                right,
                 texts,
+                [c.item for c in offer.candidates],
             )
         )
         if progress:
@@ -365,66 +405,183 @@ def read(
 
 @dataclass
 class Fitted:
-    """The fitted reader (``model``: what ``reader.json`` holds) and its held-out figures by set:
-    questions, right answers chosen, and questions some candidate answered right."""
+    """The fitted reader (``model``: what ``reader.json`` holds), its held-out figures by set and
+    context (questions, right answers chosen, questions some candidate answers right, right
+    answers kept and unanswerable questions declined by the support model), and the held-out
+    answers by (set, context, question id)."""
 
     model: dict
     held_out: dict[str, dict[str, float]]
-    answers: dict[tuple[str, str], str] = field(default_factory=dict)  # (set, question id): held out
+    answers: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def fit_reader(
     judged: Sequence[Judged],
     reader_for: Callable[[dict], object],
     folds: int = FOLDS,
+    lose: float = LOSE,
     progress: Progress = None,
 ) -> Fitted:
     """The reader fitted on ``judged`` questions, measured by group folds over their documents
     (see the module's docstring)."""
+    from pagesight.answer.extractive.confidence import features as support_features
+
     bins = groups_of(judged, folds)
     fold_of = {group: k for k, members in enumerate(bins) for group in members}
+    fold = [fold_of[j.group] for j in judged]
+    answerable = [j for j in judged if j.answerable]
     # the operands' features depend on no model: read once for the row and column labels
-    plain = read(judged, reader_for, {})
-    readings: list[Reading | None] = [None] * len(judged)
+    plain = read(answerable, reader_for, {})
+    plain_fold = [fold_of[j.group] for j in answerable]
+    readings: list[Reading] = [None] * len(judged)  # type: ignore[list-item]
     done = 0
     for k in range(folds):
-        train = [j for j in judged if fold_of[j.group] != k]
-        model = _models(train, [r for r, j in zip(plain, judged) if fold_of[j.group] != k])
-        held = [i for i, j in enumerate(judged) if fold_of[j.group] == k]
+        train = [j for j, f in zip(judged, fold) if f != k]
+        model = _models(train, [r for r, f in zip(plain, plain_fold) if f != k])
+        held = [i for i, f in enumerate(fold) if f == k]
         for i, reading in zip(held, read([judged[i] for i in held], reader_for, model)):
             readings[i] = reading
         done += len(held)
         if progress:
             progress(done)
-    scored = [r for r in readings if r is not None]
-    held_out: dict[str, dict[str, float]] = {}
-    chosen = [0] * len(scored)
+    chosen: list[int] = [-1] * len(judged)
+    scores: list[np.ndarray] = [np.zeros(0)] * len(judged)
     for k in range(folds):
-        train = [r for r, j in zip(scored, judged) if fold_of[j.group] != k]
-        scorer = fit_scorer(train)
-        test = [i for i, j in enumerate(judged) if fold_of[j.group] == k]
-        for i, c in zip(test, choose([scored[i] for i in test], scorer)):
-            chosen[i] = c
+        scorer = fit_scorer([r for r, f, j in zip(readings, fold, judged) if f != k and j.answerable])
+        for i in (i for i, f in enumerate(fold) if f == k):
+            scores[i] = score(readings[i], scorer)
+            chosen[i] = int(np.argmax(scores[i])) if len(scores[i]) else -1
+    support_rows = []
+    for j, r, c, s in zip(judged, readings, chosen, scores):
+        if c < 0 or j.kind != "retrieved":
+            support_rows.append(None)
+            continue
+        found, _ = support_features(j.question, j.context, r.items[c], s, c, float(s[c]))
+        support_rows.append((found, bool(r.right[c]), j.answerable))
+    declined = _held_out_declines(support_rows, fold, folds, lose)
+    held_out: dict[str, dict[str, float]] = {}
     answers = {}
-    for j, r, c in zip(judged, scored, chosen):
-        name = j.dataset.name
-        answers[name, j.qid] = r.answers[c] if c >= 0 else ""
-        entry = held_out.setdefault(name, {"questions": 0, "right": 0, "reachable": 0})
+    for j, r, c, out in zip(judged, readings, chosen, declined):
+        key = f"{j.dataset.name}/{j.kind}"
+        entry = held_out.setdefault(
+            key, dict.fromkeys(("questions", "right", "reachable", "kept", "unanswerable", "declined"), 0)
+        )
+        if not j.answerable:
+            entry["unanswerable"] += 1
+            entry["declined"] += bool(out or c < 0)
+            continue
+        answers[j.dataset.name, j.kind, j.qid] = r.answers[c] if c >= 0 else ""
+        right = bool(c >= 0 and r.right[c])
         entry["questions"] += 1
-        entry["right"] += bool(c >= 0 and r.right[c])
+        entry["right"] += right
         entry["reachable"] += bool(r.right.any())
+        entry["kept"] += right and not out
     model = _models(judged, plain)
-    model["scorer"] = fit_scorer(scored).to_dict()
+    model["scorer"] = fit_scorer([r for r, j in zip(readings, judged) if j.answerable]).to_dict()
+    model["support"] = fit_support([row for row in support_rows if row is not None], lose)
     return Fitted(model, held_out, answers)
+
+
+def score(reading: Reading, scorer: Logistic) -> np.ndarray:
+    """Each candidate's score (log-odds) under ``scorer``."""
+    if not len(reading.candidates):
+        return np.zeros(0)
+    x = (reading.candidates - scorer.mean) / np.array(scorer.scale)
+    return x @ np.array(scorer.coef) + scorer.intercept
+
+
+def fit_support(rows: Sequence[tuple[dict, bool, bool]], lose: float = LOSE) -> dict:
+    """The support model (``confidence.SUPPORT``'s features): the right answers read from a search
+    against the unanswerable questions' choices, its threshold the probability under which no
+    more than ``lose`` of the right answers fall; empty (no abstention) without both."""
+    from pagesight.answer.extractive.confidence import SUPPORT, probability
+
+    used = [(found, right) for found, right, answerable in rows if right or not answerable]
+    if all(right for _, right in used) or not any(right for _, right in used):
+        return {}  # no unanswerable questions (or no right answers) to tell apart: no abstention
+    X = np.array([[found[name] for name in SUPPORT] for found, _ in used])
+    y = np.array([right for _, right in used])
+    fitted = fit_logistic(X, y, C_SUPPORT)
+    model = {"features": list(SUPPORT), **fitted.to_dict()}
+    kept = sorted(probability(found, model) for found, right in used if right)
+    model["threshold"] = round(float(kept[int(lose * len(kept))]) - 1e-6, 6) if kept else 0.0
+    return model
+
+
+def _held_out_declines(rows: list, fold: list[int], folds: int, lose: float) -> list[bool]:
+    """Whether each row's answer is declined by a support model fitted on the other folds."""
+    from pagesight.answer.extractive.confidence import probability
+
+    declined = [False] * len(rows)
+    for k in range(folds):
+        train = [row for row, f in zip(rows, fold) if row is not None and f != k]
+        if not any(answerable is False for _, _, answerable in train) or not any(r for _, r, _ in train):
+            continue
+        model = fit_support(train, lose)
+        for i, row in enumerate(rows):
+            if row is not None and fold[i] == k:
+                declined[i] = probability(row[0], model) < model["threshold"]
+    return declined
 
 
 def _models(judged: Sequence[Judged], plain: Sequence[Reading]) -> dict:
     """The question model (its operation head fitted on the questions whose operation is known,
-    its form head on all) and the row and column models fitted on ``plain`` readings."""
+    its form head on all answerable ones) and the row and column models fitted on ``plain``
+    readings."""
     labelled = [j for j in judged if j.operation is not None]
+    formed = [j for j in judged if j.form is not None]
     question = {}
     if labelled:
         question["operation"] = fit_head([j.question for j in labelled], [j.operation for j in labelled])
-    if len({j.form for j in judged}) > 1:
-        question["form"] = fit_head([j.question for j in judged], [j.form for j in judged])
+    if len({j.form for j in formed}) > 1:
+        question["form"] = fit_head([j.question for j in formed], [j.form for j in formed])
     return {"question": question, **fit_operands(plain)}
+
+
+def fit_datasets(
+    folders: Sequence[Path],
+    indexes: Sequence[str] | None = None,
+    contexts: Sequence[str] = CONTEXTS,
+    folds: int = FOLDS,
+    lose: float = LOSE,
+    dense: bool | None = None,
+    progress: Progress = None,
+) -> Fitted:
+    """The reader fitted on the datasets in ``folders``, each read from its index (``indexes``, in
+    the folders' order; default: eval's, made when missing), with ``about`` saying so. ``dense``:
+    whether the readers weigh candidates with MiniLM (None: when the extra is installed)."""
+    import datetime
+
+    from pagesight.answer.extractive import ExtractiveReader
+    from pagesight.eval.dataset import Dataset
+    from pagesight.eval.harness import default_index_dir, prepare_index
+
+    if indexes and len(indexes) != len(folders):
+        raise PagesightError(
+            f"{len(indexes)} indexes for {len(folders)} datasets: give one for each, or none"
+        )
+    judged: list[Judged] = []
+    names = set()
+    for position, folder in enumerate(folders):
+        data = Dataset.load(folder)
+        if data.name in names:
+            raise PagesightError(f"{folder}: a second dataset named {data.name}")
+        names.add(data.name)
+        if not data.answers:
+            raise PagesightError(f"{folder}: no answers.jsonl: the reader is fitted on reference answers")
+        path = Path(indexes[position]) if indexes else default_index_dir(data)
+        index, _ = prepare_index(data, path, dense=True)
+        judged += judged_questions(data, index, contexts)
+    fitted = fit_reader(
+        judged,
+        lambda model: ExtractiveReader(dense=dense, abstain=False, fitted=model),
+        folds,
+        lose,
+        progress,
+    )
+    fitted.model["about"] = (
+        f"pagesight fit-reader, {datetime.date.today()}: {len(judged)} readings of "
+        f"{', '.join(sorted(names))} ({', '.join(contexts)}); support threshold: the probability under which "
+        f"{lose:.0%} of the right answers fall"
+    )
+    return fitted

@@ -269,3 +269,18 @@ def iou(a: Box, b: Box) -> float:
         return 0.0
     inter = w * h
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def register(folder: Path, n_documents: int = 3, seed: int = 7) -> Path:
+    """The synthetic register as a dataset ``pagesight eval`` and ``fit-reader`` read: its PDFs
+    under ``folder/pdfs``, each question judged on its page, its answer its fact."""
+    questions = generate(folder / "pdfs", n_documents=n_documents, seed=seed)
+    (folder / "pdfs" / "questions.jsonl").unlink()
+    with (folder / "queries.jsonl").open("w") as queries, (folder / "answers.jsonl").open("w") as answers:
+        for n, q in enumerate(questions):
+            queries.write(json.dumps({"_id": f"r{n}", "text": q.question}) + "\n")
+            answers.write(json.dumps({"_id": f"r{n}", "answer": q.answer}) + "\n")
+    with (folder / "qrels.tsv").open("w") as qrels:
+        qrels.write("query-id\tcorpus-id\tscore\n")
+        qrels.writelines(f"r{n}\t{q.page_id}\t1\n" for n, q in enumerate(questions))
+    return folder

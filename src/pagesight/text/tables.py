@@ -45,10 +45,11 @@ _NIL = re.compile(r"^[—–-]{1,3}$")
 _HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
 _UNIT = re.compile(
     r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b"
-    r"|(?:[$€£¥]|\b[A-Z]{1,2}\$)\s?(m|mn|bn|['’]?000s?)(?!\w)",  # "£m", "$'000", "US$ 000"
+    # after a currency: "£m", "$'000", "US$ 000", "USDm", "€ million"
+    r"|(?:[$€£¥]|(?-i:\b[A-Z]{1,3}\$?))\s?(million|thousand|billion|m|mn|bn|['’]?000s?)(?!\w)",
     re.IGNORECASE,
 )
-_SHORT_UNITS = {"m": "million", "mn": "million", "bn": "billion"}  # else thousands
+_SHORT_UNITS = {"m": "million", "mn": "million", "million": "million", "bn": "billion", "billion": "billion"}
 MAX_LABEL_WORDS = 16
 _DATED = re.compile(r"^(?:[A-Z][a-z]+\.? )?(?:\d{1,2},?|(?:FY|Q[1-4] )?'?\d{2,4})$")
 

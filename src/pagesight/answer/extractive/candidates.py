@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pagesight.answer.extractive.program import OPERATIONS
 from pagesight.records import Box
 
-LINE_KINDS = ("sentence", "label", "figure", "row")  # read from a tile's lines (``lines.py``)
+# read from a tile's lines (``lines.py``); a part: a sentence's clause, or what follows the
+# question's words in it ("... primarily due to [higher interest rates]")
+LINE_KINDS = ("sentence", "part", "label", "figure", "row")
 KINDS = (*LINE_KINDS, "cell", *(op for op in OPERATIONS if op != "span"))
 FEATURES = (
     "operation",  # the question model's probability of the candidate's operation
@@ -41,6 +43,8 @@ FEATURES = (
     "quote",  # a quotation
     "other_year",  # it names years, none the question names
     "words",  # log(1 + its answer's words)
+    "novelty",  # the share of its answer's words the question does not hold
+    "part_of",  # the share of its sentence's words a part keeps
 )
 
 

@@ -1,47 +1,41 @@
-"""How likely the line the extractive reader chose is an answer its pages support: a logistic
-regression over a few features of the choice, fitted by ``benchmarks/abstention.py --fit``.
+"""How likely the answer the extractive reader chose is one its pages support: a logistic
+regression over a few features of the choice (``SUPPORT``), fitted by ``pagesight fit-reader`` on
+right answers against the choices made for unanswerable questions (``eval/reader.py``).
 
-The features (``FEATURES``):
+The features:
 
 - ``figures``, ``names``: the share of the question's years, numbers and references ("Figure 7"),
-  and of its names and quoted phrases (``support.asked``), that the chosen line's tile names, with
-  its document's name and title, matched however they are worded (``support.Evidence``); 1 when
-  the question has none of them. A figure asked for belongs on the line's tile; a name is often
-  the document's subject, named on other pages ("GPT-3.5" and "UQV100" in a paper about them);
+  and of its names and quoted phrases (``support.asked``), that the chosen answer's tile names,
+  with its document's name and title, matched however they are worded (``support.Evidence``); 1
+  when the question has none of them. A figure asked for belongs on the answer's tile; a name is
+  often the document's subject, named on other pages ("GPT-3.5" and "UQV100" in a paper about them);
 - ``near``, ``document``: the share of all of them that its page or the pages beside it name
-  (what the line's section may have said already), and that its document names anywhere (every
+  (what the answer's section may have said already), and that its document names anywhere (every
   tile of it in the index, not only those in the context: ``ContextItem.load_document``);
 - ``absent``: 1 when a constraint is named nowhere in the document;
 - ``unconstrained``: 1 when the question has no constraint at all;
-- ``score``: the line's score on the signals other than MiniLM (``reader.total``);
-- ``margin``: its lead over the next best line's score;
+- ``score``: the answer's score under the candidate scorer (a log-odds of being right);
+- ``margin``: its lead over the next best candidate's;
 - ``retrieval``: its tile's retrieval score's lead over the best other tile's, over the top score
   (negative when another tile ranked above it).
 
-The model uses those of them that ``benchmarks/abstention.py`` found to carry over to documents
-it was not fitted on (its ``features``; the others are measured there).
-
 The reader declines when the probability is under its ``min_support`` (default: the model's
-``threshold``). The coefficients, the features' standardisation, the threshold and where they came
-from are in ``support.json`` beside this module.
+``threshold``, where no more than 3 % of the right answers fall). The coefficients, the features'
+standardisation and the threshold are the ``support`` part of the reader's ``reader.json``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 
 from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive.support import Evidence, asked, is_figure
 
-FEATURES = ("figures", "names", "near", "document", "absent", "unconstrained", "score", "margin", "retrieval")
-MODEL = Path(__file__).with_name("support.json")
+SUPPORT = ("figures", "names", "near", "document", "absent", "unconstrained", "score", "margin", "retrieval")
 
 
 @dataclass
@@ -61,16 +55,8 @@ class Judgement:
         return f"no line of the pages found is likely enough to answer ({odds})"
 
 
-@cache
-def model() -> dict:
-    """The fitted model: ``features``, ``mean``, ``scale``, ``coef``, ``intercept``, ``threshold``,
-    ``about``."""
-    return json.loads(MODEL.read_text())
-
-
-def probability(features: dict[str, float], fitted: dict | None = None) -> float:
-    """The logistic model's probability for one set of ``features``."""
-    fitted = fitted or model()
+def probability(features: dict[str, float], fitted: dict) -> float:
+    """The support model ``fitted``'s probability for one set of ``features``."""
     x = (np.array([features[name] for name in fitted["features"]]) - fitted["mean"]) / np.array(
         fitted["scale"]
     )
@@ -79,18 +65,24 @@ def probability(features: dict[str, float], fitted: dict | None = None) -> float
 
 
 def judge(
-    question: str, context: Sequence[ContextItem], item: int, scores: np.ndarray, chosen: int, score: float
+    question: str,
+    context: Sequence[ContextItem],
+    item: int,
+    scores: np.ndarray,
+    chosen: int,
+    fitted: dict,
 ) -> Judgement:
-    """The judgement of the line ``chosen`` (of context item ``item``) among candidates scoring
-    ``scores``, its own score without MiniLM being ``score``."""
-    found, missing = features(question, context, item, scores, chosen, score)
-    return Judgement(probability(found), found, missing)
+    """The judgement of the candidate ``chosen`` (of context item ``item``) among candidates
+    scoring ``scores``, under the support model ``fitted``."""
+    found, missing = features(question, context, item, scores, chosen, float(scores[chosen]))
+    return Judgement(probability(found, fitted), found, missing)
 
 
 def features(
     question: str, context: Sequence[ContextItem], item: int, scores: np.ndarray, chosen: int, score: float
 ) -> tuple[dict[str, float], list[str]]:
-    """``FEATURES`` of the line ``chosen`` (see ``judge``), and the constraints its document lacks."""
+    """``SUPPORT``'s features of the candidate ``chosen`` (see ``judge``), its own score being
+    ``score``, and the constraints its document lacks."""
     found = constraint_features(question, context, item)
     missing = found.pop("missing")
     others = np.delete(scores, chosen)

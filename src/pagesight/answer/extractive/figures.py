@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from pagesight.answer.extractive.candidates import Candidate
 from pagesight.answer.extractive.cells import Operands, Placed, Tables, cell_text, column_years, figure_text
-from pagesight.answer.extractive.program import Program
+from pagesight.answer.extractive.program import Program, form
 
 FLOOR = 0.05  # an operation this likely gets its candidates
 ROWS = 3  # the likeliest rows an operation reads along
@@ -67,7 +67,7 @@ def _candidate(
         "operands": math.log(len(used)) if used else 0.0,
         "periods_found": len(asked & named) / len(asked) if asked else 0.0,
         "percent_cells": float(bool(used) and all(u.cell.percent for u in used)),
-        "form": program.forms.get("text" if kind in ("list",) else "figure", 0.0),
+        "form": program.forms.get(form(text), 0.0),
     }
     cited: dict[int, list] = {}
     quotes: dict[int, list[str]] = {}

@@ -77,7 +77,14 @@ SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 # arithmetic between words, spaced as a formula is written ("= revenue / total assets"; not "and/or")
 _OPERATOR = re.compile(r"\S\s[*/×÷]\s\S")
 HASHED = 1 << 14  # the question model's feature space: word and pair hashes
-FORMS = ("figure", "text")  # what an answer is: a figure (a number, a percentage, a year) or words
+FORMS = ("number", "date", "text")  # what an answer is: a figure, a year or a date, or words
+# a year or a date alone: "1966", "12/05/2022", "May 12, 2022", "12 May 2022", "FY2019"
+_DATE = re.compile(
+    r"^(?:FY ?)?(?:19|20)\d\d$|^\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}$"
+    r"|^(?:\d{1,2} )?[A-Z][a-z]+\.?(?: \d{1,2},?)? (?:19|20)\d\d$"
+)
+# a figure: a number with at most a currency, a sign, a unit or a scale word ("$11.8 billion", "1.2 kg")
+_NUMBER = re.compile(r"^[-+(]?[$€£¥]?\s?[-+(]?\d[\d,]*(?:\.\d+)?\)?%?(?: \S+){0,2}$")
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,14 @@ def read_question(question: str, fitted: dict | None = None) -> Program:
     forms = _probabilities(x, fitted.get("form"), FORMS)
     operation = max(probabilities, key=probabilities.get)
     return Program(operation, probabilities, years, scale.group(1).lower() if scale else None, formula, forms)
+
+
+def form(text: str) -> str:
+    """What an answer is (``FORMS``): a date when it is a year or a date, a number when a figure,
+    words otherwise; several spans (separated by semicolons or lines) are text unless alike."""
+    spans = [span.strip() for span in re.split(r"[;\n]", text) if span.strip()]
+    forms = {"date" if _DATE.match(span) else "number" if _NUMBER.match(span) else "text" for span in spans}
+    return forms.pop() if len(forms) == 1 else "text"
 
 
 def full_year(match: re.Match) -> str:

@@ -15,8 +15,8 @@ from pagesight.answer.extractive.candidates import FEATURES, Candidate
 from pagesight.answer.extractive.cells import Operands, Tables
 from pagesight.answer.extractive.confidence import judge
 from pagesight.answer.extractive.figures import table_candidates
-from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates, is_figure
-from pagesight.answer.extractive.program import Program, read_question, reader_model
+from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates
+from pagesight.answer.extractive.program import Program, form, read_question, reader_model
 from pagesight.answer.extractive.questions import (
     ASKING,
     RATE,
@@ -123,14 +123,11 @@ class ExtractiveReader:
         best = offer.candidates[chosen]
         usage = {"candidates": len(offer.candidates), "kind": best.kind, "operation": offer.program.operation}
         support = None
-        if self.abstain:
-            judged = judge(question, context, best.item, scores, chosen, float(scores[chosen]))
+        fitted = self.model.get("support")
+        if self.abstain and fitted:
+            judged = judge(question, context, best.item, scores, chosen, fitted)
             support = judged.support
-            threshold = (
-                self.model.get("support", {}).get("threshold", 0.0)
-                if self.min_support is None
-                else self.min_support
-            )
+            threshold = fitted["threshold"] if self.min_support is None else self.min_support
             if support < threshold:
                 return Reading(
                     "",
@@ -159,9 +156,19 @@ class ExtractiveReader:
                 "operation": p,
                 "log_operation": math.log(max(p, 1e-6)),
                 "words": math.log1p(len(answer.split())),
-                "form": program.forms.get("figure" if is_figure(answer) else "text", 0.0),
+                "form": program.forms.get(form(answer), 0.0),
             }
             found.append(Candidate(kind, answer, c.item, {c.item: c.boxes_of(answer)}, {c.item: c.text}, own))
+            if kind == "sentence":
+                for part in parts(answer, question):
+                    shares = {"part_of": len(part.split()) / max(len(answer.split()), 1)}
+                    shares |= {"words": math.log1p(len(part.split())), "novelty": novelty(part, question)}
+                    found.append(
+                        Candidate(
+                            "part", part, c.item, {c.item: c.boxes_of(part)}, {c.item: c.text}, own | shares
+                        )
+                    )
+            found[-1].features.setdefault("novelty", novelty(answer, question))
         return found
 
     def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
@@ -214,6 +221,42 @@ def line_features(question: str, candidates: list[AnswerCandidate], n_items: int
     years = set(PRINTED_YEAR.findall(question))
     f["other_year"] = np.array([bool(years) and other_years(c.text, years) for c in candidates], dtype=float)
     return f
+
+
+def parts(sentence: str, question: str) -> list[str]:
+    """The parts of a sentence an answer may be: each clause between its commas and semicolons,
+    and what follows the last of the question's words in it (its first words that say nothing
+    of their own left out: "[were due primarily to] tax adjustments"), each of two words or more
+    and shorter than the sentence."""
+    asked = set(terms(question))
+    words = sentence.rstrip(".").split()
+    found = []
+    last = max((k for k, w in enumerate(words) if set(terms(w)) & asked), default=-1)
+    if 0 <= last < len(words) - 1:
+        rest = words[last + 1 :]
+        while rest and not terms(rest[0]):  # "to", "of", "in", "is": no word of its own
+            rest = rest[1:]
+        found.append(" ".join(rest))
+    clause = []
+    for word in words + [","]:
+        if word == "," or word.endswith((",", ";")):
+            if word != ",":
+                clause.append(word.rstrip(",;"))
+            found.append(" ".join(clause))
+            clause = []
+        else:
+            clause.append(word)
+    whole = " ".join(words)
+    return [p for p in dict.fromkeys(found) if len(p.split()) >= 2 and p != whole]
+
+
+def novelty(text: str, question: str) -> float:
+    """The share of ``text``'s words the question does not hold."""
+    own = terms(text)
+    if not own:
+        return 0.0
+    asked = set(terms(question))
+    return sum(t not in asked for t in own) / len(own)
 
 
 def _dense_text(c: AnswerCandidate) -> str:
