@@ -105,7 +105,11 @@ def operand_values(fields: dict, answer: str | list[str]) -> list[float]:
     figure it answers with as printed."""
     derivation = str(fields.get("derivation") or "")
     texts = re.findall(r"\d[\d,]*\.?\d*", derivation) if derivation else []
-    if not texts and fields.get("answer_type") in ("span", "multi-span"):
+    if not texts and fields.get("answer_type") in (
+        "span",
+        "multi-span",
+        None,
+    ):  # a figure answered as printed
         answers = answer if isinstance(answer, list) else [answer]
         texts = [a for a in answers if _SPAN_FIGURE.match(a.strip())]
     found = []

@@ -72,11 +72,16 @@ def text_layer_spans(page: pdfium.PdfPage, size_px: tuple[int, int]) -> list[Spa
 
 def _span(page, size_px, textpage, units: np.ndarray, start: int, end: int, rect) -> Span | None:
     """Characters ``start`` to ``end`` as a span: their text, spaces made single, and the box from
-    the first character's loose box to the last's (the hyphen PDFium marks may have none)."""
+    the first character's loose box to the last's, blanks at either end aside (the hyphen PDFium
+    marks may have none)."""
     text = units[start:end].tobytes().decode("utf-16-le", errors="replace")
     text = " ".join(text.replace("\x00", " ").replace("\ufffe", SOFT_HYPHEN).split())
     if not text:
         return None
+    while units[start] == _SPACE:  # the box from the first character to the last, blanks aside
+        start += 1
+    while end - 1 > start and units[end - 1] == _SPACE:
+        end -= 1
     xs, ys = [], []
     for candidates in ((start,), (end - 1, end - 2)):
         for index in candidates:
@@ -102,15 +107,15 @@ def _pieces(textpage, units: np.ndarray, start: int, end: int, rect) -> list[tup
     height = max(height, rect.top - rect.bottom)
     if height <= 0 or end - start > _SHORT and rect.right - left <= (_WIDEST * (end - start) + GAP) * height:
         return [(start, end)]
-    pieces, first, right = [], start, None
+    pieces, first, last, right = [], start, start, None
     for i in range(start, end):
         if units[i] == _SPACE or not raw.FPDFText_GetLooseCharBox(textpage, i, rect):
             continue
         if right is not None and rect.left - right > GAP * height:
-            pieces.append((first, i))
+            pieces.append((first, last + 1))  # without the blanks between (PDFium's own spaces span the gap)
             first = i
-        right = rect.right
-    pieces.append((first, end))
+        right, last = rect.right, i
+    pieces.append((first, last + 1 if right is not None else end))
     return pieces
 
 

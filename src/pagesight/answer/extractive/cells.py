@@ -39,6 +39,7 @@ ROW = (
     "best_row",  # no row of the context covers more
     "row_gap",  # how much less than the best row it covers
     "label_words",  # log(1 + the label's words)
+    "expanded_cover",  # the share of the label's words the question holds with the words a thesaurus adds
 )
 COLUMN = (
     "period",  # its headings name a period the question names
@@ -49,7 +50,7 @@ COLUMN = (
     "last",  # the last column
     "periods_asked",  # the question names a period
 )
-_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 
 @dataclass
@@ -119,10 +120,18 @@ class Operands:
     """Each row's and column's features against a question, and their likelihoods under the
     fitted row and column models."""
 
-    def __init__(self, question: str, program: Program, tables: Tables, fitted: dict | None):
+    def __init__(
+        self,
+        question: str,
+        program: Program,
+        tables: Tables,
+        fitted: dict | None,
+        thesaurus: str | None = None,
+    ):
         self.question, self.program, self.tables = question, program, tables
         asked = _stems(question)
         self.asked = asked
+        grown_words = asked | _stems(expanded(question, thesaurus))
         rows = sorted({(p.table, p.row) for p in tables.cells})
         self.rows = rows
         labels = {key: _stems(self._label(key)) for key in rows}
@@ -147,6 +156,7 @@ class Operands:
             section_cover = sum(self.idf[w] for w in section & asked) / section_weight if section else 0.0
             text = _plain(self._label(key))
             written = float(bool(text) and f" {text} " in plain)
+            grown = sum(self.idf[w] for w in label & grown_words) / label_weight if label else 0.0
             covered[key] = cover + question_cover + written
             self.row_features[key] = [
                 cover,
@@ -156,6 +166,7 @@ class Operands:
                 0.0,
                 0.0,
                 math.log1p(len(label)),
+                grown,
             ]
         best = max(covered.values(), default=0.0)
         for key, features in self.row_features.items():
@@ -201,6 +212,15 @@ class Operands:
         return min(places, default=len(self.question))
 
 
+def expanded(text: str, thesaurus: str | None) -> str:
+    """``text`` with the words the thesaurus ``thesaurus`` adds for its terms."""
+    if not thesaurus:
+        return text
+    from pagesight.search.expansion import expand
+
+    return expand(text, thesaurus)
+
+
 def column_years(heading: str) -> set[str]:
     """The periods a column's nearest heading naming any names ("Year ended June 30, 2019",
     "FY19"; "2019" under "Year ended March 31, 2019 compared to 2018")."""
@@ -230,13 +250,13 @@ def figure_text(value: float, unit: str, percent: bool = False, places: int = 2)
     text = f"{value:,.{places}f}"
     if percent:
         return f"{text}%"
-    return f"{text} {unit}".strip() if unit in _SCALES else text
+    return f"{text} {unit}".strip() if unit in SCALES else text
 
 
 def cell_text(placed: Placed, tables: Tables) -> str:
     """A cell as the answer says it: as printed, with its table's unit word when it has one."""
     cell = placed.cell
     unit = tables.tables[placed.table].unit
-    if cell.percent or unit not in _SCALES:
+    if cell.percent or unit not in SCALES:
         return cell.figure
     return f"{cell.figure} {unit}"

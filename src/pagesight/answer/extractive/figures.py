@@ -17,7 +17,16 @@ import math
 from collections.abc import Callable
 
 from pagesight.answer.extractive.candidates import Candidate
-from pagesight.answer.extractive.cells import Operands, Placed, Tables, cell_text, column_years, figure_text
+from pagesight.answer.extractive.cells import (
+    SCALES,
+    Operands,
+    Placed,
+    Tables,
+    cell_text,
+    column_years,
+    figure_text,
+)
+from pagesight.answer.extractive.formulas import defined, evaluate
 from pagesight.answer.extractive.program import Program, form
 
 FLOOR = 0.05  # an operation this likely gets its candidates
@@ -26,8 +35,11 @@ CELLS = 30  # the likeliest cells offered as they are printed
 Key = tuple[int, int]
 
 
-def table_candidates(program: Program, tables: Tables, operands: Operands) -> list[Candidate]:
-    """Every candidate the context's tables offer ``program``."""
+def table_candidates(
+    question: str, program: Program, tables: Tables, operands: Operands, thesaurus: str | None = None
+) -> list[Candidate]:
+    """Every candidate the context's tables offer ``program``: cells, the operations it finds
+    likely, and the formula it writes out or a figure it names has (``formulas``)."""
     if not tables.cells:
         return []
     found = _cells(program, tables, operands)
@@ -35,18 +47,43 @@ def table_candidates(program: Program, tables: Tables, operands: Operands) -> li
         make = _OPERATIONS.get(op)
         if make is not None:
             found += make(op, program, tables, operands)
+    formula = program.formula or defined(question)
+    if formula is not None:
+        found += _formula(formula, program, tables, operands, thesaurus)
     return found
 
 
 def _cells(program: Program, tables: Tables, operands: Operands) -> list[Candidate]:
     placed = [p for p in tables.cells if p.cell.value is not None]
     placed.sort(key=lambda p: -operands.cell_p(p))
-    return [
-        _candidate(
-            "cell", cell_text(p, tables), [p], program.probabilities.get("span", 0.0), program, operands
-        )
-        for p in placed[:CELLS]
-    ]
+    found = []
+    for p in placed[:CELLS]:
+        unit = tables.tables[p.table].unit
+        text = cell_text(p, tables)
+        if program.scale and unit in SCALES and unit != program.scale and not p.cell.percent:
+            text = figure_text(p.cell.value * SCALES[unit] / SCALES[program.scale], program.scale)
+        found.append(_candidate("cell", text, [p], program.probabilities.get("span", 0.0), program, operands))
+    return found
+
+
+def _formula(
+    formula: str, program: Program, tables: Tables, operands: Operands, thesaurus: str | None
+) -> list[Candidate]:
+    """A formula's value: a quotient as a ratio and in percent, any other figure in its cells'
+    unit (or the scale asked)."""
+    year = program.years[-1] if program.years else None
+    computed = evaluate(formula, year, tables, operands, thesaurus)
+    if computed is None:
+        return []
+    p = 1.0 if program.formula else max(program.probabilities.values(), default=0.0)
+    if "/" in formula:
+        texts = [figure_text(computed.value, ""), figure_text(100 * computed.value, "", percent=True)]
+    else:
+        value, unit = computed.value, _unit(computed.used, tables)
+        if program.scale and unit in SCALES and unit != program.scale:
+            value, unit = value * SCALES[unit] / SCALES[program.scale], program.scale
+        texts = [figure_text(value, unit)]
+    return [_candidate("formula", text, computed.used, p, program, operands) for text in texts]
 
 
 def _candidate(
@@ -143,7 +180,10 @@ def _arithmetic(op: str, program: Program, tables: Tables, operands: Operands) -
             elif op == "ratio":
                 text = figure_text(value, "")
             else:
-                text = figure_text(value, _unit(ordered, tables), percent=percent)
+                unit = _unit(ordered, tables)
+                if program.scale and unit in SCALES and unit != program.scale and not percent:
+                    value, unit = value * SCALES[unit] / SCALES[program.scale], program.scale
+                text = figure_text(value, unit, percent=percent)
             found.append(_candidate(op, text, ordered, p, program, operands))
     return found
 

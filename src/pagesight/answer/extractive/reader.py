@@ -94,8 +94,8 @@ class ExtractiveReader:
         model = self.model
         program = read_question(question, model.get("question", {}))
         tables = Tables.of(context)
-        operands = Operands(question, program, tables, model)
-        found = table_candidates(program, tables, operands)
+        operands = Operands(question, program, tables, model, self.thesaurus)
+        found = table_candidates(question, program, tables, operands, self.thesaurus)
         found += self._line_candidates(question, program, context)
         return Offer(program, tables, operands, found)
 
