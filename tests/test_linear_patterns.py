@@ -215,7 +215,7 @@ FOUND = sorted(patterns(), key=lambda named: named[0])
 
 def test_the_patterns_are_found():
     names = {name for name, _ in FOUND}
-    assert "pagesight.answer.extractive.questions._SUBJECT" in names and "pagesight.where._TOKEN" in names
+    assert "pagesight.answer.extractive.program.PERIOD" in names and "pagesight.where._TOKEN" in names
     assert len(FOUND) > 60
 
 

@@ -138,7 +138,7 @@ def cell_text(spans: list[Span]) -> str:
 def _row(line: Line) -> _Row | None:
     """A line as a label and the cells at its right; None when it is a sentence. In a line of
     pieces, a piece that holds words ends the cells (a label's own "19.0%" is no cell)."""
-    tokens = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line.text)]
+    tokens = _tokens(line.text)
     worded = [(lo, hi) for lo, hi, _ in line.parts if not _figures_only(line.text[lo:hi])]
     cells: list[tuple[str, int, int]] = []
     while tokens:
@@ -166,6 +166,19 @@ def _row(line: Line) -> _Row | None:
     return parsed
 
 
+def _tokens(text: str) -> list[tuple[str, int, int]]:
+    """The words of ``text`` (runs without blanks) with their places."""
+    found, start = [], None
+    for i, ch in enumerate(f"{text} "):
+        if ch.isspace():
+            if start is not None:
+                found.append((text[start:i], start, i))
+                start = None
+        elif start is None:
+            start = i
+    return found
+
+
 def _figures_only(text: str) -> bool:
     """A piece of a line that is figures alone ("$ 1,234", "(18)", "—"), currency signs aside."""
     return all(_is_cell(token) or token in _CURRENCY for token in text.split())
@@ -183,7 +196,8 @@ def value(text: str) -> tuple[float | None, bool]:
     if not match:
         return None, False
     number = float(match.group(1).replace(",", ""))
-    negative = "(" in core and ")" in core or bool(re.match(rf"^[{_CURRENCY}]?[-−–]", core))
+    sign = core[1:2] if core[:1] in _CURRENCY else core[:1]
+    negative = "(" in core and ")" in core or sign in "-−–" and bool(sign)
     return (-number if negative else number), core.endswith("%") or core.endswith("%)")
 
 
@@ -269,8 +283,12 @@ def _years(row: _Row) -> bool:
     """A row of years and days of the month: the dates heading the columns ("(Millions) 2018
     2017 2016", "As of December 31, 2017 2016", "Year ended December 31,")."""
     texts = [text.strip("*") for text, _, _ in row.cells if not _FOOTNOTE.match(text)]
-    day = re.compile(r"[0-3]?\d,")
-    return bool(texts) and all(PRINTED_YEAR.fullmatch(t) or day.fullmatch(t) for t in texts)
+    return bool(texts) and all(PRINTED_YEAR.fullmatch(t) or _day(t) for t in texts)
+
+
+def _day(text: str) -> bool:
+    """A day of the month before its comma ("31,")."""
+    return text.endswith(",") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 31
 
 
 def _above(lines: list[Line], parsed: list, first: int) -> list[Line]:
@@ -402,7 +420,8 @@ def _unit(text: str) -> str:
         return match.group(1).lower().rstrip("s")
     if match:
         return _SHORT_UNITS.get(match.group(2).lower(), "thousand")
-    return "%" if re.search(r"\(%\)|\bin %|percent", text, re.IGNORECASE) else ""
+    lowered = text.lower()
+    return "%" if "(%)" in lowered or " in %" in f" {lowered}" or "percent" in lowered else ""
 
 
 def _rights(rows: list[_Row], n: int) -> list[float] | None:

@@ -35,7 +35,6 @@ FEATURES = (
     "coverage",  # how much of the question it holds, by rarity among the candidates
     "dense",  # MiniLM's similarity to the question, against the best candidate's
     "form",  # the question model's probability of the form of its answer (a figure or words)
-    "asked_kind",  # it holds the kind of answer the question's words ask for (an amount, a date, ...)
     "label",  # its label names the question's terms
     "opening",  # it opens with the question's words
     "rank",  # its tile's rank

@@ -44,7 +44,8 @@ def definitions() -> tuple[tuple[tuple[str, ...], str], ...]:
 def defined(question: str) -> str | None:
     """The formula of the first figure ``question`` names by a name ``definitions.txt`` gives
     (its words in a row, in any case), or None."""
-    words = f" {' '.join(re.findall(r'[a-z0-9&]+', question.lower().replace('_', ' ')))} "
+    plain = "".join(ch if ch.isalnum() or ch == "&" else " " for ch in question.lower())
+    words = f" {' '.join(plain.split())} "
     for names, formula in definitions():
         if any(f" {name} " in words for name in names):
             return formula
@@ -70,7 +71,7 @@ def evaluate(
     for token in tokens:
         if token in "*/+×÷()-":
             expression.append(_OPERATORS.get(token, token))
-        elif re.fullmatch(r"\d+(?:\.\d+)?", token):
+        elif token.replace(".", "", 1).isdigit():
             expression.append(token)
         else:
             value = rows.phrase(token, year)

@@ -1,7 +1,7 @@
-"""The extractive reader's layout: a tile's spans read back as lines (spans on one row joined),
-runs of lines that line up as a table kept apart with their header, the rest grouped into blocks
-and sentences, and labelled values and large figures paired with their labels: the candidates
-(``AnswerCandidate``) the reader scores."""
+"""The extractive reader's layout: a tile's spans read back as lines (spans on one row joined), the
+lines the table finder reads as a table's rows (``text/tables.py``: their cells are candidates of
+their own, ``cells.py``) kept apart, the rest grouped into blocks and sentences, and labelled
+values and large figures paired with their labels: the line candidates (``AnswerCandidate``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pagesight.answer.base import ContextItem
 from pagesight.encode.lexical import terms
 from pagesight.records import Box
-from pagesight.text.lines import PRINTED_YEAR, Line, characters, read_lines
+from pagesight.text.lines import Line, characters, read_lines
+from pagesight.text.tables import read_tables
 
-_NUMBER = re.compile(r"\d")
 ELLIPSIS = "… "  # before a sentence read from its middle
+# an amount: a figure with its currency and its percent sign ("$3.2", "7%", "12.5 percent")
+AMOUNT = re.compile(r"[$€£¥]?\d[\d,]*(?:\.\d+)?(?:\s?%|\s?percent\b|\s?per cent\b)?", re.IGNORECASE)
 # what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
 _MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
 
@@ -35,22 +37,21 @@ _COLON_LABEL = re.compile(r"^([^:\d][^:]{0,40}?):\s+(\S.*)$")
 
 @dataclass
 class AnswerCandidate:
-    """A passage of a tile the extractive reader may answer with: a sentence, a labelled value, a
-    table row read with its header, or a large figure with its label; with its boxes."""
+    """A passage of a tile the extractive reader may answer with: a sentence, a labelled value or a
+    large figure with its label; with its boxes."""
 
     item: int  # index of the context item
     text: str  # what is scored against the question
     answer: str  # what is returned
     boxes: list[Box]
-    header: str | None = None  # a table row's header line
     label: str | None = None  # the words that name a value ("Total due", "Weight")
     value: str | None = None  # the value they name
-    own: str = ""  # the candidate's own words (``text`` less the header and caption of a row)
+    own: str = ""  # the candidate's own words (``text`` less a figure's label line)
     quote: bool = False  # a quotation
     extra: set[str] = field(default_factory=set)  # terms of the document's name and title
     title: str = ""  # the page's title, which a short candidate is embedded with
     places: list[tuple[int, int, Box]] = field(default_factory=list)  # ``answer``'s characters' boxes
-    prose: bool = False  # ``places`` are runs of words, evenly set (a row's may hide wide gaps)
+    prose: bool = False  # ``places`` are runs of words, evenly set (a label's line may hide wide gaps)
 
     def boxes_of(self, text: str) -> list[Box]:
         """The boxes of ``text`` where it stands in ``answer``: the boxes of the places its
@@ -65,7 +66,7 @@ class AnswerCandidate:
         for lo, hi, (x0, y0, x1, y1) in self.places:
             if min(hi, end) <= max(lo, start):
                 continue
-            if not self.prose:  # a table's cells: a span's text says nothing of its gaps
+            if not self.prose:  # a line's pieces: a span's text says nothing of its gaps
                 found.append((x0, y0, x1, y1))
                 continue
             found.append(characters((x0, y0, x1, y1), lo, hi, max(lo, start), min(hi, end)))
@@ -73,8 +74,8 @@ class AnswerCandidate:
 
 
 def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
-    """The sentences of each tile's text blocks, its labelled values, and its table rows read with
-    their header."""
+    """The sentences of each tile's text blocks, its labelled values and its figures under their
+    labels; the lines of its tables are left to their cells."""
     found = []
     for i, item in enumerate(context):
         lines = read_lines(item.spans)
@@ -83,12 +84,18 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
         extra = _context_terms(item, lines)
         title = lines[0].text if item.hit.tile == 0 else ""
         widest = max(line.box[2] - line.box[0] for line in lines)
-        rows = _rows(lines, widest)
+        tabled = {
+            (line.text, line.box)
+            for table in read_tables(item.spans)
+            for held in table.sources
+            for line in held
+        }
+        rows = [(line.text, line.box) in tabled for line in lines]
         first = len(found)
         block: list[Line] = []
         for j, line in enumerate(lines):
-            if rows[j] or (j + 1 < len(lines) and _is_row(lines[j + 1].text) and _is_header(line.text)):
-                found += _sentences(i, block)  # a row, or the header line right above figures
+            if rows[j]:
+                found += _sentences(i, block)
                 block = []
                 continue
             alone = _stands_alone(line.text)
@@ -100,13 +107,12 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
                 found += _sentences(i, block)
                 block = []
         found += _sentences(i, block)
-        found += _table_rows(i, lines, rows)
         found += _figures(i, lines, rows)
         for c in found[first:]:
             c.extra, c.title = extra, title
             c.own = c.own or c.text
             c.quote = bool(_QUOTE.search(c.own))
-            if c.label is None and c.header is None:  # a row under a header has columns instead
+            if c.label is None:
                 c.label, c.value = _label_value(c.own)
     return found
 
@@ -117,51 +123,6 @@ def _context_terms(item: ContextItem, lines: list[Line]) -> set[str]:
     if item.hit.tile == 0:
         found |= set(terms(lines[0].text))
     return found
-
-
-def _rows(lines: list[Line], widest: float) -> list[bool]:
-    """Which lines are table rows: two or more numbers making up much of the line, or a run of at
-    least three short lines that start at one left edge, one below the other at an even pitch,
-    none of them part of a sentence."""
-    rows = [_is_row(line.text) for line in lines]
-    j = 0
-    while j < len(lines):
-        end = j + 1
-        while end < len(lines) and _row_like(lines[end]) and _in_run(lines[end - 1], lines[end], lines[j]):
-            end += 1
-        run = lines[j:end] if _row_like(lines[j]) else []
-        if len(run) >= 3 and sum(line.box[2] - line.box[0] >= 0.9 * widest for line in run) < len(run) / 2:
-            pitches = [b.box[1] - a.box[1] for a, b in zip(run, run[1:])]
-            middle = sorted(pitches)[len(pitches) // 2]
-            if all(0.7 * middle <= p <= 1.4 * middle for p in pitches):
-                start = j + 1 if _is_header(run[0].text) else j  # the header reads its rows
-                for r in range(start, end):
-                    rows[r] = True
-                j = end
-                continue
-        j += 1  # a run that fails may hold one that starts lower (below a heading)
-    return rows
-
-
-def _row_like(line: Line) -> bool:
-    text = line.text.rstrip()
-    return (
-        not text[:1].islower()
-        and not text.endswith((".", "!", "?", ",", ";", ":", "-"))
-        and len(text.split()) <= 12
-        and not _COLON_LABEL.match(text)
-    )
-
-
-def _in_run(above: Line, below: Line, first: Line) -> bool:
-    height = max(first.box[3] - first.box[1], 1.0)
-    return _adjacent(above.box, below.box) and abs(below.box[0] - first.box[0]) <= 0.5 * height
-
-
-def _is_header(text: str) -> bool:
-    """A table's header line: words ("Q1", "FY22" too), or years over their columns; no other numbers."""
-    numbers = [t for t in text.split() if is_number(t)]
-    return all(PRINTED_YEAR.fullmatch(t.strip("()")) for t in numbers)
 
 
 def _label_value(text: str) -> tuple[str | None, str | None]:
@@ -175,7 +136,7 @@ def _label_value(text: str) -> tuple[str | None, str | None]:
     n = 0
     while n < len(tokens) and is_number(tokens[len(tokens) - 1 - n]):
         n += 1
-    if 0 < n <= 2 and n < len(tokens) and not _NUMBER.search(tokens[0]):  # more values: a table row
+    if 0 < n <= 2 and n < len(tokens) and not any(ch.isdigit() for ch in tokens[0]):  # more: a row
         return " ".join(tokens[: len(tokens) - n]), " ".join(tokens[len(tokens) - n :])
     return None, None
 
@@ -258,58 +219,9 @@ def _sentences(item: int, lines: list[Line]) -> list[AnswerCandidate]:
     return found
 
 
-def _table_rows(item: int, lines: list[Line], rows: list[bool]) -> list[AnswerCandidate]:
-    """Each table row, scored with its header; its answer is the cell of the column asked about."""
-    found = []
-    for j, line in enumerate(lines):
-        if not rows[j]:
-            continue
-        top = j
-        while top > 0 and rows[top - 1]:
-            top -= 1
-        header = None
-        if top > 0 and _adjacent(lines[top - 1].box, lines[top].box) and _is_header(lines[top - 1].text):
-            header = lines[top - 1]
-        if header is None and _is_year_header(lines[top].text) and top < j:
-            header = lines[top]
-        first = top - 1 if header is not None and top > 0 and header is lines[top - 1] else top
-        above = lines[first - 1] if first > 0 and not rows[first - 1] else None
-        caption = above.text if above and _is_header(above.text) and not _stands_alone(above.text) else ""
-        text = " ".join(t for t in (caption, header.text if header else "", line.text) if t)
-        found.append(
-            AnswerCandidate(
-                item,
-                text,
-                line.text.strip(),
-                [p[2] for p in line.parts],
-                header.text if header else None,
-                own=line.text.strip(),
-                places=line.parts,
-            )
-        )
-    return found
-
-
 def is_number(token: str) -> bool:
     """``token`` is a figure: an amount, a percentage, a signed or bracketed number."""
     return bool(_NUMERIC.fullmatch(token))
-
-
-def _is_row(text: str) -> bool:
-    """A line of a table: two or more numbers making up much of it, and not a sentence or a label."""
-    tokens = text.split()
-    numbers = sum(is_number(t) for t in tokens)
-    return (
-        numbers >= 2
-        and numbers >= 0.4 * len(tokens)
-        and not text.rstrip().endswith(".")
-        and not _COLON_LABEL.match(text)
-    )
-
-
-def _is_year_header(text: str) -> bool:
-    numbers = [t for t in text.split() if is_number(t)]
-    return bool(numbers) and all(PRINTED_YEAR.fullmatch(t) for t in numbers)
 
 
 def _ends_block(line: Line, widest: float) -> bool:

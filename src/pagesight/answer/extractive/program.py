@@ -127,7 +127,7 @@ def read_question(question: str, fitted: dict | None = None) -> Program:
 def form(text: str) -> str:
     """What an answer is (``FORMS``): a date when it is a year or a date, a number when a figure,
     words otherwise; several spans (separated by semicolons or lines) are text unless alike."""
-    spans = [span.strip() for span in re.split(r"[;\n]", text) if span.strip()]
+    spans = [span.strip() for span in text.replace("\n", ";").split(";") if span.strip()]
     forms = {"date" if _DATE.match(span) else "number" if _NUMBER.match(span) else "text" for span in spans}
     return forms.pop() if len(forms) == 1 else "text"
 
@@ -141,10 +141,10 @@ def full_year(match: re.Match) -> str:
 def written_formula(question: str) -> str | None:
     """The arithmetic a question writes out between named figures: what follows its last colon or
     equals sign, when it holds a * or / between words; None when it writes none out."""
-    parts = re.split(r"[:=]", question)
-    if len(parts) < 2 or not _OPERATOR.search(parts[-1]):
+    before, colon, formula = question.replace("=", ":").rpartition(":")
+    if not colon or not _OPERATOR.search(formula):
         return None
-    return parts[-1].strip().rstrip("?. ")
+    return formula.strip().rstrip("?. ")
 
 
 def question_features(question: str) -> list[str]:

@@ -15,24 +15,11 @@ from pagesight.answer.extractive.candidates import FEATURES, Candidate
 from pagesight.answer.extractive.cells import Operands, Tables
 from pagesight.answer.extractive.confidence import judge
 from pagesight.answer.extractive.figures import table_candidates
-from pagesight.answer.extractive.lines import PRINTED_YEAR, AnswerCandidate, answer_candidates
+from pagesight.answer.extractive.lines import AMOUNT, AnswerCandidate, answer_candidates
 from pagesight.answer.extractive.program import Program, form, read_question, reader_model
-from pagesight.answer.extractive.questions import (
-    ASKING,
-    RATE,
-    WORD,
-    answer_text,
-    asked_kind,
-    has_kind,
-    label_match,
-    label_terms,
-    novel_words,
-    opens_with,
-    other_years,
-    subject_terms,
-)
 from pagesight.encode.lexical import terms
 from pagesight.errors import PagesightError
+from pagesight.text.lines import PRINTED_YEAR
 
 
 @dataclass
@@ -141,6 +128,8 @@ class ExtractiveReader:
     def _line_candidates(
         self, question: str, program: Program, context: Sequence[ContextItem]
     ) -> list[Candidate]:
+        """Each line candidate as an answer (a sentence, the parts of it an answer may be, a
+        labelled value and each amount in it), with its features."""
         lines = answer_candidates(context)
         if not lines:
             return []
@@ -149,26 +138,25 @@ class ExtractiveReader:
         p = program.probabilities.get("span", 0.0)
         found = []
         for k, c in enumerate(lines):
-            answer = answer_text(c, question)
-            kind = "row" if c.header else "label" if c.label and c.value else "sentence"
             own = {name: float(values[k]) for name, values in features.items()}
-            own |= {
-                "operation": p,
-                "log_operation": math.log(max(p, 1e-6)),
-                "words": math.log1p(len(answer.split())),
-                "form": program.forms.get(form(answer), 0.0),
-            }
-            found.append(Candidate(kind, answer, c.item, {c.item: c.boxes_of(answer)}, {c.item: c.text}, own))
+            own |= {"operation": p, "log_operation": math.log(max(p, 1e-6))}
+            kind = "figure" if c.places and c.label and c.value and c.answer == c.value else "sentence"
+            answers = [(kind, c.answer)]
             if kind == "sentence":
-                for part in parts(answer, question):
-                    shares = {"part_of": len(part.split()) / max(len(answer.split()), 1)}
-                    shares |= {"words": math.log1p(len(part.split())), "novelty": novelty(part, question)}
-                    found.append(
-                        Candidate(
-                            "part", part, c.item, {c.item: c.boxes_of(part)}, {c.item: c.text}, own | shares
-                        )
-                    )
-            found[-1].features.setdefault("novelty", novelty(answer, question))
+                answers += [("part", part) for part in parts(c.answer, question)]
+            if c.label and c.value and c.value != c.answer:
+                value = c.value.strip().rstrip(".;,")
+                amounts = [m.group().strip() for m in AMOUNT.finditer(value)]
+                answers += [("label", value)] + [("label", a) for a in amounts if len(amounts) > 1]
+            for kind, answer in dict.fromkeys(answers):
+                shares = {
+                    "words": math.log1p(len(answer.split())),
+                    "novelty": novelty(answer, question),
+                    "part_of": len(answer.split()) / max(len(c.answer.split()), 1),
+                    "form": program.forms.get(form(answer), 0.0),
+                }
+                cited = {c.item: c.boxes_of(answer)}
+                found.append(Candidate(kind, answer, c.item, cited, {c.item: c.text}, own | shares))
         return found
 
     def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
@@ -184,43 +172,44 @@ class ExtractiveReader:
 
 
 def line_features(question: str, candidates: list[AnswerCandidate], n_items: int) -> dict[str, np.ndarray]:
-    """The line candidates' features (``candidates.FEATURES``'s line block)."""
-    asked = asked_kind(question)
-    question_terms = set(terms(question)) - ASKING or set(terms(question))
-    expansions = label_terms(question, asked) - question_terms
+    """The line candidates' features (``candidates.FEATURES``'s line block): how much of the
+    question each holds, its label holds and its opening words hold (each question term weighted
+    by its rarity among the candidates: a word every line has says nothing), its tile's rank, and
+    whether it repeats the question, quotes, or names years other than those asked."""
+    question_terms = set(terms(question))
     own_terms = [set(terms(c.own or c.text)) for c in candidates]
-    header_terms = [set(terms(c.text)) - own if c.header else set() for c, own in zip(candidates, own_terms)]
-    df = Counter(t for own, head in zip(own_terms, header_terms) for t in own | head)
-    idf = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in question_terms | expansions}
-    total = sum(idf[t] for t in question_terms) or 1.0
+    df = Counter(t for own in own_terms for t in own)
+    idf = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in question_terms}
+    total = sum(idf.values()) or 1.0
 
-    def covered(own: set[str], head: set[str], extra: set[str]) -> float:
-        found = sum(idf[t] for t in question_terms if t in own or t in extra)
-        found += 0.6 * sum(idf[t] for t in question_terms if t in head and t not in own | extra)
-        found += 0.5 * sum(idf[t] for t in expansions if t in own)
-        return min(found / total, 1.0)
+    def held(words: set[str]) -> float:
+        return min(sum(idf[t] for t in question_terms & words) / total, 1.0)
 
-    f = {
-        "coverage": np.array([covered(o, h, c.extra) for c, o, h in zip(candidates, own_terms, header_terms)])
-    }
-    question_words = {w.lower() for w in WORD.findall(question)}
-    rate = asked == "quantity" and bool(RATE.search(question)) and not question.lower().startswith("how much")
-    f["asked_kind"] = np.array(
-        [has_kind(c.value or c.answer, asked, question_words, rate) for c in candidates], dtype=float
+    f = {"coverage": np.array([held(own | c.extra) for c, own in zip(candidates, own_terms)])}
+    f["label"] = np.array([held(set(terms(c.label))) if c.label else 0.0 for c in candidates])
+    f["opening"] = np.array(
+        [held(set(terms(_opening(c.own or c.text, len(question_terms))))) for c in candidates]
     )
-    label = np.array(
-        [label_match(c, question_terms | expansions, idf, total, asked) for c in candidates], dtype=float
-    )
-    f["label"] = label * np.maximum(f["asked_kind"], asked is None)
-    subject = subject_terms(question) if asked != "quantity" else []
-    f["opening"] = np.array([opens_with(c.own or c.text, subject) for c in candidates], dtype=float)
     f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
-    novel = np.array([novel_words(c.own or c.answer, question_words) for c in candidates])
-    f["repeats"] = (novel == 0).astype(float)
+    f["repeats"] = np.array([not own - question_terms for own in own_terms], dtype=float)
     f["quote"] = np.array([c.quote for c in candidates], dtype=float)
     years = set(PRINTED_YEAR.findall(question))
-    f["other_year"] = np.array([bool(years) and other_years(c.text, years) for c in candidates], dtype=float)
+    found = [set(PRINTED_YEAR.findall(c.text)) for c in candidates]
+    f["other_year"] = np.array([bool(years and named and not named & years) for named in found], dtype=float)
     return f
+
+
+def _opening(text: str, n: int) -> str:
+    """The first words of ``text`` (as many as the question has terms, and three), a leading
+    section number ("2.1", "(a)") aside."""
+    words = text.split()
+    if (
+        words
+        and words[0].rstrip(".)").replace(".", "").strip("(").isalnum()
+        and any(ch.isdigit() for ch in words[0])
+    ):
+        words = words[1:]
+    return " ".join(words[: n + 3])
 
 
 def parts(sentence: str, question: str) -> list[str]:

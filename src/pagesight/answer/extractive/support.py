@@ -13,8 +13,9 @@ those constraints from the question:
   ("the Word written in the box", "Yes"); none from a sentence written in capitals,
 - phrases in quotation marks, unless they only name an answer's form ('yes' or 'no'),
 
-leaving out instructions on the answer's form ("Please write the answer in float format",
-"Directly answer 'yes' or 'no'", "such as 100, 200 or 300") and parentheses.
+leaving out what parentheses hold ("(in USD millions)", "(Please write the answer in float
+format)"). Nothing here reads the question's wording by pattern: its words are told apart by word
+lists (the words questions are asked with, the words that say an answer's form, generic ones).
 
 ``Evidence`` is a text read so that a constraint is found however the page words it
 (``Evidence.holds``): case and punctuation aside; hyphens and line-break hyphenation aside
@@ -32,39 +33,21 @@ import bisect
 import re
 from functools import cached_property
 
+from pagesight.answer.extractive.program import PERIOD, full_year
 from pagesight.encode.lexical import terms
 
-_INSTRUCTION = re.compile(
-    r"^(?:please|answer|give|write|round|base|express|provide|respond|use|output|note|e\.g|directly|"
-    r"only|format|enumerate|list the page)\b",
-    re.IGNORECASE,
-)
-_SENTENCES = re.compile(r"(?<=[.?!])\s+(?=[A-Z(])")
-_PARENTHESES = re.compile(r"\([^)]*\)")
-_EXAMPLES = re.compile(r"\b(?:such as|e\.g\.?|for example)\b.*$", re.IGNORECASE)
-_FORMAT = re.compile(
-    r"\b(?:(?:directly\s+)?answer\s+(?:with\s+)?['\"‘“]?yes['\"’”]?\s+or\s+['\"‘“]?no['\"’”]?"
-    r"|(?:in|into|with)\s+(?:the\s+|an?\s+)?(?:float|int|integer|string|list|json)\s+format\b.*"
-    r"|(?:please\s+)?(?:write|give|answer|round)\s+(?:down\s+)?(?:the|your)\s+answer\b.*)",
-    re.IGNORECASE,
-)
-_ASKED_YEAR = re.compile(r"(?<![\d.,])(?:FY|fy|CY|cy|['’])?((?:19|20)\d\d)(?![\d,]|\.\d)")
-_BARE_YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)")
 _REFERENCE = re.compile(
     r"\b(figure|fig\.?|table|tab\.|section|sec\.|chapter|appendix|exhibit|equation|eq\.?|note|item|part)"
     r"\s*(\d+(?:\.\d+)?)\b",
     re.IGNORECASE,
 )
-_POSITION = re.compile(
-    r"\b(?:page|pages|p\.|pp\.|slide|slides|step|steps|top|first|last|q)\s*(?:\d+\s*(?:-|–|to|and)\s*)?$",
-    re.I,
-)
+_POSITIONS = frozenset(
+    ("page", "pages", "p.", "pp.", "slide", "slides", "step", "steps")
+)  # a number after: where
 _CAPITALISED = re.compile(r"(?<![\w'’.])([A-Z][\w&.-]*[\w&])")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]|(?<!\w)['‘]([^'’]{2,60})['’](?!\w)")
 _WORDS = re.compile(r"\w+")
-_POSSESSIVE = re.compile(r"['’]s$")
-_QUARTER_OR_FISCAL = re.compile(r"(?:FY|Q)\d*", re.IGNORECASE)
 _GENERIC = frozenset(
     _WORDS.findall(
         "figure fig table page pages section chapter appendix slide slides exhibit item part note step "
@@ -98,24 +81,19 @@ _OCR = str.maketrans("oilsb", "01158")  # letters OCR reads for digits (a code's
 def asked(question: str) -> list[str]:
     """The question's specific constraints: years, numbers, references, names and quoted phrases
     (see above)."""
-    sentences = [s for s in _SENTENCES.split(question.strip()) if not _INSTRUCTION.match(s.strip())]
-    sentences = [_FORMAT.sub(" ", _EXAMPLES.sub(" ", _PARENTHESES.sub(" ", s))) for s in sentences]
     found: dict[str, None] = {}
-    for sentence in sentences:
+    for sentence in _sentences(_without_parentheses(question.strip())):
         for match in _REFERENCE.finditer(sentence):
             name = match.group(1).lower().rstrip(".")
             found[f"{_REFERENCE_NAMES.get(name, name).capitalize()} {match.group(2)}"] = None
         sentence = _REFERENCE.sub(" ", sentence)
-        for year in _ASKED_YEAR.findall(sentence):
-            found[year] = None
+        for match in PERIOD.finditer(sentence):
+            found[full_year(match)] = None
         for match in _NUMBER.finditer(sentence):
             number, before = match.group().replace(",", ""), sentence[: match.start()]
             decimal = "." in number and (not before or before[-1].isspace())  # not "GPT-3.5"'s
-            if (
-                not _BARE_YEAR.fullmatch(number)
-                and not _POSITION.search(before)
-                and (float(number) >= 10 or decimal)
-            ):
+            after_position = before.split()[-1:] and before.split()[-1].lower() in _POSITIONS
+            if not _year(number) and not after_position and (float(number) >= 10 or decimal):
                 found[number] = None
         for name in _names(_QUOTED.sub(" ", sentence)):  # a quoted phrase counts once, whole
             found[name] = None
@@ -126,6 +104,33 @@ def asked(question: str) -> list[str]:
     return list(found)
 
 
+def _year(text: str) -> bool:
+    return len(text) == 4 and text.isdigit() and text[:2] in ("19", "20")
+
+
+def _without_parentheses(text: str) -> str:
+    """``text`` without what its parentheses hold."""
+    kept, depth = [], 0
+    for ch in text:
+        depth += ch == "("
+        if depth == 0:
+            kept.append(ch)
+        depth -= ch == ")" and depth > 0
+        if ch == ")" and depth == 0 and kept and kept[-1] != " ":
+            kept.append(" ")
+    return "".join(kept)
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut after each full stop, question or exclamation mark that a capital follows."""
+    found, start = [], 0
+    for i in range(1, len(text) - 1):
+        if text[i - 1] in ".?!" and text[i].isspace() and text[i + 1 :].lstrip()[:1].isupper():
+            found.append(text[start:i])
+            start = i + 1
+    return [*found, text[start:]]
+
+
 def _names(sentence: str) -> list[str]:
     """The capitalised words of ``sentence`` that name something (none when it is in capitals)."""
     words = [w for w in _WORDS.findall(sentence) if w[:1].isalpha()]
@@ -134,7 +139,8 @@ def _names(sentence: str) -> list[str]:
     opening = len(sentence) - len(sentence.lstrip())
     names = []
     for match in _CAPITALISED.finditer(sentence):
-        word = _POSSESSIVE.sub("", match.group(1))
+        word = match.group(1)
+        word = word[:-2] if word.endswith(("'s", "’s")) else word
         plain = word.lower().rstrip(".")
         if (
             match.start() == opening
@@ -143,7 +149,8 @@ def _names(sentence: str) -> list[str]:
             or plain in _FORMAT_WORDS
         ):
             continue
-        if _ASKED_YEAR.fullmatch(word) or _QUARTER_OR_FISCAL.fullmatch(word) or not terms(word):
+        fiscal = plain[:2] == "fy" and plain[2:].isdigit() or plain[:1] == "q" and plain[1:].isdigit()
+        if PERIOD.fullmatch(word) or fiscal or not terms(word):
             continue
         names.append(word)
     return names
@@ -193,7 +200,7 @@ class Evidence:
         plain = _plain(wanted).strip()
         if f" {plain} " in self.plain:
             return True
-        if _BARE_YEAR.fullmatch(plain):
+        if _year(plain):
             return f" fy{plain} " in self.plain or f" fy{plain[2:]} " in self.plain
         if _NUMBER.fullmatch(plain) or _REFERENCE.fullmatch(wanted):
             return False  # a number, or a figure or table by its number, only as written
