@@ -43,6 +43,8 @@ C_QUESTION = 10.0  # the question model's inverse regularisation (held-out accur
 C = 1.0
 C_SUPPORT = 0.1  # the support model's: its negatives (unanswerable questions) are few
 LOSE = 0.03  # the share of right answers the support model's threshold may decline
+Progress = Callable[[int], None] | None
+PAIRS = 30  # wrong candidates each right one is paired with in the scorer's fit
 
 
 def operation_of(fields: dict, answer: str | list[str]) -> str | None:
@@ -234,21 +236,44 @@ def groups_of(readings: Sequence[Reading], folds: int = FOLDS) -> list[set[str]]
     return bins
 
 
-def fit_scorer(readings: Sequence[Reading], C: float = C) -> Logistic:
-    """The candidate scorer, fitted on the readings' candidates: a question's candidates weigh as
-    much as the square root of their number, and each dataset as much as ``SET_WEIGHT`` of its
-    readings' square root, so a large set (TAT-QA's 1,668 questions) does not drown the kinds
-    of question the small ones ask."""
-    kept = [r for r in readings if len(r.candidates)]
+def fit_scorer(readings: Sequence[Reading], C: float = C, pairs: int = PAIRS) -> Logistic:
+    """The candidate scorer: a logistic model of which of two candidates of one question is the
+    right one (each right candidate against up to ``pairs`` wrong ones, drawn with a fixed seed),
+    on the candidates' features standardised, so it learns what sets a question's answer apart
+    from that question's other candidates rather than what right answers share across questions.
+    A question's pairs weigh as much together as any other question's of its set, and each set
+    as much as the square root of its questions (TAT-QA's 1,668 do not drown the kinds of
+    question the small sets ask)."""
+    kept = [r for r in readings if len(r.candidates) and r.right.any() and not r.right.all()]
+    if not kept:
+        raise PagesightError("fitting the scorer needs questions with right and wrong candidates")
     sizes: dict[str, int] = {}
     for r in kept:
         sizes[_set_of(r)] = sizes.get(_set_of(r), 0) + 1
     X = np.vstack([r.candidates for r in kept])
-    y = np.concatenate([r.right for r in kept])
-    weights = np.concatenate(
-        [np.full(len(r.candidates), 1.0 / math.sqrt(len(r.candidates) * sizes[_set_of(r)])) for r in kept]
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    rng = np.random.default_rng(0)
+    differences, weights = [], []
+    for r in kept:
+        x = (r.candidates - mean) / scale
+        right, wrong = np.flatnonzero(r.right), np.flatnonzero(~r.right)
+        wrong = rng.choice(wrong, min(pairs, len(wrong)), replace=False)
+        made = (x[right][:, None, :] - x[wrong][None, :, :]).reshape(-1, x.shape[1])
+        differences.append(made)
+        weights.append(np.full(len(made), 1.0 / (len(made) * math.sqrt(sizes[_set_of(r)]))))
+    D, w = np.vstack(differences), np.concatenate(weights)
+    try:
+        from sklearn.linear_model import LogisticRegression
+    except ImportError:
+        raise PagesightError("fitting the reader needs scikit-learn: pip install 'pagesight[eval]'") from None
+    model = LogisticRegression(C=C, fit_intercept=False, max_iter=5000)
+    model.fit(
+        np.vstack([D, -D]),
+        np.r_[np.ones(len(D)), np.zeros(len(D))],
+        sample_weight=np.r_[w, w] * len(w) / w.sum(),
     )
-    return fit_logistic(X, y, C, weights * len(kept) / weights.sum())
+    return Logistic(mean.round(6).tolist(), scale.round(6).tolist(), model.coef_[0].round(6).tolist(), 0.0)
 
 
 def _set_of(reading: Reading) -> str:
@@ -256,20 +281,23 @@ def _set_of(reading: Reading) -> str:
 
 
 def fit_operands(readings: Sequence[Reading]) -> dict:
-    """The row and column models, fitted on the readings whose operands were found in the tables."""
+    """The row and column models, fitted on the readings whose operands were found in the tables,
+    each dataset weighing alike (as in the scorer)."""
     labelled = [r for r in readings if r.row_labels.any()]
     if not labelled:
         return {}
-    rows = fit_logistic(
-        np.vstack([r.rows for r in labelled]), np.concatenate([r.row_labels for r in labelled])
-    )
-    columns = fit_logistic(
-        np.vstack([r.columns for r in labelled]), np.concatenate([r.column_labels for r in labelled])
-    )
-    return {"row": rows.to_dict(), "column": columns.to_dict()}
-
-
-Progress = Callable[[int], None] | None
+    sizes: dict[str, int] = {}
+    for r in labelled:
+        sizes[_set_of(r)] = sizes.get(_set_of(r), 0) + 1
+    fitted = {}
+    for name, features, labels in (("row", "rows", "row_labels"), ("column", "columns", "column_labels")):
+        X = np.vstack([getattr(r, features) for r in labelled])
+        y = np.concatenate([getattr(r, labels) for r in labelled])
+        weights = np.concatenate(
+            [np.full(len(getattr(r, labels)), 1.0 / sizes[_set_of(r)]) for r in labelled]
+        )
+        fitted[name] = fit_logistic(X, y, C, weights * len(y) / weights.sum()).to_dict()
+    return fitted
 
 
 def right_answers(dataset, qid: str, texts: Sequence[str]) -> np.ndarray:

@@ -236,11 +236,19 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
     above = _above(lines, parsed, first)
     centres = _centres([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
     reach = min(centres) - 0.5 * (max(centres) - min(centres)) / max(n - 1, 1)
-    header_lines = [line for line in above if line.box[2] >= reach]  # the rest head the rows
+    pitch = (max(centres) - min(centres)) / max(n - 1, 1)
+    # a heading stands over the columns: a line reaching into them but starting well left of them
+    # (a title, a caption at the margin) heads none, unless it ends in one heading per column
+    header_lines = [
+        line
+        for line in above
+        if line.box[2] >= reach
+        and (len(line.parts) > 1 or line.box[0] >= reach - 0.5 * pitch or _heads_each(line, n))
+    ]
     for band in _bands(above):  # a date per column side by side: all of them, the first too
         if _dated(band, n) and any(line in header_lines for line in band):
             header_lines = [line for line in above if line in header_lines or line in band]
-    columns = _headers(header_lines, n, centres)
+    columns = _headers(header_lines, n, centres, reach)
     caption = " ".join(line.text for line in above if line not in header_lines)
     if first - len(above) > 0:
         caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
@@ -339,7 +347,7 @@ def _centres(rows: list[_Row], n: int) -> list[float]:
     return centres
 
 
-def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str]:
+def _headers(header_lines: list[Line], n: int, centres: list[float], reach: float) -> list[str]:
     """Each column's headers, top line first, joined by " / ". A printed line cut into as many
     pieces as there are columns gives them one each, left to right: a cell's place is estimated
     from its characters' place in its line, which a long row label skews, the pieces' order is not."""
@@ -350,7 +358,7 @@ def _headers(header_lines: list[Line], n: int, centres: list[float]) -> list[str
                 heads[c].append(line.text)
             continue
         for line in band:
-            _line_heads(heads, line, n, centres)
+            _line_heads(heads, line, n, centres, reach)
     return [" / ".join(h for h in head if h) for head in heads]
 
 
@@ -360,12 +368,25 @@ def _dated(band: list[Line], n: int) -> bool:
     return n > 1 and len(band) == n and all(_DATED.search(line.text) for line in band)
 
 
-def _line_heads(heads: list[list[str]], line: Line, n: int, centres: list[float]) -> None:
-    """The headings one header line gives the columns."""
+def _heads_each(line: Line, n: int) -> bool:
+    """A line of one piece ending in one heading per column ("(in millions) 2024 2023"), or
+    naming as many years."""
+    words = line.text.split()
+    return (
+        len(words) >= n
+        and all(_HEADING.match(w) for w in words[-n:])
+        or len(PRINTED_YEAR.findall(line.text)) == n
+    )
+
+
+def _line_heads(heads: list[list[str]], line: Line, n: int, centres: list[float], reach: float) -> None:
+    """The headings one header line gives the columns; a piece left of the columns ("Region"
+    over the row labels) heads none."""
     words = line.text.split()
     if len(line.parts) > 1:  # cut into spans: each to the columns under it
         for lo, hi, box in line.parts:
-            _head(heads, line.text[lo:hi], _under(box, centres))
+            if box[2] >= reach:
+                _head(heads, line.text[lo:hi], _under(box, centres))
     elif (
         len(words) >= n
         and all(_HEADING.match(w) for w in words[-n:])  # "30," of a date is no heading of its own

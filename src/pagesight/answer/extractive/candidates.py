@@ -34,7 +34,10 @@ FEATURES = (
     # lines
     "coverage",  # how much of the question it holds, by rarity among the candidates
     "dense",  # MiniLM's similarity to the question, against the best candidate's
-    "form",  # the question model's probability of the form of its answer (a figure or words)
+    "static",  # MiniLM's static word vectors' similarity to the question, against the best's
+    "static_label",  # ... of its label's
+    "form",  # the question model's probability of the form of its answer (a number, a date, words)
+    "holds",  # ... of each form it states beyond the question's words (``reader.holds``)
     "label",  # its label names the question's terms
     "opening",  # it opens with the question's words
     "rank",  # its tile's rank

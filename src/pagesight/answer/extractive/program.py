@@ -77,7 +77,7 @@ SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 # arithmetic between words, spaced as a formula is written ("= revenue / total assets"; not "and/or")
 _OPERATOR = re.compile(r"\S\s[*/×÷]\s\S")
 HASHED = 1 << 14  # the question model's feature space: word and pair hashes
-FORMS = ("number", "date", "text")  # what an answer is: a figure, a year or a date, or words
+FORMS = ("number", "date", "name", "text")  # what an answer is: a figure, a date, a name or words
 # a year or a date alone: "1966", "12/05/2022", "May 12, 2022", "12 May 2022", "FY2019"
 _DATE = re.compile(
     r"^(?:FY ?)?(?:19|20)\d\d$|^\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}$"
@@ -126,10 +126,20 @@ def read_question(question: str, fitted: dict | None = None) -> Program:
 
 def form(text: str) -> str:
     """What an answer is (``FORMS``): a date when it is a year or a date, a number when a figure,
-    words otherwise; several spans (separated by semicolons or lines) are text unless alike."""
+    a name when a few words each capitalised ("Hugo Kestrel", "Umeå", "Level 4"), words
+    otherwise; several spans (separated by semicolons or lines) are text unless alike."""
     spans = [span.strip() for span in text.replace("\n", ";").split(";") if span.strip()]
-    forms = {"date" if _DATE.match(span) else "number" if _NUMBER.match(span) else "text" for span in spans}
+    forms = {_form(span) for span in spans}
     return forms.pop() if len(forms) == 1 else "text"
+
+
+def _form(span: str) -> str:
+    if _DATE.match(span):
+        return "date"
+    if _NUMBER.match(span):
+        return "number"
+    words = span.split()
+    return "name" if len(words) <= 4 and all(w[:1].isupper() or w[:1].isdigit() for w in words) else "text"
 
 
 def full_year(match: re.Match) -> str:

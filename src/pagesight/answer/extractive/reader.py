@@ -43,7 +43,7 @@ class ExtractiveReader:
     def __init__(
         self,
         dense: bool | None = None,
-        dense_pool: int = 3,
+        dense_pool: int = 5,
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
         min_support: float | None = None,
@@ -62,12 +62,14 @@ class ExtractiveReader:
         self.abstain = abstain
         self.min_support = min_support
         self.fitted = fitted
-        self._model = None
+        self._model = self._static = None
         if dense is not False:
+            from pagesight.encode.dense import StaticMiniLM
             from pagesight.encode.dense import dense_model as load
 
             try:
                 self._model = load(dense_model)
+                self._static = load(StaticMiniLM.name)
             except PagesightError:
                 if dense:
                     raise
@@ -83,8 +85,41 @@ class ExtractiveReader:
         tables = Tables.of(context)
         operands = Operands(question, program, tables, model, self.thesaurus)
         found = table_candidates(question, program, tables, operands, self.thesaurus)
+        self._read_as_lines(question, program, context, found)
         found += self._line_candidates(question, program, context)
         return Offer(program, tables, operands, found)
+
+    def _read_as_lines(
+        self, question: str, program: Program, context: Sequence[ContextItem], found: list[Candidate]
+    ) -> None:
+        """The line features a table's candidates share with the lines': how much of the question
+        their cells' labels and headings (and their documents' names) hold, by rarity among them,
+        their static similarity to it, whether they hold the form asked, their tiles' rank."""
+        if not found:
+            return
+        read = [" ".join(c.quotes.values()) for c in found]
+        extra = {
+            i: set(terms(item.hit.doc_id.replace("-", " ").replace("_", " ")))
+            for i, item in enumerate(context)
+        }
+        owned = [set(terms(text)) | extra.get(c.item, set()) for text, c in zip(read, found)]
+        asked = set(terms(question))
+        df = Counter(t for own in owned for t in own)
+        idf = {t: math.log(1 + len(found) / (1 + df[t])) for t in asked}
+        total = sum(idf.values()) or 1.0
+        static = np.zeros(len(found))
+        if self._static is not None:
+            vectors = self._static.encode([question, *read])
+            static = vectors[1:] @ vectors[0]
+            static -= static.max()
+        for c, own, similar in zip(found, owned, static):
+            c.features |= {
+                "coverage": min(sum(idf[t] for t in asked & own) / total, 1.0),
+                "static": float(similar),
+                "holds": holds(c.text, question, program),
+                "rank": 1.0 - c.item / max(len(context), 1),
+                "words": math.log1p(len(c.text.split())),
+            }
 
     def scores(self, offer: Offer) -> np.ndarray:
         """Each candidate's score under the fitted scorer (a log-odds of being right)."""
@@ -134,6 +169,7 @@ class ExtractiveReader:
         if not lines:
             return []
         features = line_features(question, lines, len(context))
+        self._similar(question, lines, features)
         self._dense(question, lines, features)
         p = program.probabilities.get("span", 0.0)
         found = []
@@ -150,6 +186,7 @@ class ExtractiveReader:
                 answers += [("label", value)] + [("label", a) for a in amounts if len(amounts) > 1]
             for kind, answer in dict.fromkeys(answers):
                 shares = {
+                    "holds": holds(answer, question, program),
                     "words": math.log1p(len(answer.split())),
                     "novelty": novelty(answer, question),
                     "part_of": len(answer.split()) / max(len(c.answer.split()), 1),
@@ -159,12 +196,29 @@ class ExtractiveReader:
                 found.append(Candidate(kind, answer, c.item, cited, {c.item: c.text}, own | shares))
         return found
 
+    def _similar(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
+        """Each line candidate's and its label's similarity to the question by MiniLM's static
+        word vectors (``encode.dense.StaticMiniLM``: a table look-up a word), less the best's: the
+        words a page writes for the question's ("weighs" for "weight", "founded" for
+        "established") count where no term of the question is on the line."""
+        features["static"] = np.zeros(len(lines))
+        features["static_label"] = np.zeros(len(lines))
+        if self._static is None:
+            return
+        labels = [c.label or "" for c in lines]
+        vectors = self._static.encode([question] + [_dense_text(c) for c in lines] + labels)
+        similarity = vectors[1 : 1 + len(lines)] @ vectors[0]
+        features["static"] = similarity - similarity.max()
+        named = vectors[1 + len(lines) :] @ vectors[0]
+        features["static_label"] = np.where([bool(label) for label in labels], named, 0.0)
+
     def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
-        """MiniLM's similarity to the question of the best line candidates by coverage, less the
-        best one's (``dense_pool`` at most; 0 for the rest)."""
+        """MiniLM's similarity to the question of the best line candidates by their words and
+        static vectors, less the best one's (``dense_pool`` at most; 0 for the rest)."""
         found = np.zeros(len(lines))
         if self._model is not None and len(lines) > 1:
-            pool = list(np.argsort(-features["coverage"], kind="stable")[: self.dense_pool])
+            first = features["coverage"] + features["static"] + features["static_label"]
+            pool = list(np.argsort(-first, kind="stable")[: self.dense_pool])
             vectors = self._model.encode_queries([question] + [_dense_text(lines[i]) for i in pool])
             similarity = vectors[1:] @ vectors[0]
             found[pool] = similarity - similarity.max()
@@ -214,9 +268,9 @@ def _opening(text: str, n: int) -> str:
 
 def parts(sentence: str, question: str) -> list[str]:
     """The parts of a sentence an answer may be: each clause between its commas and semicolons,
-    and what follows the last of the question's words in it (its first words that say nothing
-    of their own left out: "[were due primarily to] tax adjustments"), each of two words or more
-    and shorter than the sentence."""
+    what follows the last of the question's words in it (its first words that say nothing of
+    their own left out: "[were due primarily to] tax adjustments"), and each amount and year it
+    states that the question does not ("[was founded in] 1966"); each shorter than the sentence."""
     asked = set(terms(question))
     words = sentence.rstrip(".").split()
     found = []
@@ -235,8 +289,29 @@ def parts(sentence: str, question: str) -> list[str]:
             clause = []
         else:
             clause.append(word)
+    found += [m.group().strip() for m in AMOUNT.finditer(sentence) if not set(terms(m.group())) <= asked]
     whole = " ".join(words)
-    return [p for p in dict.fromkeys(found) if len(p.split()) >= 2 and p != whole]
+    return [p for p in dict.fromkeys(found) if p and p != whole]
+
+
+def holds(text: str, question: str, program: Program) -> float:
+    """How likely ``text`` holds the kind of answer the question asks for, beyond the question's
+    own words: the question model's probability of each form (``program.FORMS``) where the text
+    states a figure (a number, a date) or a name the question does not, or words."""
+    asked = set(terms(question))
+    stated = [m.group().strip() for m in AMOUNT.finditer(text) if not set(terms(m.group())) <= asked]
+    dates = [s for s in stated if form(s) == "date"]
+    numbers = [s for s in stated if form(s) == "number"]
+    named = form(text) == "name" or any(
+        w[:1].isupper() for w in text.split()[1:] if not set(terms(w)) <= asked
+    )
+    forms = program.forms
+    return (
+        forms.get("text", 0.0)
+        + forms.get("date", 0.0) * bool(dates)
+        + forms.get("number", 0.0) * bool(numbers)
+        + forms.get("name", 0.0) * (named and not set(terms(text)) <= asked)
+    )
 
 
 def novelty(text: str, question: str) -> float:
