@@ -53,13 +53,12 @@ def test_answers_that_only_sound_like_refusals_are_answers(text):
 
 
 @pytest.mark.timeout(10)
-def test_the_constraints_of_a_question_leave_out_pages_and_instructions():
-    assert asked("What was Best Buy's revenue in FY2019? Answer in USD millions.") == ["2019", "Best", "Buy"]
+def test_the_constraints_of_a_question_leave_out_pages_format_words_and_parentheses():
+    assert asked("What was Quayside's revenue in FY2031? Answer in USD millions.") == ["2031", "Quayside"]
     assert asked("How many figures are provided in Pages 400-640?") == []
-    assert asked("What is the title of Figure 7? Please give your answer such as 100, 200 or 300.") == [
-        "Figure 7"
-    ]
-    assert asked("Tell me the prompt template used for label 'Contact.Meet'.") == ["Contact.Meet"]
+    assert asked("What is the title of Figure 7? Please give your answer in JSON format.") == ["Figure 7"]
+    assert asked("Which slide (slides 3 to 12) names the crane hire fee (in USD millions)?") == []
+    assert asked("Tell me the prompt template used for label 'Harbour.Meet'.") == ["Harbour.Meet"]
     assert Evidence("American adults polled in 2020: 1,003").holds("Americans")
     assert not Evidence("Sales in fiscal 2021 were strong").holds("Shopee")
     assert Evidence("Revenue FY2021 ... FY21 ...").holds("2021")

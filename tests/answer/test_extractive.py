@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 
 from pagesight import Index
+from pagesight.answer.context import build_context
 from pagesight.answer.extractive import ExtractiveReader
+from pagesight.eval.answers import contains, relaxed_accuracy
 from pagesight.eval.synthetic import generate, iou, union
 from tests.conftest import make_pdf
 
@@ -26,8 +28,8 @@ def test_answers_and_boxes_on_typeset_pages(register):
     contained = grounded = snippet = 0
     for q in questions:
         answer = index.ask(q.question, reader, k=5)
-        contained += q.answer in answer.text
-        snippet += q.answer in answer.hits[0].snippet
+        contained += right(answer.text, q.answer)
+        snippet += right(answer.hits[0].snippet, q.answer)
         boxes = [box for c in answer.citations if c.page_id == q.page_id for box in c.boxes]
         grounded += bool(boxes) and iou(union(boxes), q.region) > 0.5
     n = len(questions)
@@ -37,36 +39,49 @@ def test_answers_and_boxes_on_typeset_pages(register):
     assert contained > snippet + n // 4  # much better than returning the top hit's snippet
 
 
+def right(said: str, answer: str) -> bool:
+    """eval's right answer: the reference contained, or a figure within 5 % of it."""
+    return max(contains(said, [answer]), relaxed_accuracy(said, [answer])) == 1
+
+
 def test_answers_on_the_sample_corpus(sample_index: Index, questions: list[dict]):
     found = 0
     for q in questions:
         answer = sample_index.ask(q["question"], k=5)
-        found += q["answer"] in answer.text
+        found += right(answer.text, q["answer"])
         assert answer.citations and all(c.boxes for c in answer.citations)
     assert found / len(questions) >= 0.8
 
 
 def test_table_cell_under_the_column_asked_about(sample_index: Index):
     answer = sample_index.ask("What was the West region's revenue in Q3?", k=3)
-    assert answer.text == "4,870"
+    assert answer.text == "4,870 thousand"  # the cell as printed, in its table's unit
     (citation,) = answer.citations
     assert citation.page_id == "quarterly-report_1"
     assert "West" in citation.text and "Q3" in citation.text  # the row, read with its header
 
 
 def test_sentence_boxes_lie_on_the_lines_they_quote(sample_index: Index):
-    answer = sample_index.ask("How large are the tiles that tall pages are cut into?", k=3)
-    assert "1024 pixels" in answer.text
-    (citation,) = answer.citations
-    page = sample_index.catalog.tile_at(citation.doc_id, citation.page, citation.tile)
+    question = "How large are the tiles that tall pages are cut into?"
+    answer = sample_index.ask(question, k=3)
+    assert right(answer.text, "1024 pixels")
+    context = build_context(sample_index, sample_index.search(question, k=3))
+    (sentence,) = [
+        c
+        for c in ExtractiveReader().offer(question, context).candidates
+        if c.kind == "sentence" and "1024 pixels" in c.text
+    ]
+    ((item, boxes),) = sentence.cited.items()
+    hit = context[item].hit
+    page = sample_index.catalog.tile_at(hit.doc_id, hit.page, hit.tile)
     lines = [tuple(span[1]) for span in page.spans]
-    assert len(citation.boxes) == 2  # the sentence runs over two lines
-    for box in citation.boxes:
+    assert len(boxes) == 2  # the sentence runs over two lines
+    for box in boxes:
         line = next(line for line in lines if line[1] == box[1] and line[3] == box[3])
         assert line[0] <= box[0] < box[2] <= line[2] + 1e-6
     # the first part starts mid-line, after the previous sentence
-    first = next(line for line in lines if line[1] == citation.boxes[0][1])
-    assert citation.boxes[0][0] > first[0] + 0.3 * (first[2] - first[0])
+    first = next(line for line in lines if line[1] == boxes[0][1])
+    assert boxes[0][0] > first[0] + 0.3 * (first[2] - first[0])
 
 
 def test_no_text_no_answer(tmp_path: Path):

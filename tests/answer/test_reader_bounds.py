@@ -12,9 +12,10 @@ import pytest
 from reportlab.pdfgen.canvas import Canvas
 
 from pagesight.answer.base import ContextItem
-from pagesight.answer.extractive import ExtractiveReader, figures
+from pagesight.answer.extractive import ExtractiveReader, formulas
 from pagesight.eval.typeset import ITEMS, PAGE, draw_table
 from pagesight.records import Hit
+from pagesight.text.tables import read_tables
 from tests.answer.test_tables import SIZE, context, typeset
 
 MAX_QUESTION = 4000  # request.MAX_QUERY
@@ -133,15 +134,16 @@ def test_a_formula_of_many_phrases_stems_each_row_label_once(tmp_path, monkeypat
     pages: 29.8 s of CPU an ask, every phrase stemming every row label again). Each label is
     stemmed once, however many phrases read it; the figure is still computed from every cell."""
     context = statement_pages(tmp_path, pages=4)
-    labels = {cell.label for item in context for t in figures.read_tables(item.spans) for cell in t.cells()}
+    labels = {cell.label for item in context for t in read_tables(item.spans) for cell in t.cells()}
     question = formula(40)
     read: list[str] = []
-    stem = figures.terms
-    monkeypatch.setattr(figures, "terms", lambda text: read.append(text) or stem(text))
-    reading = ExtractiveReader(dense=False).read(question, context)
+    stem = formulas.terms
+    monkeypatch.setattr(formulas, "terms", lambda text: read.append(text) or stem(text))
+    offer = ExtractiveReader(dense=False).offer(question, context)
     expected = sum(100 + n % 30 for n in range(40))  # each phrase's FY2024 cell
-    assert reading.answered and reading.text.startswith(f"{expected:,.2f}"), reading
-    assert reading.usage["cells"] == 40  # every cell cited
+    (computed,) = [c for c in offer.candidates if c.kind == "formula"]
+    assert computed.text.startswith(f"{expected:,.2f}"), computed
+    assert sum(len(boxes) for boxes in computed.cited.values()) == 40  # every cell cited
     stemmed_labels = [text for text in read if text.strip() in labels]
     assert len(stemmed_labels) <= len(labels), f"{len(stemmed_labels)} stemmings of {len(labels)} labels"
 

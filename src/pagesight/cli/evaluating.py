@@ -433,7 +433,7 @@ def fit_reader(
     except PagesightError as exc:
         fail(str(exc))
     if out_file is not None:
-        out_file.write_text(json.dumps(fitted.model) + "\n")
+        out_file.write_text(json.dumps(fitted.model, separators=(",", ":")) + "\n")
     if as_json:
         print(json.dumps({"held_out": fitted.held_out, "about": fitted.model["about"]}))
         return

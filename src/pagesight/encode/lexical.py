@@ -176,7 +176,7 @@ _PERIOD = re.compile(r"(?<![\w])(?=\w*[A-Za-z])\w*?((?:19|20)\d\d)\w*(?![\w])")
 
 def with_years(text: str) -> str:
     """``text`` with the year of each period code after it: "FY2018" also reads "2018", "2023Q2"
-    "2023", so a question about FY2018 meets the filing named 3M_2018_10K and the column headed
+    "2023", so a question about FY2018 meets the filing named ACME_2018_10K and the column headed
     2018. Codes without a year (BERT4Rec, A380) stay as they are."""
     return _PERIOD.sub(lambda m: f"{m.group(0)} {m.group(1)}", text)
 

@@ -42,7 +42,7 @@ FOLDS = 5
 C_QUESTION = 10.0  # the question model's inverse regularisation (held-out accuracy at 1, 3, 10, 30: .82, .86, .87, .87)
 C = 1.0
 C_SUPPORT = 0.1  # the support model's: its negatives (unanswerable questions) are few
-LOSE = 0.03  # the share of right answers the support model's threshold may decline
+LOSE = 0.025  # the share of right answers the support model's threshold may decline
 Progress = Callable[[int], None] | None
 PAIRS = 30  # wrong candidates each right one is paired with in the scorer's fit
 
@@ -176,9 +176,12 @@ def fit_head(questions: Sequence[str], labels: Sequence[str], C: float = C_QUEST
     X = sparse.csr_matrix(np.vstack([hashed(question_features(q)) for q in questions]))
     model = LogisticRegression(C=C, max_iter=5000).fit(X, np.array(labels))
     classes = [str(c) for c in model.classes_]
-    used = np.flatnonzero(np.abs(model.coef_).max(axis=0) > 1e-3)
-    weights = {str(int(b)): model.coef_[:, b].round(4).tolist() for b in used}
-    return {"classes": classes, "intercept": model.intercept_.round(4).tolist(), "weights": weights}
+    # a bucket no two questions share says little of questions to come: left out, the model
+    # package small (its weights rounded, as its probabilities need no more)
+    shared = np.asarray((X > 0).sum(axis=0)).ravel() >= 2
+    used = np.flatnonzero(shared & (np.abs(model.coef_).max(axis=0) > 0.03))
+    weights = {str(int(b)): model.coef_[:, b].round(3).tolist() for b in used}
+    return {"classes": classes, "intercept": model.intercept_.round(3).tolist(), "weights": weights}
 
 
 def form_of(answer: str | list[str], references: Sequence[str]) -> str:
@@ -344,7 +347,8 @@ CONTEXTS = ("oracle", "retrieved")
 def judged_questions(dataset, index, contexts: Sequence[str] = CONTEXTS, depth: int = 5) -> list[Judged]:
     """Every question of ``dataset`` with a reference answer read in each of ``contexts`` (the
     first ``depth`` tiles of its gold pages, eval's ``oracle``, or of a search within its
-    documents), and its unanswerable questions read from a search within their documents."""
+    documents; two contexts of the same tiles read once, their kinds joined: "oracle+retrieved"),
+    and its unanswerable questions read from a search within their documents."""
     from pagesight.answer.context import build_context
     from pagesight.eval.grid import oracle
     from pagesight.eval.harness import corpus_unit
@@ -361,13 +365,20 @@ def judged_questions(dataset, index, contexts: Sequence[str] = CONTEXTS, depth: 
         documents = sorted({c.rpartition("_")[0] if unit == "page" else c for c in gold} & held)
         fields = dataset.fields.get(qid, {})
         answer = dataset.answers[qid]["answer"]
+        read: dict[tuple, str] = {}  # the tiles of each context read, and the contexts they are
         for kind in contexts:
             if kind == "oracle":
                 hits = oracle(index, SearchRequest(question), gold, unit, held)[:depth]
             else:
                 hits = index.search(SearchRequest(question, k=depth, doc_ids=documents or None))
+            tiles = tuple(sorted((hit.doc_id, hit.page, hit.tile) for hit in hits))
             if not hits:
                 continue
+            if tiles in read:  # the same tiles (a one-page document's): read once, as both contexts
+                same = next(j for j in reversed(found) if j.qid == qid and j.kind == read[tiles])
+                same.kind = read[tiles] = f"{same.kind}+{kind}"
+                continue
+            read[tiles] = kind
             found.append(
                 Judged(
                     dataset,
@@ -485,11 +496,11 @@ def fit_reader(
             chosen[i] = int(np.argmax(scores[i])) if len(scores[i]) else -1
     support_rows = []
     for j, r, c, s in zip(judged, readings, chosen, scores):
-        if c < 0 or j.kind != "retrieved":
+        if c < 0 or "retrieved" not in j.kind:
             support_rows.append(None)
             continue
         found, _ = support_features(j.question, j.context, r.items[c], s, c, float(s[c]))
-        support_rows.append((found, bool(r.right[c]), j.answerable))
+        support_rows.append((found, bool(r.right[c]), j.answerable, j.dataset.name))
     declined = _held_out_declines(support_rows, fold, folds, lose)
     held_out: dict[str, dict[str, float]] = {}
     answers = {}
@@ -522,21 +533,36 @@ def score(reading: Reading, scorer: Logistic) -> np.ndarray:
     return x @ np.array(scorer.coef) + scorer.intercept
 
 
-def fit_support(rows: Sequence[tuple[dict, bool, bool]], lose: float = LOSE) -> dict:
+def fit_support(rows: Sequence[tuple[dict, bool, bool, str]], lose: float = LOSE) -> dict:
     """The support model (``confidence.SUPPORT``'s features): the right answers read from a search
-    against the unanswerable questions' choices, its threshold the probability under which no
-    more than ``lose`` of the right answers fall; empty (no abstention) without both."""
+    against the unanswerable questions' choices, each dataset weighing alike, and its threshold
+    the probability under which no more than ``lose`` of the right answers fall, each dataset's
+    answers weighing alike there too (TAT-QA's single pages, whose answers the model is surest
+    of, do not set the bar for long reports); empty (no abstention) without both."""
     from pagesight.answer.extractive.confidence import SUPPORT, probability
 
-    used = [(found, right) for found, right, answerable in rows if right or not answerable]
-    if all(right for _, right in used) or not any(right for _, right in used):
+    used = [(found, right, name) for found, right, answerable, name in rows if right or not answerable]
+    if all(right for _, right, _ in used) or not any(right for _, right, _ in used):
         return {}  # no unanswerable questions (or no right answers) to tell apart: no abstention
-    X = np.array([[found[name] for name in SUPPORT] for found, _ in used])
-    y = np.array([right for _, right in used])
-    fitted = fit_logistic(X, y, C_SUPPORT)
+    sizes: dict[tuple[str, bool], int] = {}
+    for _, right, name in used:
+        sizes[name, right] = sizes.get((name, right), 0) + 1
+    X = np.array([[found[feature] for feature in SUPPORT] for found, _, _ in used])
+    y = np.array([right for _, right, _ in used])
+    weights = np.array([1.0 / sizes[name, right] for _, right, name in used])
+    fitted = fit_logistic(X, y, C_SUPPORT, weights * len(y) / weights.sum())
     model = {"features": list(SUPPORT), **fitted.to_dict()}
-    kept = sorted(probability(found, model) for found, right in used if right)
-    model["threshold"] = round(float(kept[int(lose * len(kept))]) - 1e-6, 6) if kept else 0.0
+    kept = sorted(
+        (probability(found, model), 1.0 / sizes[name, True]) for found, right, name in used if right
+    )
+    total, below = sum(w for _, w in kept), 0.0
+    threshold = kept[0][0]
+    for p, w in kept:  # the weighted quantile: where ``lose`` of the right answers' weight falls below
+        if below + w > lose * total:
+            threshold = p
+            break
+        below += w
+    model["threshold"] = round(float(threshold) - 1e-6, 6)
     return model
 
 
@@ -547,7 +573,9 @@ def _held_out_declines(rows: list, fold: list[int], folds: int, lose: float) -> 
     declined = [False] * len(rows)
     for k in range(folds):
         train = [row for row, f in zip(rows, fold) if row is not None and f != k]
-        if not any(answerable is False for _, _, answerable in train) or not any(r for _, r, _ in train):
+        if not any(answerable is False for _, _, answerable, _ in train) or not any(
+            r for _, r, _, _ in train
+        ):
             continue
         model = fit_support(train, lose)
         for i, row in enumerate(rows):
@@ -602,7 +630,7 @@ def fit_datasets(
         if not data.answers:
             raise PagesightError(f"{folder}: no answers.jsonl: the reader is fitted on reference answers")
         path = Path(indexes[position]) if indexes else default_index_dir(data)
-        index, _ = prepare_index(data, path, dense=True)
+        index, _ = prepare_index(data, path, dense=False)
         judged += judged_questions(data, index, contexts)
     fitted = fit_reader(
         judged,

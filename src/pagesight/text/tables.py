@@ -46,7 +46,8 @@ _HEADING = re.compile(r"^(?:(?:FY|Q[1-4])?'?\d{2,4}|Q[1-4]|H[12]|%)$")
 _UNIT = re.compile(
     r"\b(?:in\s+|dollars\s+in\s+|amounts\s+in\s+)?(thousands|millions|billions)\b"
     # after a currency: "£m", "$'000", "US$ 000", "USDm", "€ million"
-    r"|(?:[$€£¥]|(?-i:\b[A-Z]{1,3}\$?))\s?(million|thousand|billion|m|mn|bn|['’]?000s?)(?!\w)",
+    r"|(?:[$€£¥]|(?-i:\b[A-Z]{1,3}\$|\b(?:USD|EUR|GBP|JPY|CNY|RMB|CHF|AUD|CAD|SGD|HKD|INR|SEK|NOK|DKK)))"
+    r"\s?(million|thousand|billion|m|mn|bn|['’]?000s?)(?!\w)",
     re.IGNORECASE,
 )
 _SHORT_UNITS = {"m": "million", "mn": "million", "million": "million", "bn": "billion", "billion": "billion"}
@@ -83,6 +84,7 @@ class Table:
     unit: str = ""
     caption: str = ""
     lines: list[str] = field(default_factory=list)  # each row's line as printed
+    heads: list[Line] = field(default_factory=list)  # the lines its headings were read from
     # the lines each row was read from: its own, after the label lines above it since the last row
     sources: list[list[Line]] = field(default_factory=list)
 
@@ -253,7 +255,7 @@ def _table(lines: list[Line], parsed: list, start: int, end: int) -> Table | Non
     if first - len(above) > 0:
         caption = f"{lines[first - len(above) - 1].text} {caption}".strip()
     unit = _unit(" ".join([caption] + [h.text for h in header_lines]))
-    table = Table([], columns, unit, caption)
+    table = Table([], columns, unit, caption, heads=header_lines)
     rights = _rights([parsed[k] for k in range(first, end) if len(parsed[k].cells) == n], n)
     # a label-only line below the headings heads the first rows ("Operating costs:")
     bottom = max((line.box[3] for line in header_lines), default=0.0)

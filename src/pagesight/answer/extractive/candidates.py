@@ -31,6 +31,7 @@ FEATURES = (
     "operands",  # log(its operands)
     "periods_found",  # the share of the periods the question names that its operands' columns name
     "percent_cells",  # its operands are percentages
+    "unsigned",  # an average or sum of figures printed negative, taken as their amounts
     # lines
     "coverage",  # how much of the question it holds, by rarity among the candidates
     "dense",  # MiniLM's similarity to the question, against the best candidate's
@@ -41,12 +42,14 @@ FEATURES = (
     "label",  # its label names the question's terms
     "opening",  # it opens with the question's words
     "rank",  # its tile's rank
+    "document_named",  # its document's name or title holds a name the question asks about
     "repeats",  # it says nothing the question does not
     "quote",  # a quotation
     "other_year",  # it names years, none the question names
     "words",  # log(1 + its answer's words)
     "novelty",  # the share of its answer's words the question does not hold
     "part_of",  # the share of its sentence's words a part keeps
+    "follows",  # a part stands after the last of the question's words in its sentence
 )
 
 

@@ -164,6 +164,8 @@ def _groups(program: Program, tables: Tables, operands: Operands, k: int) -> lis
 
 
 def _arithmetic(op: str, program: Program, tables: Tables, operands: Operands) -> list[Candidate]:
+    """The figure of ``op`` from each operand group; an average or a sum of figures all printed
+    negative (bracketed costs) also as their amounts, which reports often mean (``unsigned``)."""
     found = []
     p = program.probabilities.get(op, 0.0)
     sizes = (2,) if op in ("change", "percent_change", "ratio", "share") else (2, 3)
@@ -171,21 +173,31 @@ def _arithmetic(op: str, program: Program, tables: Tables, operands: Operands) -
         for way, cells in _groups(program, tables, operands, k):
             ordered = _in_time(cells) if way == "along" and op in ("change", "percent_change") else cells
             values = [c.cell.value for c in ordered]
-            percent = all(c.cell.percent for c in ordered)
-            value = _compute(op, values)
-            if value is None or not math.isfinite(value):
-                continue
-            if op in ("percent_change", "share"):
-                text = figure_text(value, "", percent=True)
-            elif op == "ratio":
-                text = figure_text(value, "")
-            else:
-                unit = _unit(ordered, tables)
-                if program.scale and unit in SCALES and unit != program.scale and not percent:
-                    value, unit = value * SCALES[unit] / SCALES[program.scale], program.scale
-                text = figure_text(value, unit, percent=percent)
-            found.append(_candidate(op, text, ordered, p, program, operands))
+            signs = [False, True] if op in ("average", "sum") and all(v < 0 for v in values) else [False]
+            for unsigned in signs:
+                value = _compute(op, [abs(v) for v in values] if unsigned else values)
+                if value is None or not math.isfinite(value):
+                    continue
+                candidate = _candidate(
+                    op, _figure(op, value, ordered, program, tables), ordered, p, program, operands
+                )
+                candidate.features["unsigned"] = float(unsigned)
+                found.append(candidate)
     return found
+
+
+def _figure(op: str, value: float, cells: list[Placed], program: Program, tables: Tables) -> str:
+    """An operation's figure as the answer says it: a percent change or a share in percent, a
+    ratio bare, the rest in their cells' unit (or the scale asked), percentage points in percent."""
+    if op in ("percent_change", "share"):
+        return figure_text(value, "", percent=True)
+    if op == "ratio":
+        return figure_text(value, "")
+    percent = all(c.cell.percent for c in cells)
+    unit = _unit(cells, tables)
+    if program.scale and unit in SCALES and unit != program.scale and not percent:
+        value, unit = value * SCALES[unit] / SCALES[program.scale], program.scale
+    return figure_text(value, unit, percent=percent)
 
 
 def _compute(op: str, values: list[float]) -> float | None:

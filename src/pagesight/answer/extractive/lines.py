@@ -84,11 +84,10 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
         extra = _context_terms(item, lines)
         title = lines[0].text if item.hit.tile == 0 else ""
         widest = max(line.box[2] - line.box[0] for line in lines)
-        tabled = {
+        tabled = {  # a table's rows and headings: its cells answer for them
             (line.text, line.box)
             for table in read_tables(item.spans)
-            for held in table.sources
-            for line in held
+            for line in [*table.heads, *(line for held in table.sources for line in held)]
         }
         rows = [(line.text, line.box) in tabled for line in lines]
         first = len(found)

@@ -75,7 +75,7 @@ PERIOD = re.compile(
 # a scale a figure is given in ("in millions", "USD thousands")
 SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 # arithmetic between words, spaced as a formula is written ("= revenue / total assets"; not "and/or")
-_OPERATOR = re.compile(r"\S\s[*/×÷]\s\S")
+_OPERATOR = re.compile(r"\S\s[*/×÷+]\s\S")
 HASHED = 1 << 14  # the question model's feature space: word and pair hashes
 FORMS = ("number", "date", "name", "text")  # what an answer is: a figure, a date, a name or words
 # a year or a date alone: "1966", "12/05/2022", "May 12, 2022", "12 May 2022", "FY2019"
@@ -150,8 +150,10 @@ def full_year(match: re.Match) -> str:
 
 def written_formula(question: str) -> str | None:
     """The arithmetic a question writes out between named figures: what follows its last colon or
-    equals sign, when it holds a * or / between words; None when it writes none out."""
+    equals sign to the end of that sentence, when it holds a *, / or + between words; None when it
+    writes none out."""
     before, colon, formula = question.replace("=", ":").rpartition(":")
+    formula = formula.replace("? ", ". ").split(". ")[0]  # to the end of its sentence
     if not colon or not _OPERATOR.search(formula):
         return None
     return formula.strip().rstrip("?. ")

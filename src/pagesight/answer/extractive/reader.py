@@ -17,9 +17,12 @@ from pagesight.answer.extractive.confidence import judge
 from pagesight.answer.extractive.figures import table_candidates
 from pagesight.answer.extractive.lines import AMOUNT, AnswerCandidate, answer_candidates
 from pagesight.answer.extractive.program import Program, form, read_question, reader_model
+from pagesight.answer.extractive.support import Evidence, asked, is_figure
 from pagesight.encode.lexical import terms
 from pagesight.errors import PagesightError
 from pagesight.text.lines import PRINTED_YEAR
+
+DENSE_FLOOR = 0.2  # how far below the best line a table's candidate stands in MiniLM's eyes
 
 
 @dataclass
@@ -43,7 +46,7 @@ class ExtractiveReader:
     def __init__(
         self,
         dense: bool | None = None,
-        dense_pool: int = 5,
+        dense_pool: int = 8,
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
         min_support: float | None = None,
@@ -87,6 +90,9 @@ class ExtractiveReader:
         found = table_candidates(question, program, tables, operands, self.thesaurus)
         self._read_as_lines(question, program, context, found)
         found += self._line_candidates(question, program, context)
+        named = named_documents(question, context)
+        for c in found:
+            c.features["document_named"] = float(context[c.item].hit.doc_id in named)
         return Offer(program, tables, operands, found)
 
     def _read_as_lines(
@@ -114,6 +120,7 @@ class ExtractiveReader:
             static -= static.max()
         for c, own, similar in zip(found, owned, static):
             c.features |= {
+                "dense": -DENSE_FLOOR if self._model is not None else 0.0,
                 "coverage": min(sum(idf[t] for t in asked & own) / total, 1.0),
                 "static": float(similar),
                 "holds": holds(c.text, question, program),
@@ -190,6 +197,7 @@ class ExtractiveReader:
                     "words": math.log1p(len(answer.split())),
                     "novelty": novelty(answer, question),
                     "part_of": len(answer.split()) / max(len(c.answer.split()), 1),
+                    "follows": follows(answer, c.answer, question),
                     "form": program.forms.get(form(answer), 0.0),
                 }
                 cited = {c.item: c.boxes_of(answer)}
@@ -214,13 +222,15 @@ class ExtractiveReader:
 
     def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
         """MiniLM's similarity to the question of the best line candidates by their words and
-        static vectors, less the best one's (``dense_pool`` at most; 0 for the rest)."""
-        found = np.zeros(len(lines))
+        static vectors, less the best one's (``dense_pool`` at most); the rest as far below as the
+        pool's last (``DENSE_FLOOR`` below the best without a model)."""
+        found = np.full(len(lines), 0.0 if self._model is None else -DENSE_FLOOR)
         if self._model is not None and len(lines) > 1:
             first = features["coverage"] + features["static"] + features["static_label"]
             pool = list(np.argsort(-first, kind="stable")[: self.dense_pool])
             vectors = self._model.encode_queries([question] + [_dense_text(lines[i]) for i in pool])
             similarity = vectors[1:] @ vectors[0]
+            found[:] = similarity.min() - similarity.max()
             found[pool] = similarity - similarity.max()
         features["dense"] = found
 
@@ -245,7 +255,8 @@ def line_features(question: str, candidates: list[AnswerCandidate], n_items: int
         [held(set(terms(_opening(c.own or c.text, len(question_terms))))) for c in candidates]
     )
     f["rank"] = np.array([1.0 - c.item / max(n_items, 1) for c in candidates])
-    f["repeats"] = np.array([not own - question_terms for own in own_terms], dtype=float)
+    # nothing the question does not say, a section number ("3.1 The break statement") aside
+    f["repeats"] = np.array([not _words(own) - question_terms for own in own_terms], dtype=float)
     f["quote"] = np.array([c.quote for c in candidates], dtype=float)
     years = set(PRINTED_YEAR.findall(question))
     found = [set(PRINTED_YEAR.findall(c.text)) for c in candidates]
@@ -290,8 +301,20 @@ def parts(sentence: str, question: str) -> list[str]:
         else:
             clause.append(word)
     found += [m.group().strip() for m in AMOUNT.finditer(sentence) if not set(terms(m.group())) <= asked]
+    found += _names(words, asked)
     whole = " ".join(words)
     return [p for p in dict.fromkeys(found) if p and p != whole]
+
+
+def named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
+    """The documents of ``context`` whose name or title holds one of the names the question asks
+    about (``support.asked``; two of them side by side too: "Coca" "Cola" for COCACOLA)."""
+    names = [w for w in asked(question) if not is_figure(w)]
+    names += [f"{a} {b}" for a, b in zip(names, names[1:])]
+    if not names:
+        return set()
+    headings = {item.hit.doc_id: f"{item.hit.doc_id.replace('_', ' ')}\n{item.title}" for item in context}
+    return {doc for doc, heading in headings.items() if any(Evidence(heading).holds(name) for name in names)}
 
 
 def holds(text: str, question: str, program: Program) -> float:
@@ -314,13 +337,45 @@ def holds(text: str, question: str, program: Program) -> float:
     )
 
 
+def follows(part: str, sentence: str, question: str) -> float:
+    """1 when ``part`` stands after the last of the question's words in its sentence ("... takes
+    [1,536 bytes]"), where an answer to it usually stands."""
+    at = sentence.find(part)
+    if at <= 0:
+        return 0.0
+    asked = set(terms(question))
+    before = sentence[:at].split()
+    after = sentence[at + len(part) :].split()
+    return float(any(set(terms(w)) & asked for w in before) and not any(set(terms(w)) & asked for w in after))
+
+
+def _names(words: list[str], asked: set[str]) -> list[str]:
+    """The runs of capitalised words of a sentence (its first word aside) the question does not
+    name: "Hugo Kestrel", "Umeå"."""
+    found, run = [], []
+    for word in [*words[1:], ""]:
+        bare = word.strip(",;:()\"'“”")
+        if bare[:1].isupper() and not set(terms(bare)) <= asked:
+            run.append(bare)
+            continue
+        if run:
+            found.append(" ".join(run))
+        run = []
+    return found
+
+
 def novelty(text: str, question: str) -> float:
-    """The share of ``text``'s words the question does not hold."""
-    own = terms(text)
+    """The share of ``text``'s words (its numbers aside when it has words) the question does not hold."""
+    own = list(_words(terms(text))) or terms(text)
     if not own:
         return 0.0
     asked = set(terms(question))
     return sum(t not in asked for t in own) / len(own)
+
+
+def _words(stems) -> set[str]:
+    """The stems that are words, not figures or section numbers."""
+    return {t for t in stems if not t[:1].isdigit()}
 
 
 def _dense_text(c: AnswerCandidate) -> str:

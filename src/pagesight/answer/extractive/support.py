@@ -65,7 +65,8 @@ _QUESTION_WORDS = frozenset(
 # words that say what the answer is to be, not what it is about ("the Word written in the box")
 _FORMAT_WORDS = frozenset(
     _WORDS.findall(
-        "yes no true false word words text answer answers format float int integer string option "
+        "yes no true false word words text answer answers format float int integer string json arabic "
+        "numeral numerals option "
         "options choice choices number numbers value values directly only all every"
     )
 )
@@ -92,7 +93,10 @@ def asked(question: str) -> list[str]:
         for match in _NUMBER.finditer(sentence):
             number, before = match.group().replace(",", ""), sentence[: match.start()]
             decimal = "." in number and (not before or before[-1].isspace())  # not "GPT-3.5"'s
-            after_position = before.split()[-1:] and before.split()[-1].lower() in _POSITIONS
+            words = before.replace("-", " ").replace("–", " ").split()
+            while words and (words[-1].isdigit() or words[-1].lower() in ("to", "and")):
+                words.pop()  # "pages 400-640", "slides 3 to 12": a range of positions
+            after_position = bool(words) and words[-1].lower() in _POSITIONS
             if not _year(number) and not after_position and (float(number) >= 10 or decimal):
                 found[number] = None
         for name in _names(_QUOTED.sub(" ", sentence)):  # a quoted phrase counts once, whole

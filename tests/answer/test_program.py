@@ -1,0 +1,85 @@
+"""A question read once into its program (``answer/extractive/program.py``): its periods, scale
+and written formula from its figures and symbols, its operation and answer form from the fitted
+question model, and what an answer's form is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pagesight.answer.extractive.program import (
+    FORMS,
+    OPERATIONS,
+    form,
+    hashed,
+    question_features,
+    read_question,
+    reader_model,
+)
+
+
+def test_periods_in_the_order_the_question_names_them():
+    program = read_question("What was the change in dock fees from FY2030 to fiscal 2031?", {})
+    assert program.years == ("2030", "2031")
+    assert read_question("Revenue in FY31 against '30?", {}).years == ("2031", "2030")
+    assert read_question("What is 2030.5 or 12,030 of it?", {}).years == ()  # figures, not years
+
+
+def test_the_scale_asked_and_a_formula_written_out():
+    program = read_question("What is the FY2031 net sales figure (in USD billions)?", {})
+    assert program.scale == "billion" and program.formula is None
+    written = read_question(
+        "What is the quay ratio? It is defined as: (berths - idle berths) / berths. Round it to two places.",
+        {},
+    )
+    assert written.formula == "(berths - idle berths) / berths" and written.operation == "formula"
+    assert read_question("What is the increase / (decrease) in tolls from 2030 to 2031?", {}).formula is None
+
+
+def test_without_a_model_every_operation_and_form_is_alike():
+    program = read_question("How much did tolls change?", {})
+    assert set(program.probabilities) == set(OPERATIONS) and set(program.forms) == set(FORMS)
+    assert len(set(program.probabilities.values())) == 1 and len(set(program.forms.values())) == 1
+
+
+def test_the_packaged_model_reads_operations_and_forms_from_words_it_was_fitted_on():
+    fitted = reader_model()["question"]
+    assert (
+        read_question(
+            "What was the percentage change in ferry tickets between 2030 and 2031?", fitted
+        ).operation
+        == "percent_change"
+    )
+    assert read_question("What was the average mooring fee for 2030 and 2031?", fitted).operation == "average"
+    assert read_question("What were the crane hire fees in 2031?", fitted).operation == "span"
+    when = read_question("When was the Brenvik quay opened?", fitted).forms
+    assert max(when, key=when.get) == "date"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1966", "date"),
+        ("12 May 2031", "date"),
+        ("FY2031", "date"),
+        ("$11.8 billion", "number"),
+        ("(1,577) million", "number"),
+        ("7%", "number"),
+        ("Hugo Kestrel", "name"),
+        ("Level 4", "name"),
+        ("because of a warm spring", "text"),
+        ("2031; 2030", "date"),
+        ("412.5 million; 398.0 million", "number"),
+        ("Oslo; a warm spring", "text"),
+    ],
+)
+def test_an_answers_form(text, expected):
+    assert form(text) == expected
+
+
+def test_question_features_are_the_same_in_every_process():
+    features = question_features("What was the change in dock fees from 2030 to 2031?")
+    assert "w:chang" in features and "p:<year> to" in features and "y:2" in features
+    x = hashed(features)
+    assert x.shape == (1 << 14,) and np.isclose(np.linalg.norm(x), 1.0)
+    assert np.array_equal(x, hashed(list(features)))

@@ -1,0 +1,139 @@
+"""``pagesight fit-reader`` (``eval/reader.py``): the extractive reader's question, row, column,
+scorer and support models fitted on a TAT-QA-shaped dataset of invented statements, measured by
+folds of documents, and the fitted reader answering a statement it never saw."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from pagesight import Index
+from pagesight.answer.context import build_context
+from pagesight.answer.extractive import ExtractiveReader
+from pagesight.eval.importers import import_dataset
+from pagesight.eval.reader import operand_values, operation_of
+from pagesight.records import Hit
+from tests.conftest import cli
+
+ITEMS = ["Ferry tickets", "Mooring fees", "Cargo handling", "Pilot services", "Storage rent", "Crane hire"]
+OWNERS = ["Brenvik", "Sollund", "Haravik", "Osterby", "Kalmvik", "Nordholm", "Tjelde", "Vasshamn"]
+
+
+def _context(rng: random.Random, owner: str) -> dict:
+    """An invented statement of two years with questions a reader answers from its cells: a
+    lookup, a change, a percent change and an average, each with TAT-QA's fields."""
+    items = rng.sample(ITEMS, 4)
+    values = {item: (rng.randint(200, 900), rng.randint(200, 900)) for item in items}
+    rows = [["", "2031", "2030"], *[[item, f"{a:,}", f"{b:,}"] for item, (a, b) in values.items()]]
+    lookup, change, percent, average = items
+    a, b = values[change]
+    c, d = values[percent]
+    e, f = values[average]
+    uid = f"{owner.lower()}-statement"
+    questions = [
+        ("lookup", f"What was {lookup.lower()} in 2031?", [f"{values[lookup][0]:,}"], "span", ""),
+        (
+            "change",
+            f"What was the change in {change.lower()} from 2030 to 2031?",
+            a - b,
+            "arithmetic",
+            f"{a}-{b}",
+        ),
+        (
+            "percent",
+            f"What was the percentage change in {percent.lower()} between 2030 and 2031?",
+            round(100 * (c - d) / d, 2),
+            "arithmetic",
+            f"({c}-{d})/{d}",
+        ),
+        (
+            "average",
+            f"What was the average {average.lower()} for 2030 and 2031?",
+            (e + f) / 2,
+            "arithmetic",
+            f"({e}+{f})/2",
+        ),
+    ]
+    return {
+        "table": {"uid": uid, "table": rows},
+        "paragraphs": [
+            {
+                "uid": f"{uid}-p",
+                "order": 1,
+                "text": f"Revenue of the {owner} Harbour Trust by source (in thousands):",
+            }
+        ],
+        "questions": [
+            {
+                "uid": f"{uid}-{kind}",
+                "question": text,
+                "answer": answer,
+                "answer_type": answer_type,
+                "answer_from": "table",
+                "scale": "percent" if kind == "percent" else "thousand",
+                "derivation": derivation,
+            }
+            for kind, text, answer, answer_type, derivation in questions
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def statements(tmp_path_factory) -> tuple[Path, Path]:
+    rng = random.Random(61)
+    folder = tmp_path_factory.mktemp("fit")
+    source = folder / "statements.json"
+    source.write_text(json.dumps([_context(rng, owner) for owner in OWNERS]))
+    dataset = folder / "statements"
+    import_dataset(source, dataset)
+    index = folder / "index"
+    with Index.open(index, settings={"dense_model": None}) as opened:
+        assert opened.add(dataset / "pdfs").ok
+    return dataset, index
+
+
+def test_derivations_name_operations_and_operands():
+    fields = {"answer_type": "arithmetic", "derivation": "(1,496.5-1,202.9)/1,202.9", "scale": "percent"}
+    assert operation_of(fields, "24.41") == "percent_change"
+    assert operand_values(fields, "24.41") == [1496.5, 1202.9, 1202.9]
+    assert operation_of({"answer_type": "arithmetic", "derivation": "(3+4+5)/3"}, "4") == "average"
+    assert operation_of({"answer_type": "multi-span"}, ["2031", "2030"]) == "years"
+    assert operation_of({"answer_type": "span", "derivation": "7>5>2"}, ["2031"]) == "largest"
+    assert operation_of({"answer_type": "arithmetic", "derivation": "2**8"}, "256") is None
+
+
+@pytest.mark.timeout(240)
+def test_fit_reader_fits_on_data_and_answers_a_statement_it_never_saw(statements, tmp_path):
+    dataset, index = statements
+    out = tmp_path / "reader.json"
+    shown = cli(
+        "fit-reader", str(dataset), "--index", str(index), "--out", str(out), "--context", "oracle",
+        "--folds", "4", "--json",
+    )  # fmt: skip
+    held_out = json.loads(shown.stdout)["held_out"]["statements/oracle"]
+    assert held_out["questions"] == 4 * len(OWNERS)
+    assert held_out["right"] >= 0.75 * held_out["questions"]  # by folds of documents
+    model = json.loads(out.read_text())
+    assert {"question", "row", "column", "scorer", "about"} <= set(model)
+    assert set(model["question"]["operation"]["classes"]) == {"span", "change", "percent_change", "average"}
+
+    # a statement of a harbour none of the fit's documents is about
+    rng = random.Random(7)
+    unseen = _context(rng, "Ytterholm")
+    folder = tmp_path / "unseen"
+    unseen["questions"] = unseen["questions"][1:2]
+    source = tmp_path / "unseen.json"
+    source.write_text(json.dumps([unseen]))
+    import_dataset(source, folder)
+    with Index.open(tmp_path / "unseen-index", settings={"dense_model": None}) as opened:
+        assert opened.add(folder / "pdfs").ok
+        rows = opened.catalog.page_tiles(unseen["table"]["uid"], 1)
+        hits = [Hit(row.doc_id, 1, row.idx, 1.0, {}, "", [], row.page_size, row.box) for row in rows]
+        context = build_context(opened, hits)
+    (asked,) = unseen["questions"]
+    reading = ExtractiveReader(fitted=model).read(asked["question"], context)  # as fit-reader read
+    assert reading.text.replace(",", "").split()[0] == f"{asked['answer']:.2f}"
+    assert reading.cited and len(next(iter(reading.cited.values()))) == 2  # the two cells it read
