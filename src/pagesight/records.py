@@ -43,6 +43,16 @@ def printed_rows(boxes: Sequence[Box], sources: Sequence[str]) -> list[range]:
     return rows
 
 
+def union(boxes: Sequence[Box]) -> Box:
+    """The smallest box holding every box of ``boxes``."""
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+
+
 def same_row(a: Box, b: Box) -> bool:
     """Two boxes share most of the lower one's height: they stand on one row."""
     overlap = min(a[3], b[3]) - max(a[1], b[1])

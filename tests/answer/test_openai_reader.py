@@ -23,12 +23,12 @@ from reportlab.pdfgen.canvas import Canvas
 
 from pagesight.answer import ContextItem, make_reader
 from pagesight.answer.openai_chat import OpenAIReader, answer_logprob
-from pagesight.answer.prompts import numbered_lines, parse_lines, strip_thinking
+from pagesight.answer.prompts import numbered_lines, parse_lines, printed_lines, strip_thinking
 from pagesight.answer.strategies import run
 from pagesight.errors import PagesightError
 from pagesight.eval.judges import openai_judge
 from pagesight.eval.typeset import PAGE, draw_table
-from pagesight.records import Hit, Span
+from pagesight.records import Hit, Span, union
 from pagesight.render.tiles import downscale
 from pagesight.text.textlayer import text_layer_spans
 from tests.text.test_tables import COSTS
@@ -334,7 +334,9 @@ def test_text_inputs_give_a_table_as_markdown_whose_rows_cite_their_lines(serve,
     assert passage[12] == "[10] (1) Restated for the change in accounting policy described in Note 2."
     assert not any(line.startswith("[8] ") for line in passage)  # the row is in the table only
     assert reading.text == "298 million."
-    assert reading.cited == {0: [tuple(spans[7].box)]}
+    _, pieces = printed_lines(spans)[7]  # the row's label and its figures, apart on the page
+    assert len(pieces) > 1
+    assert reading.cited == {0: [union([tuple(spans[i].box) for i in pieces])]}
     assert reading.quotes == {0: "Interest expense (1) 312 298 305"}
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pagesight.choices import COORDINATES, INPUTS
 from pagesight.errors import PagesightError
-from pagesight.records import Box, Span
+from pagesight.records import Box, Span, printed_rows, union
 from pagesight.text.tables import read_tables
 
 if TYPE_CHECKING:
@@ -225,38 +225,52 @@ def passages_prompt(question: str, context: Sequence[ContextItem], number_from: 
 
 
 def numbered_lines(item: ContextItem) -> str:
-    """The item's text lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use; the
-    rows of each table among them (``text.tables.read_tables``) as a Markdown table in their place:
-    a header row of the column headings, then a row each with the numbers of its lines, its label
-    and its cells. A text-layer row is one line of figures whose headings sit lines above it (a
-    spanning "Year ended December 31," over three years); read as a table, each figure stands
-    under its year, and the numbers keep every row citable as the lines it was read from."""
+    """The item's printed lines as ``[k] text``, k from 1, the numbers ``<lines>`` citations use
+    (``printed_lines``); the rows of each table among them (``text.tables.read_tables``) as a
+    Markdown table in their place: a header row of the column headings, then a row each with the
+    numbers of its lines, its label and its cells. A text-layer row is one line of figures whose
+    headings sit lines above it (a spanning "Year ended December 31," over three years); read as a
+    table, each figure stands under its year, and the numbers keep every row citable as the lines
+    it was read from."""
     if not item.spans:
         return "(no text)"
-    tables = _markdown_tables(item.spans)
+    lines = printed_lines(item.spans)
+    tables = _markdown_tables(item.spans, lines)
     found, taken = [], set()
-    for k, span in enumerate(item.spans, 1):
+    for k, (text, _) in enumerate(lines, 1):
         if k in tables:
             markdown, numbers = tables[k]
             found.append(markdown)
             taken |= numbers
         if k not in taken:
-            found.append(f"[{k}] {span.text}")
+            found.append(f"[{k}] {text}")
     return "\n".join(found)
 
 
-def _markdown_tables(spans: Sequence[Span]) -> dict[int, tuple[str, set[int]]]:
-    """Each table of ``spans`` as Markdown, by the number of its first line, with the numbers of
-    the lines its rows were read from (a row read by OCR is several lines, one a cell)."""
+def printed_lines(spans: Sequence[Span]) -> list[tuple[str, list[int]]]:
+    """The printed lines of ``spans`` (``records.printed_rows``: the text layer's pieces of one
+    line joined again), each as its text and the indexes of its spans."""
+    rows = printed_rows([s.box for s in spans], [s.source for s in spans])
+    return [(" ".join(spans[i].text for i in row), list(row)) for row in rows]
+
+
+def _markdown_tables(
+    spans: Sequence[Span], lines: list[tuple[str, list[int]]]
+) -> dict[int, tuple[str, set[int]]]:
+    """Each table of ``spans`` as Markdown, by the number of its first line (of ``lines``), with
+    the numbers of the lines its rows were read from (a row read by OCR is several lines, one a
+    cell)."""
     numbers: dict[tuple, list[int]] = {}
-    for k, span in enumerate(spans, 1):
-        numbers.setdefault(tuple(span.box), []).append(k)
+    for k, (_, indexes) in enumerate(lines, 1):
+        for i in indexes:
+            numbers.setdefault(tuple(spans[i].box), []).append(k)
     found = {}
     for table in read_tables(list(spans)):
         width = len(table.columns)
         rows, taken = [], set()
-        for cells, lines in zip(table.rows, table.sources):
-            held = [numbers[box].pop(0) for line in lines for *_, box in line.parts if numbers.get(box)]
+        for cells, sources in zip(table.rows, table.sources):
+            held = [numbers[box].pop(0) for line in sources for *_, box in line.parts if numbers.get(box)]
+            held = list(dict.fromkeys(held))
             taken.update(held)
             figures = [""] * (width - len(cells)) + [cell.text for cell in cells]
             rows.append([f"[{', '.join(map(str, held))}]", cells[0].label, *figures])
@@ -297,13 +311,14 @@ def parse_lines(
             problems.append(f"a tag for passage {number}, but {number} was given as an image: cite boxes")
             continue
         spans = context[i].spans
+        printed = printed_lines(spans)
         for k in lines if isinstance(lines, list) else [lines]:
-            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(spans)):
-                problems.append(f"passage {number}: no line {k!r} (it has {len(spans)})")
+            if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(printed)):
+                problems.append(f"passage {number}: no line {k!r} (it has {len(printed)})")
                 continue
-            span = spans[k - 1]
-            cited.setdefault(i, []).append(tuple(span.box))
-            quoted.setdefault(i, []).append(span.text)
+            line, indexes = printed[k - 1]
+            cited.setdefault(i, []).append(union([tuple(spans[j].box) for j in indexes]))
+            quoted.setdefault(i, []).append(line)
     answer = " ".join(_LINES.sub(" ", text).split())
     return answer, cited, {i: "\n".join(texts) for i, texts in quoted.items()}, problems
 

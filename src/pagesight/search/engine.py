@@ -32,7 +32,7 @@ from PIL import Image
 from pagesight.choices import ACROSS_ALPHA, DEFAULT_DOCUMENT_WEIGHT, LANGUAGE_HEAD
 from pagesight.encode.lexical import query_stems
 from pagesight.errors import PagesightError
-from pagesight.records import Hit, Region, printed_rows
+from pagesight.records import Hit, Region, printed_rows, union
 from pagesight.request import SearchRequest
 from pagesight.search.documents import document_fusion
 from pagesight.search.fusion import (
@@ -457,16 +457,6 @@ def hits(
     return found
 
 
-def _union(boxes: list) -> tuple:
-    """The box around ``boxes``."""
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
-
-
 def _band(catalog: Catalog, row, bands: dict) -> object | None:
     """The band tile of a region's unit: the one holding the region's vertical centre."""
     key = (row.doc_id, row.page)
@@ -483,7 +473,7 @@ def _hit(row, score: float, scores: dict[str, float], lines: list[range], matchi
     """A hit whose snippet and boxes are the tile's printed lines (``lines``: ranges of its
     spans) that share the most query terms (``matching``: how many each line shares)."""
     matched = [
-        (overlap, position, " ".join(row.spans[i][0] for i in line), _union([row.spans[i][1] for i in line]))
+        (overlap, position, " ".join(row.spans[i][0] for i in line), union([row.spans[i][1] for i in line]))
         for position, (line, overlap) in enumerate(zip(lines, matching))
         if overlap
     ]
