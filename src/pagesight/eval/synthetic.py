@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pagesight.records import Box
+from pagesight.records import Box, union
 
 FIRST = [
     "Ada",
@@ -251,16 +251,6 @@ class _Page:
             self.y -= LEADING
 
 
-def union(boxes: list[Box]) -> Box:
-    """The smallest box holding every box of ``boxes``."""
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
-
-
 def iou(a: Box, b: Box) -> float:
     """Intersection over union of two boxes."""
     w = min(a[2], b[2]) - max(a[0], b[0])
@@ -283,4 +273,22 @@ def register(folder: Path, n_documents: int = 3, seed: int = 7) -> Path:
     with (folder / "qrels.tsv").open("w") as qrels:
         qrels.write("query-id\tcorpus-id\tscore\n")
         qrels.writelines(f"r{n}\t{q.page_id}\t1\n" for n, q in enumerate(questions))
+    with (folder / "unanswerable.jsonl").open("w") as unanswerable:
+        for n, (text, doc_id) in enumerate(absent(questions, random.Random(seed + 1))):
+            unanswerable.write(json.dumps({"_id": f"u{n}", "text": text, "doc_id": doc_id}) + "\n")
     return folder
+
+
+def absent(questions: list[SyntheticQuestion], rng: random.Random) -> list[tuple[str, str]]:
+    """Each question asked of a company no document names (its own swapped for one of the names
+    left unused), with the document it was asked of: the same wording, nothing on the pages to
+    answer it."""
+    every = [f"{stem} {suffix}" for stem in STEMS for suffix in SUFFIXES]
+    used = {name for name in every if any(name in q.question for q in questions)}
+    unused = [name for name in every if name not in used]
+    found = []
+    for q in questions:
+        named = [name for name in used if name in q.question]
+        if named:
+            found.append((q.question.replace(named[0], rng.choice(unused)), q.page_id.rsplit("_", 1)[0]))
+    return found
