@@ -68,6 +68,7 @@ class Cell:
     percent: bool = False
     section: str = ""  # the label-only line above its row's run ("Current:", "Assets")
     index: int = 0  # its column's, from 0
+    row_box: Box | None = None  # the line of its row: what a reading of it cites
 
     @property
     def figure(self) -> str:
@@ -474,7 +475,7 @@ def _cells(
     for (text, _, _), box, c in zip(cells, boxes, places):
         number, percent = value(text)
         percent = percent or columns[c].rsplit(" / ", 1)[-1].strip() == "%"
-        found.append(Cell(text, number, label, columns[c], box, percent, section, c))
+        found.append(Cell(text, number, label, columns[c], box, percent, section, c, line.box))
     return found
 
 

@@ -93,6 +93,14 @@ class Tables:
                         found.cells.append(Placed(cell, t, r, cell.index, _item(context, members, cell.box)))
         return found
 
+    def printed(self) -> set[tuple[str, Box]]:
+        """The text and box of every line the tables were read from, headings and rows."""
+        return {
+            (line.text, line.box)
+            for table in self.tables
+            for line in [*table.heads, *(line for held in table.sources for line in held)]
+        }
+
     def row_cells(self, table: int, row: int) -> list[Placed]:
         return [p for p in self.cells if p.table == table and p.row == row]
 
@@ -254,9 +262,12 @@ def figure_text(value: float, unit: str, percent: bool = False, places: int = 2)
 
 
 def cell_text(placed: Placed, tables: Tables) -> str:
-    """A cell as the answer says it: as printed, with its table's unit word when it has one."""
+    """A cell as the answer says it: as printed, with its table's unit word when it has one, and
+    a percentage (its column's or its table's unit) with its sign."""
     cell = placed.cell
     unit = tables.tables[placed.table].unit
-    if cell.percent or unit not in SCALES:
+    if cell.percent or unit == "%":
+        return cell.figure if cell.figure.endswith("%") else f"{cell.figure}%"
+    if unit not in SCALES:
         return cell.figure
     return f"{cell.figure} {unit}"

@@ -47,7 +47,7 @@ def table_candidates(
         make = _OPERATIONS.get(op)
         if make is not None:
             found += make(op, program, tables, operands)
-    formula = program.formula or defined(question)
+    formula = program.formula or defined(question, tables)
     if formula is not None:
         found += _formula(formula, program, tables, operands, thesaurus)
     return found
@@ -89,7 +89,9 @@ def _formula(
 def _candidate(
     kind: str, text: str, used: list[Placed], p: float, program: Program, operands: Operands
 ) -> Candidate:
-    """A candidate of ``kind`` answering ``text`` from the cells ``used``, each cited once."""
+    """A candidate of ``kind`` answering ``text`` from the cells ``used``, each row they stand in
+    cited once (the row's line: its label says what the figure is, as a text reader's cited line
+    does), each cell quoted with its row and column."""
     rows = [operands.row_p[u.table, u.row] for u in used]
     columns = [operands.column_p[u.table, u.column] for u in used]
     asked = set(program.years)
@@ -109,7 +111,9 @@ def _candidate(
     cited: dict[int, list] = {}
     quotes: dict[int, list[str]] = {}
     for u in {(u.item, u.cell.box): u for u in used}.values():
-        cited.setdefault(u.item, []).append(u.cell.box)
+        row = u.cell.row_box or u.cell.box
+        if row not in cited.get(u.item, []):
+            cited.setdefault(u.item, []).append(row)
         quotes.setdefault(u.item, []).append(f"{u.cell.label}, {u.cell.column}: {u.cell.text}")
     item = used[0].item if used else 0
     return Candidate(kind, text, item, cited, {i: "; ".join(q) for i, q in quotes.items()}, features)

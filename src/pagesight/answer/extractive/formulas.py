@@ -41,15 +41,22 @@ def definitions() -> tuple[tuple[tuple[str, ...], str], ...]:
     return tuple(found)
 
 
-def defined(question: str) -> str | None:
+def defined(question: str, tables: Tables) -> str | None:
     """The formula of the first figure ``question`` names by a name ``definitions.txt`` gives
-    (its words in a row, in any case), or None."""
+    (its words in a row, in any case), or None; None too when a row of the tables is labelled by
+    that name: a figure the table prints is read, not computed."""
     plain = "".join(ch if ch.isalnum() or ch == "&" else " " for ch in question.lower())
     words = f" {' '.join(plain.split())} "
     for names, formula in definitions():
-        if any(f" {name} " in words for name in names):
-            return formula
+        named = [name for name in names if f" {name} " in words]
+        if named:
+            printed = {frozenset(_label_terms(p.cell.label)) for p in tables.cells}
+            return None if any(set(_label_terms(name)) in printed for name in named) else formula
     return None
+
+
+def _label_terms(text: str) -> list[str]:
+    return [t for t in terms(text) if not t[:1].isdigit()]
 
 
 @dataclass
@@ -103,31 +110,35 @@ class _Rows:
 
     def phrase(self, phrase: str, year: str | None) -> float | None:
         years = [full_year(m) for m in PERIOD.finditer(phrase)] or ([year] if year else [])
-        stems = [t for t in terms(PERIOD.sub(" ", phrase)) if not t[:1].isdigit()]
+        words = PERIOD.sub(" ", phrase).split()
+        stems = terms(" ".join(words))
         if stems[:1] == ["averag"]:  # of two periods, or the one asked and the one before
             if len(set(years)) > 1:
                 span = sorted(set(years))
             else:
                 span = [str(int(years[0]) - 1), years[0]] if years else []
-            found = [self.cell(stems[1:], y) for y in span]
+            found = [self.cell(words[1:], y) for y in span]
             return None if not found or None in found else sum(found) / len(found)
         if stems[:1] == ["chang"] and len(set(years)) >= 2:
-            a, b = self.cell(stems[1:], min(years)), self.cell(stems[1:], max(years))
+            a, b = self.cell(words[1:], min(years)), self.cell(words[1:], max(years))
             return None if a is None or b is None else b - a
-        return self.cell(stems, years[-1] if years else None)
+        return self.cell(words, years[-1] if years else None)
 
-    def cell(self, stems: list[str], year: str | None) -> float | None:
-        """The value of the row ``stems`` name most, in ``year``'s column (or the likeliest)."""
-        if not stems:
+    def cell(self, words: list[str], year: str | None) -> float | None:
+        """The value of the row ``words`` name most (or the thesaurus's other names for them), in
+        ``year``'s column (or the likeliest)."""
+        wanted = {t for t in terms(" ".join(words)) if not t[:1].isdigit()}
+        if not wanted:
             return None
-        wanted = set(stems)
-        extra = set(terms(expanded(" ".join(stems), self.thesaurus))) - wanted
+        extra = set(terms(expanded(" ".join(words), self.thesaurus))) - wanted
         reachable = sorted({k for word in wanted | extra for k in self.by_word.get(word, ())})
         best, best_score = None, (MIN_COVER, 0.0)
         for k in reachable:
             placed, label = self.cells[k], self.labels[k]
             named = column_years(placed.cell.column)
             if year is not None and named and year not in named:
+                continue
+            if not label & wanted and len(label & extra) < 2:  # "Total" is no other name of revenue
                 continue
             held = sum(1.0 if t in wanted else 0.8 if t in extra else 0.0 for t in label)
             score = (held / len(label), self.operands.column_p.get((placed.table, placed.column), 0.0))
