@@ -18,7 +18,8 @@ from pagesight.records import Box
 # read from a tile's lines (``lines.py``); a part: a sentence's clause, or what follows the
 # question's words in it ("... primarily due to [higher interest rates]")
 LINE_KINDS = ("sentence", "part", "label", "figure", "row")
-KINDS = (*LINE_KINDS, "cell", *(op for op in OPERATIONS if op != "span"))
+TABLE_KINDS = ("cell", *(op for op in OPERATIONS if op != "span"))  # a cell, or computed from cells
+KINDS = (*LINE_KINDS, *TABLE_KINDS)
 FEATURES = (
     "operation",  # the question model's probability of the candidate's operation
     "log_operation",
@@ -50,6 +51,7 @@ FEATURES = (
     "novelty",  # the share of its answer's words the question does not hold
     "part_of",  # the share of its sentence's words a part keeps
     "follows",  # a part stands after the last of the question's words in its sentence
+    "measured",  # it states a figure in a unit the question names ("1,536 bytes" for "how many bytes")
 )
 
 

@@ -73,9 +73,19 @@ class AnswerCandidate:
         return found or self.boxes
 
 
-def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
+def answer_candidates(
+    context: Sequence[ContextItem], tabled: set[tuple[str, Box]] | None = None
+) -> list[AnswerCandidate]:
     """The sentences of each tile's text blocks, its labelled values and its figures under their
-    labels; the lines of its tables are left to their cells."""
+    labels; the lines of its tables (``tabled``: their text and box, as ``cells.Tables.printed``
+    gives them; read here when not given) are left to their cells."""
+    if tabled is None:
+        tabled = {
+            (line.text, line.box)
+            for item in context
+            for table in read_tables(item.spans)
+            for line in [*table.heads, *(line for held in table.sources for line in held)]
+        }
     found = []
     for i, item in enumerate(context):
         lines = read_lines(item.spans)
@@ -84,12 +94,7 @@ def answer_candidates(context: Sequence[ContextItem]) -> list[AnswerCandidate]:
         extra = _context_terms(item, lines)
         title = lines[0].text if item.hit.tile == 0 else ""
         widest = max(line.box[2] - line.box[0] for line in lines)
-        tabled = {  # a table's rows and headings: its cells answer for them
-            (line.text, line.box)
-            for table in read_tables(item.spans)
-            for line in [*table.heads, *(line for held in table.sources for line in held)]
-        }
-        rows = [(line.text, line.box) in tabled for line in lines]
+        rows = [(line.text, line.box) in tabled for line in lines]  # its cells answer for a row
         first = len(found)
         block: list[Line] = []
         for j, line in enumerate(lines):

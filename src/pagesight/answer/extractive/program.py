@@ -31,7 +31,7 @@ import json
 import re
 import zlib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +77,7 @@ SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 # arithmetic between words, spaced as a formula is written ("= revenue / total assets"; not "and/or")
 _OPERATOR = re.compile(r"\S\s[*/×÷+]\s\S")
 HASHED = 1 << 14  # the question model's feature space: word and pair hashes
+PREFIX = 5  # letters of a stem that also count as a word of their own (question_features)
 FORMS = ("number", "date", "name", "text")  # what an answer is: a figure, a date, a name or words
 # a year or a date alone: "1966", "12/05/2022", "May 12, 2022", "12 May 2022", "FY2019"
 _DATE = re.compile(
@@ -124,6 +125,7 @@ def read_question(question: str, fitted: dict | None = None) -> Program:
     return Program(operation, probabilities, years, scale.group(1).lower() if scale else None, formula, forms)
 
 
+@lru_cache(maxsize=1 << 16)
 def form(text: str) -> str:
     """What an answer is (``FORMS``): a date when it is a year or a date, a number when a figure,
     a name when a few words each capitalised ("Hugo Kestrel", "Umeå", "Level 4"), words
@@ -161,7 +163,9 @@ def written_formula(question: str) -> str | None:
 
 def question_features(question: str) -> list[str]:
     """What the question model reads: the question's stems (years "<year>", other numbers "<num>"),
-    each pair of neighbours, its first two words, and how many periods it names."""
+    each pair of neighbours, the same by the stems' first ``PREFIX`` letters (a word's kin read
+    alike: "percent" and "percentage", "decrease" and "decreased"), its first two words, and how
+    many periods it names."""
     words = []
     for token in _TOKEN.findall(question.lower()):
         if token[0].isdigit():
@@ -171,6 +175,10 @@ def question_features(question: str) -> list[str]:
     stems = stemmer("en").stemWords(words)
     found = [f"w:{s}" for s in stems]
     found += [f"p:{a} {b}" for a, b in zip(stems, stems[1:])]
+    heads = [stem[:PREFIX] if stem[:1] != "<" else stem for stem in stems]
+    found += [f"h:{h}" for h, stem in zip(heads, stems) if h != stem]
+    pairs = zip(heads, heads[1:], stems, stems[1:])
+    found += [f"q:{a} {b}" for a, b, x, y in pairs if (a, b) != (x, y)]
     found += [f"s:{' '.join(stems[:n])}" for n in (1, 2)]
     periods = len({full_year(m) for m in PERIOD.finditer(question)})
     found.append(f"y:{min(periods, 3)}")

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,11 +19,20 @@ from pagesight.answer.extractive.figures import table_candidates
 from pagesight.answer.extractive.lines import AMOUNT, AnswerCandidate, answer_candidates
 from pagesight.answer.extractive.program import Program, form, read_question, reader_model
 from pagesight.answer.extractive.support import Evidence, asked, is_figure
-from pagesight.encode.lexical import terms
+from pagesight.encode import lexical
 from pagesight.errors import PagesightError
 from pagesight.text.lines import PRINTED_YEAR
 
 DENSE_FLOOR = 0.2  # how far below the best line a table's candidate stands in MiniLM's eyes
+LINES_POOL = 48  # the line candidates offered: the likeliest by their words (``_likeliest``)
+PARTS_POOL = 16  # ... and those whose parts are offered too
+
+
+@lru_cache(maxsize=1 << 16)
+def terms(text: str) -> tuple[str, ...]:
+    """``encode.lexical.terms`` of a short text, remembered: the question's words and each
+    sentence's are read again for every part of it a candidate is."""
+    return tuple(lexical.terms(text))
 
 
 @dataclass
@@ -46,15 +56,17 @@ class ExtractiveReader:
     def __init__(
         self,
         dense: bool | None = None,
-        dense_pool: int = 8,
+        dense_pool: int = 3,
         dense_model: str = "minilm-l6-v2",
         abstain: bool = True,
         min_support: float | None = None,
         thesaurus: str | None = "finance",
         fitted: dict | None = None,
     ):
-        """``dense``: weigh the best line candidates by MiniLM too (None: when the extra is
-        installed); ``dense_pool``: how many at most. ``abstain``: decline, with the reason, when
+        """``dense``: weigh the line candidates by MiniLM's static word vectors (None: when the
+        dense extra is installed); ``dense_pool``: how many of the likeliest MiniLM itself reads
+        too (about 25 ms an ask on two cores; 0: none, for a reader fitted without it).
+        ``abstain``: decline, with the reason, when
         the probability that the chosen answer is supported (``confidence``) is under
         ``min_support`` (None: the fitted model's threshold), the answer carrying that probability
         (``Reading.support``); False: always answer. ``thesaurus``: the other names of the terms a
@@ -71,8 +83,8 @@ class ExtractiveReader:
             from pagesight.encode.dense import dense_model as load
 
             try:
-                self._model = load(dense_model)
                 self._static = load(StaticMiniLM.name)
+                self._model = load(dense_model) if dense_pool > 0 else None
             except PagesightError:
                 if dense:
                     raise
@@ -89,7 +101,7 @@ class ExtractiveReader:
         operands = Operands(question, program, tables, model, self.thesaurus)
         found = table_candidates(question, program, tables, operands, self.thesaurus)
         self._read_as_lines(question, program, context, found)
-        found += self._line_candidates(question, program, context)
+        found += self._line_candidates(question, program, context, tables)
         named = named_documents(question, context)
         for c in found:
             c.features["document_named"] = float(context[c.item].hit.doc_id in named)
@@ -168,11 +180,12 @@ class ExtractiveReader:
         return Reading(text=best.text, cited=best.cited, quotes=best.quotes, usage=usage, support=support)
 
     def _line_candidates(
-        self, question: str, program: Program, context: Sequence[ContextItem]
+        self, question: str, program: Program, context: Sequence[ContextItem], tables: Tables
     ) -> list[Candidate]:
-        """Each line candidate as an answer (a sentence, the parts of it an answer may be, a
-        labelled value and each amount in it), with its features."""
-        lines = answer_candidates(context)
+        """The ``LINES_POOL`` likeliest line candidates as answers (a sentence, and for the
+        ``PARTS_POOL`` likeliest the parts of it an answer may be; a labelled value and each amount
+        in it), with their features."""
+        lines = answer_candidates(context, tables.printed())
         if not lines:
             return []
         features = line_features(question, lines, len(context))
@@ -180,12 +193,15 @@ class ExtractiveReader:
         self._dense(question, lines, features)
         p = program.probabilities.get("span", 0.0)
         found = []
-        for k, c in enumerate(lines):
+        order = _likeliest(features, LINES_POOL).tolist()
+        likeliest = set(order[:PARTS_POOL])
+        for k in sorted(order):
+            c = lines[k]
             own = {name: float(values[k]) for name, values in features.items()}
             own |= {"operation": p, "log_operation": math.log(max(p, 1e-6))}
             kind = "figure" if c.places and c.label and c.value and c.answer == c.value else "sentence"
             answers = [(kind, c.answer)]
-            if kind == "sentence":
+            if kind == "sentence" and k in likeliest:
                 answers += [("part", part) for part in parts(c.answer, question)]
             if c.label and c.value and c.value != c.answer:
                 value = c.value.strip().rstrip(".;,")
@@ -198,9 +214,11 @@ class ExtractiveReader:
                     "novelty": novelty(answer, question),
                     "part_of": len(answer.split()) / max(len(c.answer.split()), 1),
                     "follows": follows(answer, c.answer, question),
+                    "measured": measured(answer, c.answer, question),
                     "form": program.forms.get(form(answer), 0.0),
                 }
-                cited = {c.item: c.boxes_of(answer)}
+                # a part of a sentence cites the sentence it was read from: its evidence
+                cited = {c.item: c.boxes if kind == "part" else c.boxes_of(answer)}
                 found.append(Candidate(kind, answer, c.item, cited, {c.item: c.text}, own | shares))
         return found
 
@@ -213,12 +231,12 @@ class ExtractiveReader:
         features["static_label"] = np.zeros(len(lines))
         if self._static is None:
             return
-        labels = [c.label or "" for c in lines]
+        labels = list(dict.fromkeys(c.label for c in lines if c.label))
         vectors = self._static.encode([question] + [_dense_text(c) for c in lines] + labels)
         similarity = vectors[1 : 1 + len(lines)] @ vectors[0]
         features["static"] = similarity - similarity.max()
-        named = vectors[1 + len(lines) :] @ vectors[0]
-        features["static_label"] = np.where([bool(label) for label in labels], named, 0.0)
+        named = dict(zip(labels, vectors[1 + len(lines) :] @ vectors[0]))
+        features["static_label"] = np.array([named.get(c.label, 0.0) if c.label else 0.0 for c in lines])
 
     def _dense(self, question: str, lines: list[AnswerCandidate], features: dict[str, np.ndarray]) -> None:
         """MiniLM's similarity to the question of the best line candidates by their words and
@@ -226,13 +244,19 @@ class ExtractiveReader:
         pool's last (``DENSE_FLOOR`` below the best without a model)."""
         found = np.full(len(lines), 0.0 if self._model is None else -DENSE_FLOOR)
         if self._model is not None and len(lines) > 1:
-            first = features["coverage"] + features["static"] + features["static_label"]
-            pool = list(np.argsort(-first, kind="stable")[: self.dense_pool])
+            pool = list(_likeliest(features, self.dense_pool))
             vectors = self._model.encode_queries([question] + [_dense_text(lines[i]) for i in pool])
             similarity = vectors[1:] @ vectors[0]
             found[:] = similarity.min() - similarity.max()
             found[pool] = similarity - similarity.max()
         features["dense"] = found
+
+
+def _likeliest(features: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """The ``n`` line candidates likeliest by the question's words they and their labels hold
+    and their static vectors' similarity: the few read further (their parts, MiniLM)."""
+    first = features["coverage"] + features["static"] + features["static_label"]
+    return np.argsort(-first, kind="stable")[:n]
 
 
 def line_features(question: str, candidates: list[AnswerCandidate], n_items: int) -> dict[str, np.ndarray]:
@@ -362,6 +386,19 @@ def _names(words: list[str], asked: set[str]) -> list[str]:
             found.append(" ".join(run))
         run = []
     return found
+
+
+def measured(text: str, sentence: str, question: str) -> float:
+    """1 when ``text`` states a figure the question does not with a word of the question in the
+    two words after it in its sentence: the unit asked for ("takes [1,536] bytes" for "How many
+    bytes ...", where "32-bit floats" is not)."""
+    asked = set(terms(question))
+    at = max(sentence.find(text), 0)
+    for m in AMOUNT.finditer(text):
+        after = " ".join(sentence[at + m.end() :].split()[:2])
+        if not set(terms(m.group())) <= asked and _words(terms(after)) & asked:
+            return 1.0
+    return 0.0
 
 
 def novelty(text: str, question: str) -> float:
