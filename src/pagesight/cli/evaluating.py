@@ -308,19 +308,23 @@ def _print_summaries(summaries: list[dict]) -> None:
     out.print(f"{summaries[0]['n_queries']} queries{pages}", highlight=False)
 
 
+# fit-ranker's and fit-reader's indexes, one a dataset
+DatasetIndexes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--index",
+        "-i",
+        help="Each dataset's index, in the datasets' order (default: eval's folder cached per dataset).",
+    ),
+]
+
+
 @app.command("fit-ranker")
 def fit_ranker(
     datasets: Annotated[
         list[Path], typer.Argument(help="Dataset folders with judged pages (as eval reads them).")
     ],
-    index: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--index",
-            "-i",
-            help="Each dataset's index, in the datasets' order (default: eval's folder cached per dataset).",
-        ),
-    ] = None,
+    index: DatasetIndexes = None,
     out_file: Annotated[
         Path | None,
         typer.Option(
@@ -390,14 +394,7 @@ def fit_reader(
     datasets: Annotated[
         list[Path], typer.Argument(help="Dataset folders with reference answers (as eval reads them).")
     ],
-    index: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--index",
-            "-i",
-            help="Each dataset's index, in the datasets' order (default: eval's folder cached per dataset).",
-        ),
-    ] = None,
+    index: DatasetIndexes = None,
     out_file: Annotated[
         Path | None,
         typer.Option("--out", help="Write the reader fitted on all the datasets here (a reader.json)."),
