@@ -136,4 +136,32 @@ def test_fit_reader_fits_on_data_and_answers_a_statement_it_never_saw(statements
     (asked,) = unseen["questions"]
     reading = ExtractiveReader(fitted=model).read(asked["question"], context)  # as fit-reader read
     assert reading.text.replace(",", "").split()[0] == f"{asked['answer']:.2f}"
-    assert reading.cited and len(next(iter(reading.cited.values()))) == 2  # the two cells it read
+    assert reading.cited and len(next(iter(reading.cited.values()))) == 1  # the row of the two cells
+    assert next(iter(reading.quotes.values())).count(";") == 1  # each cell quoted
+
+
+@pytest.mark.timeout(60)
+def test_the_synthetic_register_asks_its_questions_of_companies_no_page_names(tmp_path):
+    """The register as a dataset: each question again about a company none of its documents
+    names, asked of the same document (the support model's negatives with the answerable ones'
+    wording); the answerable ones stay answerable."""
+    import pypdfium2 as pdfium
+
+    from pagesight.eval.dataset import Dataset
+    from pagesight.eval.synthetic import STEMS, SUFFIXES, register
+
+    data = Dataset.load(register(tmp_path / "register", n_documents=2))
+    text = " ".join(
+        page.get_textpage().get_text_range().replace("\n", " ").replace("\r", " ")
+        for pdf in (tmp_path / "register" / "pdfs").glob("*.pdf")
+        for page in pdfium.PdfDocument(str(pdf))
+    )
+    text = " ".join(text.split())
+    assert len(data.unanswerable) == len(data.queries) == 60
+    names = [f"{stem} {suffix}" for stem in STEMS for suffix in SUFFIXES]
+    for (qid, question), row in zip(data.queries.items(), data.unanswerable.values()):
+        (name,) = [name for name in names if name in question]
+        (other,) = [name for name in names if name in row["text"]]
+        assert row["text"] == question.replace(name, other) and name in text
+        assert other not in text  # a company no page names
+        assert row["doc_ids"] == [data.qrels[qid].popitem()[0].rsplit("_", 1)[0]]  # of its document

@@ -4,14 +4,16 @@ right answers against the choices made for unanswerable questions (``eval/reader
 
 The features:
 
-- ``figures``, ``names``: the share of the question's years, numbers and references ("Figure 7"),
-  and of its names and quoted phrases (``support.asked``), that the chosen answer's tile names,
-  with its document's name and title, matched however they are worded (``support.Evidence``); 1
-  when the question has none of them. A figure asked for belongs on the answer's tile; a name is
-  often the document's subject, named on other pages ("GPT-3.5" and "UQV100" in a paper about them);
-- ``near``, ``document``: the share of all of them that its page or the pages beside it name
-  (what the answer's section may have said already), and that its document names anywhere (every
-  tile of it in the index, not only those in the context: ``ContextItem.load_document``);
+- ``figures``: the share of the question's years, numbers and references ("Figure 7") that the
+  chosen answer's tile names, with its document's name and title, matched however they are worded
+  (``support.Evidence``); 1 when the question has none. A figure asked for belongs on the
+  answer's tile;
+- ``document``: the share of all its constraints, its names and quoted phrases (``support.asked``)
+  too, that its document names anywhere (every tile of it in the index, not only those in the
+  context: ``ContextItem.load_document``): a name is often the document's subject, named on other
+  pages ("GPT-3.5" and "UQV100" in a paper about them). The shares the tile and the pages beside it
+  name, features once, told the fitted sets' right answers from their unanswerable questions no
+  better and set prose answers whose names stand on other pages below them;
 - ``absent``: 1 when a constraint is named nowhere in the document;
 - ``unconstrained``: 1 when the question has no constraint at all;
 - ``score``: the answer's score under the candidate scorer (a log-odds of being right);
@@ -20,8 +22,9 @@ The features:
   (negative when another tile ranked above it).
 
 The reader declines when the probability is under its ``min_support`` (default: the model's
-``threshold``, where no more than 3 % of the right answers fall). The coefficients, the features'
-standardisation and the threshold are the ``support`` part of the reader's ``reader.json``.
+``threshold``, where no more than 3.5 % of any fitted set's right answers fall).
+The coefficients, the features' standardisation and the threshold are the ``support`` part of
+the reader's ``reader.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive.support import Evidence, asked, is_figure
 
-SUPPORT = ("figures", "names", "near", "document", "absent", "unconstrained", "score", "margin", "retrieval")
+SUPPORT = ("figures", "document", "absent", "unconstrained", "score", "margin", "retrieval")
 
 
 @dataclass
@@ -74,28 +77,28 @@ def judge(
 ) -> Judgement:
     """The judgement of the candidate ``chosen`` (of context item ``item``) among candidates
     scoring ``scores``, under the support model ``fitted``."""
-    found, missing = features(question, context, item, scores, chosen, float(scores[chosen]))
+    found, missing = features(question, context, item, scores, chosen)
     return Judgement(probability(found, fitted), found, missing)
 
 
 def features(
-    question: str, context: Sequence[ContextItem], item: int, scores: np.ndarray, chosen: int, score: float
+    question: str, context: Sequence[ContextItem], item: int, scores: np.ndarray, chosen: int
 ) -> tuple[dict[str, float], list[str]]:
-    """``SUPPORT``'s features of the candidate ``chosen`` (see ``judge``), its own score being
-    ``score``, and the constraints its document lacks."""
+    """``SUPPORT``'s features of the candidate ``chosen`` (see ``judge``) and the constraints its
+    document lacks."""
     found = constraint_features(question, context, item)
     missing = found.pop("missing")
     others = np.delete(scores, chosen)
-    found["score"] = score
+    found["score"] = float(scores[chosen])
     found["margin"] = float(scores[chosen] - others.max()) if len(others) else float(scores[chosen])
     found["retrieval"] = retrieval_margin(context, item)
     return found, missing
 
 
 def constraint_features(question: str, context: Sequence[ContextItem], item: int) -> dict:
-    """The shares of the question's constraints named by the tile, the page and the document
-    (with its name and title), and which ones the document lacks (``missing``). The page
-    and the document are read only when the tile or the page lacks one."""
+    """The shares of the question's figures named by the tile and of its constraints named by the
+    document (with its name and title), and which ones the document lacks (``missing``). The
+    pages are read only when the tile lacks one, the whole document when they do."""
     wanted = asked(question)
     own = context[item]
     heading = _heading(context, item)
@@ -112,14 +115,10 @@ def constraint_features(question: str, context: Sequence[ContextItem], item: int
             document_lacking = [w for w in page_lacking if not document.holds(w)]
         else:
             document_lacking = []
-    n = len(wanted) or 1
     figures = [w for w in wanted if is_figure(w)]
-    names = [w for w in wanted if not is_figure(w)]
     return {
         "figures": 1 - sum(w in lacking for w in figures) / (len(figures) or 1),
-        "names": 1 - sum(w in lacking for w in names) / (len(names) or 1),
-        "near": 1 - len(page_lacking) / n,
-        "document": 1 - len(document_lacking) / n,
+        "document": 1 - len(document_lacking) / (len(wanted) or 1),
         "absent": float(bool(document_lacking)),
         "unconstrained": float(not wanted),
         "missing": document_lacking,
