@@ -192,7 +192,8 @@ def test_vat_amount_for_how_much(index: Index):
 
 
 @pytest.mark.xfail(
-    strict=True, reason="a rate printed in a row's label (VAT 7%) is no candidate: a row's cells are its figures"
+    strict=True,
+    reason="a rate printed in a row's label (VAT 7%) is no candidate: a row's cells are its figures",
 )
 def test_the_vat_rate_for_what_rate(index: Index):
     assert index.ask("What VAT rate did the Salt Cellar apply?", k=5).text == "7%"

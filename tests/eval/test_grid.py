@@ -124,6 +124,7 @@ def test_the_baselines_of_the_extractive_reader_are_a_grid_searched_once_a_quest
     for name, summary in by_name.items():
         assert summary["n_answers"] == 13 and sum(summary["decomposition"].values()) == 13, name
         assert summary["tokens_in"] == summary["tokens_out"] == 0  # an offline reader reports none
+
     def right(row):  # relaxed accuracy or containment
         return max(row["scores"]["relaxed_accuracy"], row["scores"]["contains"]) == 1
 
