@@ -100,9 +100,9 @@ class _Row:
     cells: list[tuple[str, int, int]]  # each cell's text and its characters in the line
 
 
-def read_tables(spans: list[Span]) -> list[Table]:
-    """The tables among a tile's spans."""
-    lines = read_lines(spans)
+def read_tables(spans: list[Span], lines: list[Line] | None = None) -> list[Table]:
+    """The tables among a tile's spans (``lines``: their lines, when already read)."""
+    lines = read_lines(spans) if lines is None else lines
     parsed = [_row(line) for line in lines]
     tables = []
     for start, end in _runs(lines, parsed):

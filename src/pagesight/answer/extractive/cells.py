@@ -29,6 +29,7 @@ from pagesight.answer.base import ContextItem
 from pagesight.answer.extractive.program import PERIOD, Program, full_year
 from pagesight.encode.lexical import terms
 from pagesight.records import Box, Span
+from pagesight.text.lines import Line, read_lines
 from pagesight.text.tables import Cell, Table, read_tables, stated_unit
 
 ROW = (
@@ -71,6 +72,7 @@ class Tables:
 
     tables: list[Table] = field(default_factory=list)
     cells: list[Placed] = field(default_factory=list)
+    lines: dict[int, list[Line]] = field(default_factory=dict)  # a page of one tile: its lines, by item
 
     @classmethod
     def of(cls, context: Sequence[ContextItem]) -> Tables:
@@ -81,8 +83,11 @@ class Tables:
         for members in pages.values():
             members.sort(key=lambda i: context[i].hit.tile)
             spans: list[Span] = [span for i in members for span in context[i].spans]
+            lines = None
+            if len(members) == 1:  # read once, for the line reader too
+                lines = found.lines[members[0]] = read_lines(spans)
             stated = None
-            for table in read_tables(spans):
+            for table in read_tables(spans, lines):
                 if not table.unit:
                     stated = stated_unit([span.text for span in spans]) if stated is None else stated
                     table.unit = stated

@@ -74,11 +74,14 @@ class AnswerCandidate:
 
 
 def answer_candidates(
-    context: Sequence[ContextItem], tabled: set[tuple[str, Box]] | None = None
+    context: Sequence[ContextItem],
+    tabled: set[tuple[str, Box]] | None = None,
+    read: dict[int, list[Line]] | None = None,
 ) -> list[AnswerCandidate]:
     """The sentences of each tile's text blocks, its labelled values and its figures under their
     labels; the lines of its tables (``tabled``: their text and box, as ``cells.Tables.printed``
-    gives them; read here when not given) are left to their cells."""
+    gives them; read here when not given) are left to their cells. ``read``: the lines of items
+    already read, by item."""
     if tabled is None:
         tabled = {
             (line.text, line.box)
@@ -88,7 +91,7 @@ def answer_candidates(
         }
     found = []
     for i, item in enumerate(context):
-        lines = read_lines(item.spans)
+        lines = (read or {}).get(i) or read_lines(item.spans)
         if not lines:
             continue
         extra = _context_terms(item, lines)

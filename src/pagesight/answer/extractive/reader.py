@@ -185,7 +185,7 @@ class ExtractiveReader:
         """The ``LINES_POOL`` likeliest line candidates as answers (a sentence, and for the
         ``PARTS_POOL`` likeliest the parts of it an answer may be; a labelled value and each amount
         in it), with their features."""
-        lines = answer_candidates(context, tables.printed())
+        lines = answer_candidates(context, tables.printed(), tables.lines)
         if not lines:
             return []
         features = line_features(question, lines, len(context))
