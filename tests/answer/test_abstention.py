@@ -64,6 +64,15 @@ def test_the_constraints_of_a_question_leave_out_pages_format_words_and_parenthe
     assert Evidence("Revenue FY2021 ... FY21 ...").holds("2021")
 
 
+@pytest.mark.timeout(10)
+def test_a_declines_reason_shows_its_support_below_the_threshold():
+    from pagesight.answer.extractive.confidence import Judgement
+
+    assert "support 0.7699 < 0.7700" in Judgement(0.7699, {}).reason(0.77)
+    assert "support 0.41 < 0.49" in Judgement(0.41, {}).reason(0.49)
+    assert "does not mention" in Judgement(0.2, {}, ["Quorlan"]).reason(0.49)
+
+
 @pytest.mark.timeout(30)
 def test_a_model_readers_refusal_marks_its_reading_not_answered():
     """A real OpenAI-compatible HTTP server on loopback replies with a refusal, then an answer."""

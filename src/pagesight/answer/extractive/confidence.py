@@ -52,7 +52,8 @@ class Judgement:
 
     def reason(self, threshold: float) -> str:
         """Why an answer this likely is declined under ``threshold``."""
-        odds = f"support {self.support:.2f} < {threshold:.2f}"
+        digits = next((d for d in range(2, 12) if f"{self.support:.{d}f}" != f"{threshold:.{d}f}"), 12)
+        odds = f"support {self.support:.{digits}f} < {threshold:.{digits}f}"  # never "0.77 < 0.77"
         if self.missing:
             return f"the document does not mention {listed(self.missing)} ({odds})"
         return f"no line of the pages found is likely enough to answer ({odds})"
