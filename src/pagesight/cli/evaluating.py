@@ -408,7 +408,7 @@ def fit_reader(
     folds: Annotated[int, typer.Option(help="Folds of documents the figures are held out by.", min=2)] = 5,
     as_json: JsonOption = False,
 ) -> None:
-    """Fit the extractive reader on questions with reference answers.
+    """Fit the extractive reader on questions with known answers.
 
     Its question, row and column models, candidate scorer and support model are fitted on every
     dataset; each dataset's figures are held out by folds of documents: right answers chosen,

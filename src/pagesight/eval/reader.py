@@ -22,9 +22,7 @@ written are fitted on everything.
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,162 +31,15 @@ import numpy as np
 
 from pagesight.answer.extractive.candidates import FEATURES
 from pagesight.answer.extractive.cells import COLUMN, ROW
-from pagesight.answer.extractive.program import form, hashed, question_features
 from pagesight.errors import PagesightError
+from pagesight.eval.derivations import form_of, holds, operand_values, operation_of
+from pagesight.eval.logistic import C, Logistic, fit_head, fit_logistic
 
-YEAR = re.compile(r"^(?:19|20)\d\d$")
-_SPAN_FIGURE = re.compile(r"^[-$€£()\d.,% ]+$")
 FOLDS = 5
-C_QUESTION = 10.0  # the question model's inverse regularisation (held-out accuracy at 1, 3, 10, 30: .82, .86, .87, .87)
-C = 1.0
 C_SUPPORT = 0.1  # the support model's: its negatives (unanswerable questions) are few
 LOSE = 0.035  # the share of a dataset's right answers the support model's threshold may decline
 Progress = Callable[[int], None] | None
 PAIRS = 30  # wrong candidates each right one is paired with in the scorer's fit
-
-
-def operation_of(fields: dict, answer: str | list[str]) -> str | None:
-    """The operation a TAT-QA question's answer shows (``program.OPERATIONS``) by its answer type
-    and derivation, or None when its derivation is of no shape the reader computes."""
-    kind = fields.get("answer_type")
-    derivation = str(fields.get("derivation") or "")
-    answers = answer if isinstance(answer, list) else [answer]
-    if kind == "count":
-        return "count"
-    if kind == "span":
-        if ">" in derivation or "<" in derivation:
-            return "largest" if ">" in derivation else "smallest"
-        return "span"
-    if kind == "multi-span":
-        if all(YEAR.match(a.strip()) for a in answers):
-            return "years"
-        if all(_SPAN_FIGURE.match(a.strip()) for a in answers if a.strip()):
-            return "values"
-        return "list"
-    if kind != "arithmetic":
-        return None
-    shape = _shape(derivation)
-    if shape == "(n-n)":
-        return "change"
-    if shape in ("((n-n)/n)", "(((n-n)/n)*n)", "((n/n)-n)"):
-        return "percent_change"
-    if re.fullmatch(r"\(+n(?:\+n\)?)+/n\)", shape):
-        return "average"
-    if re.fullmatch(r"\(*n(?:\+n\)*)+", shape):
-        return "sum"
-    if shape in ("(n/n)", "((n/n)*n)"):
-        return "share" if fields.get("scale") == "percent" else "ratio"
-    return None
-
-
-def _shape(derivation: str) -> str:
-    """A derivation's arithmetic as its shape: numbers as ``n``, each operation bracketed."""
-    text = derivation.replace("$", "").replace("[", "(").replace("]", ")").replace("%", "").replace(",", "")
-    try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        return "?"
-
-    def shape(node) -> str:
-        if isinstance(node, ast.Constant):
-            return "n"
-        if isinstance(node, ast.UnaryOp):
-            return shape(node.operand)
-        if isinstance(node, ast.BinOp):
-            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(node.op), "?")
-            return f"({shape(node.left)}{op}{shape(node.right)})"
-        return "?"
-
-    return shape(tree)
-
-
-def operand_values(fields: dict, answer: str | list[str]) -> list[float]:
-    """The figures a question's answer was read or computed from: its derivation's numbers, or a
-    figure it answers with as printed."""
-    derivation = str(fields.get("derivation") or "")
-    texts = re.findall(r"\d[\d,]*\.?\d*", derivation) if derivation else []
-    if not texts and fields.get("answer_type") in (
-        "span",
-        "multi-span",
-        None,
-    ):  # a figure answered as printed
-        answers = answer if isinstance(answer, list) else [answer]
-        texts = [a for a in answers if _SPAN_FIGURE.match(a.strip())]
-    found = []
-    for text in texts:
-        digits = text.replace(",", "").replace("$", "").replace("%", "").strip("() ")
-        try:
-            found.append(abs(float(digits)))
-        except ValueError:
-            continue
-    return found
-
-
-def holds(value: float | None, wanted: list[float]) -> bool:
-    """A cell's ``value`` is one of the ``wanted`` figures (as printed: to its own precision)."""
-    if value is None:
-        return False
-    return any(abs(abs(value) - w) <= 1e-6 + 5e-4 * max(w, 1.0) for w in wanted)
-
-
-@dataclass
-class Logistic:
-    """A fitted logistic model as the reader's package file holds it."""
-
-    mean: list[float]
-    scale: list[float]
-    coef: list[float]
-    intercept: float
-
-    def to_dict(self) -> dict:
-        return {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
-
-
-def fit_logistic(X: np.ndarray, y: np.ndarray, C: float = C, weights: np.ndarray | None = None) -> Logistic:
-    """scikit-learn's logistic regression on standardised features."""
-    try:
-        from sklearn.linear_model import LogisticRegression
-    except ImportError:
-        raise PagesightError("fitting the reader needs scikit-learn: pip install 'pagesight[eval]'") from None
-    if y.all() or not y.any():
-        raise PagesightError("fitting needs both right and wrong examples")
-    mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale[scale < 1e-6] = 1.0  # a feature that does not vary (or only in its sixth decimal)
-    model = LogisticRegression(C=C, max_iter=5000).fit((X - mean) / scale, y, sample_weight=weights)
-    return Logistic(
-        mean.round(6).tolist(),
-        scale.round(6).tolist(),
-        model.coef_[0].round(6).tolist(),
-        round(float(model.intercept_[0]), 6),
-    )
-
-
-def fit_head(questions: Sequence[str], labels: Sequence[str], C: float = C_QUESTION) -> dict:
-    """One head of the question model: a (multinomial) logistic regression over each question's
-    hashed features (``program.question_features``), its weights kept for the buckets questions
-    use."""
-    try:
-        from sklearn.linear_model import LogisticRegression
-    except ImportError:
-        raise PagesightError("fitting the reader needs scikit-learn: pip install 'pagesight[eval]'") from None
-    from scipy import sparse
-
-    X = sparse.csr_matrix(np.vstack([hashed(question_features(q)) for q in questions]))
-    model = LogisticRegression(C=C, max_iter=5000).fit(X, np.array(labels))
-    classes = [str(c) for c in model.classes_]
-    # a bucket no two questions share says little of questions to come: left out, the model
-    # package small (its weights rounded, as its probabilities need no more)
-    shared = np.asarray((X > 0).sum(axis=0)).ravel() >= 2
-    used = np.flatnonzero(shared & (np.abs(model.coef_).max(axis=0) > 0.03))
-    weights = {str(int(b)): model.coef_[:, b].round(3).tolist() for b in used}
-    return {"classes": classes, "intercept": model.intercept_.round(3).tolist(), "weights": weights}
-
-
-def form_of(answer: str | list[str], references: Sequence[str]) -> str:
-    """What an answer is (``program.FORMS``, by ``program.form``): its spans' form."""
-    answers = answer if isinstance(answer, list) else [answer]
-    spans = [str(a).strip() for a in answers if str(a).strip()] or list(references)
-    return form("; ".join(spans))
 
 
 @dataclass

@@ -486,8 +486,7 @@ def _hit(row, score: float, scores: dict[str, float], lines: list[range], matchi
     else:
         snippet = " ".join(s[0] for s in row.spans[:3])
         boxes = []
-    if len(snippet) > 300:
-        snippet = snippet[:299] + "…"
+    snippet = snippet if len(snippet) <= 300 else snippet[:299] + "…"
     return Hit(
         doc_id=row.doc_id,
         page=row.page,

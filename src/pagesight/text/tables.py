@@ -1,31 +1,23 @@
 """Tables read as tables: a tile's lines read back as rows of cells, each cell with its row's
 label, its column's headers, the table's unit and its box.
 
-The reader has the tile's spans, not the PDF: a text-layer span is a piece of a printed line (the
-text layer cuts a line where its pieces stand apart, ``text/textlayer.py``), an OCR span a line or
-a cell, and the spans of one row are read back as one line with each piece's box
-(``text/lines.py``). So a row is a label followed by a run of cells (figures, bracketed negatives,
+The reader has the tile's spans, not the PDF: a piece of a printed line (``text/textlayer.py``),
+or an OCR line or cell; one row's spans are read back as one line, each piece boxed. So a row is a label followed by a run of cells (figures, bracketed negatives,
 dashes for nil, footnote marks set aside), read from the right: the pieces of figures at a line's
 right, or, in a line that is one piece (an index made before the text layer was cut), its figures
 at the right. Rows that follow one another with mostly the same number of cells make a table, and
 each row's cells take the columns they stand under (right-aligned when the line tells no places).
-A label-only line above a row whose label goes on in lower case is the first part of that label
-("Net recognized amounts of identifiable assets acquired and" over "liabilities assumed"); any
-other label-only line is the section the rows below it belong to ("Current:", "Assets"). A
-column's headers are the lines above its first row: each piece of a line heads the columns under
+A label-only line above a row whose label goes on in lower case is that label's first part; any
+other is the section of the rows below it ("Current:", "Assets"). A column's headers are the lines above its first row: each piece of a line heads the columns under
 it, a spanning heading all of them; a line of one piece ending in one heading per column (years,
 "FY2019", quarters, single words) gives each column its own, read in order; any other line heads
 every column (a "Years ended December 31" over the years). The unit ("(in millions)", "£m",
 "$'000", "%") is read from the headers and the caption above them.
 
-Why not pdfplumber's table finder (benchmarks/tables.py, BENCHMARKS.md "Tables read as tables"):
-it reads the PDF's characters, which the reader no longer has (the catalog keeps lines), nor has
-for a scan; on the typeset corpus it found fewer cells right than this reader of the stored lines.
-img2table was not tried: it installs opencv-contrib-python over the OpenCV builds already here.
-
-The finder belongs to the text stage, below ingestion, the stores and the readers: the extractive
-reader answers from its cells (``answer/extractive/figures.py``) and BM25 indexes them beside the
-tile's text (``cell_text``).
+Not pdfplumber's finder (benchmarks/tables.py, BENCHMARKS.md "Tables read as tables"): it reads
+the PDF's characters, which the catalog does not keep and a scan lacks, and found fewer cells right
+on the typeset corpus; img2table installs opencv-contrib-python over the OpenCV builds here. The
+extractive reader answers from the cells (``answer/extractive/``); BM25 indexes them (``cell_text``).
 """
 
 from __future__ import annotations

@@ -171,16 +171,9 @@ class Operands:
             written = float(bool(text) and f" {text} " in plain)
             grown = sum(self.idf[w] for w in label & grown_words) / label_weight if label else 0.0
             covered[key] = cover + question_cover + written
-            self.row_features[key] = [
-                cover,
-                question_cover,
-                section_cover,
-                written,
-                0.0,
-                0.0,
-                math.log1p(len(label)),
-                grown,
-            ]
+            # ROW's order; the two zeros are whether it covers the most and by how much less
+            self.row_features[key] = [cover, question_cover, section_cover, written, 0.0, 0.0]
+            self.row_features[key] += [math.log1p(len(label)), grown]
         best = max(covered.values(), default=0.0)
         for key, features in self.row_features.items():
             features[4] = float(covered[key] >= best)
