@@ -332,7 +332,7 @@ def parts(sentence: str, question: str) -> list[str]:
 
 def named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
     """The documents of ``context`` whose name or title holds one of the names the question asks
-    about (``support.asked``; two of them side by side too: "Coca" "Cola" for COCACOLA)."""
+    about (``support.asked``; two of them side by side too: "Brenvik" "Harbour" for BRENVIKHARBOUR)."""
     names = [w for w in asked(question) if not is_figure(w)]
     names += [f"{a} {b}" for a, b in zip(names, names[1:])]
     if not names:
