@@ -13,7 +13,6 @@ from pagesight.answer.base import ContextItem
 from pagesight.encode.lexical import terms
 from pagesight.records import Box
 from pagesight.text.lines import Line, characters, read_lines
-from pagesight.text.tables import read_tables
 
 ELLIPSIS = "… "  # before a sentence read from its middle
 # an amount: a figure with its currency and its percent sign ("$3.2", "7%", "12.5 percent")
@@ -83,12 +82,10 @@ def answer_candidates(
     gives them; read here when not given) are left to their cells. ``read``: the lines of items
     already read, by item."""
     if tabled is None:
-        tabled = {
-            (line.text, line.box)
-            for item in context
-            for table in read_tables(item.spans)
-            for line in [*table.heads, *(line for held in table.sources for line in held)]
-        }
+        from pagesight.answer.extractive.cells import Tables
+
+        tables = Tables.of(context)
+        tabled, read = tables.printed(), tables.lines
     found = []
     for i, item in enumerate(context):
         lines = (read or {}).get(i) or read_lines(item.spans)
