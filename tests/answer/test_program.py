@@ -83,3 +83,17 @@ def test_question_features_are_the_same_in_every_process():
     x = hashed(features)
     assert x.shape == (1 << 14,) and np.isclose(np.linalg.norm(x), 1.0)
     assert np.array_equal(x, hashed(list(features)))
+
+
+@pytest.mark.timeout(30)
+def test_a_figure_is_read_whole_with_its_unit_and_not_from_inside_a_word():
+    from pagesight.answer.extractive.lines import AMOUNT
+    from pagesight.answer.extractive.reader import parts, unit
+
+    found = [m.group() for m in AMOUNT.finditer("BM25's k1 is set to 60, then 1,536 bytes; Q3 $4.2 and 7%")]
+    assert found == ["60", "1,536", "$4.2", "7%"]  # not the digits of BM25, k1 or Q3, nor the comma after 60
+    sentence = "Each vector of 384 floats takes 1,536 bytes, so a page of 1024 pixels costs more."
+    offered = parts(sentence, "How many bytes does a vector of 384 floats take?")
+    assert "1,536 bytes" in offered and "1024 pixels" in offered and "1,536" in offered
+    assert not any(part.startswith("384") for part in offered)  # the question's own figure
+    assert unit("1,536 bytes") == 1.0 and unit("1,536") == 0.0 and unit("Brenvik 1,536") == 0.0

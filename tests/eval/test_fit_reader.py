@@ -165,3 +165,52 @@ def test_the_synthetic_register_asks_its_questions_of_companies_no_page_names(tm
         assert row["text"] == question.replace(name, other) and name in text
         assert other not in text  # a company no page names
         assert row["doc_ids"] == [data.qrels[qid].popitem()[0].rsplit("_", 1)[0]]  # of its document
+
+
+@pytest.mark.timeout(30)
+def test_the_scorer_learns_to_prefer_an_answer_that_states_the_reference_whole(tmp_path):
+    """A figure right by relaxed accuracy ("1,536" for "1,536 bytes") is no answer the scorer is
+    taught to prefer where a candidate states the reference whole; alone, it is."""
+    import numpy as np
+
+    from pagesight.eval.dataset import Dataset
+    from pagesight.eval.derivations import right_answers, whole
+
+    (tmp_path / "pdfs").mkdir()
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "How many bytes does it take?"}\n')
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tvectors_1\t1\n")
+    (tmp_path / "answers.jsonl").write_text('{"_id": "q1", "answer": "1,536 bytes"}\n')
+    data = Dataset.load(tmp_path)
+    texts = ["1,536", "1,536 bytes", "384 floats", "It takes 1,536 bytes."]
+    right = right_answers(data, "q1", texts)
+    assert right.tolist() == [True, True, False, True]
+    assert whole(data, "q1", texts, right).tolist() == [False, True, False, True]
+    assert whole(data, "q1", texts[:1], right[:1]).tolist() == [True]
+    assert not whole(data, "q1", texts[2:3], np.zeros(1, dtype=bool)).any()
+
+
+@pytest.mark.timeout(60)
+def test_a_set_too_small_for_a_quantile_does_not_set_the_support_threshold_alone():
+    """The threshold keeps at least 1 - LOSE of each large set's right answers; a set of five,
+    whose least supported answer would stand for its 3.5 % quantile, counts pooled with the other
+    small sets, so its one odd answer does not lower the threshold for all."""
+    import random
+
+    from pagesight.answer.extractive.confidence import SUPPORT, probability
+    from pagesight.eval.reader import LOSE, fit_support
+
+    rng = random.Random(5)
+
+    def row(score: float, right: bool, answerable: bool, name: str):
+        found = {feature: rng.random() for feature in SUPPORT} | {"score": score + rng.gauss(0, 0.3)}
+        return found, right, answerable, name
+
+    rows = [row(2.0, True, True, "large") for _ in range(200)]
+    rows += [row(0.0, False, False, "large") for _ in range(100)]
+    rows += [row(2.0, True, True, "small") for _ in range(4)] + [row(-3.0, True, True, "small")]
+    model = fit_support(rows, LOSE)
+    large = sorted(probability(found, model) for found, right, _, name in rows if right and name == "large")
+    odd = probability(rows[-1][0], model)
+    assert odd < model["threshold"] <= large[int(LOSE * len(large))]
+    declined = sum(probability(found, model) < model["threshold"] for found, *_ in rows[200:300])
+    assert declined > 50  # the unanswerable ones still declined

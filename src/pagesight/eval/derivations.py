@@ -1,12 +1,15 @@
-"""The labels ``pagesight fit-reader`` reads from a TAT-QA answer: the operation its derivation
-shows (``program.OPERATIONS``), the figures it took (a row's or column's gold operands), whether a
-cell holds one of them, and the form of an answer."""
+"""The labels ``pagesight fit-reader`` reads from a dataset's answers: the operation a TAT-QA
+derivation shows (``program.OPERATIONS``), the figures it took (a row's or column's gold operands),
+whether a cell holds one of them, the form of an answer, and which candidates answer right and
+which of those the scorer learns to prefer."""
 
 from __future__ import annotations
 
 import ast
 import re
 from collections.abc import Sequence
+
+import numpy as np
 
 from pagesight.answer.extractive.program import form
 
@@ -103,3 +106,36 @@ def form_of(answer: str | list[str], references: Sequence[str]) -> str:
     answers = answer if isinstance(answer, list) else [answer]
     spans = [str(a).strip() for a in answers if str(a).strip()] or list(references)
     return form("; ".join(spans))
+
+
+def right_answers(dataset, qid: str, texts: Sequence[str]) -> np.ndarray:
+    """Whether each of ``texts`` answers question ``qid`` right: by the dataset's own metric
+    (TAT-QA: an exact match, or a text span's F1 of 0.6 and more), else by eval's relaxed
+    accuracy or containment of a reference."""
+    from pagesight.eval.answers import DATASET_METRICS, contains, relaxed_accuracy
+
+    row = dataset.answers[qid]
+    if dataset.answer_metric in DATASET_METRICS:
+        score, _ = DATASET_METRICS[dataset.answer_metric]
+        found = []
+        for text in texts:
+            s = score(text, row)
+            found.append(s["tatqa_em"] == 1 or s["tatqa_f1"] >= 0.6)
+        return np.array(found, dtype=bool)
+    references = dataset.references(qid)
+    return np.array(
+        [max(relaxed_accuracy(t, references), contains(t, references)) == 1 for t in texts], dtype=bool
+    )
+
+
+def whole(dataset, qid: str, texts: Sequence[str], right: np.ndarray) -> np.ndarray:
+    """The right answers that state a reference whole, where one does (its unit too: "1,536
+    bytes" for "1,536 bytes", where "1,536" is right by relaxed accuracy only); else the right
+    ones. TAT-QA's metric judges a figure's scale itself."""
+    from pagesight.eval.answers import DATASET_METRICS, contains
+
+    if dataset.answer_metric in DATASET_METRICS or not right.any():
+        return right
+    references = dataset.references(qid)
+    stated = right & np.array([contains(t, references) == 1 for t in texts], dtype=bool)
+    return stated if stated.any() else right

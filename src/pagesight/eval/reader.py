@@ -32,7 +32,7 @@ import numpy as np
 from pagesight.answer.extractive.candidates import FEATURES
 from pagesight.answer.extractive.cells import COLUMN, ROW
 from pagesight.errors import PagesightError
-from pagesight.eval.derivations import form_of, holds, operand_values, operation_of
+from pagesight.eval.derivations import form_of, holds, operand_values, operation_of, right_answers, whole
 from pagesight.eval.logistic import C, Logistic, fit_head, fit_logistic
 
 FOLDS = 5
@@ -58,6 +58,11 @@ class Reading:
     right: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     answers: list[str] = field(default_factory=list)
     items: list[int] = field(default_factory=list)  # each candidate's context item
+    best: np.ndarray | None = None  # the right candidates the scorer learns to prefer (``whole``)
+
+    @property
+    def preferred(self) -> np.ndarray:
+        return self.right if self.best is None else self.best
 
 
 def label_operands(offer, wanted: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -98,7 +103,7 @@ def fit_scorer(readings: Sequence[Reading], C: float = C, pairs: int = PAIRS) ->
     A question's pairs weigh as much together as any other question's of its set, and each set
     as much as the square root of its questions (TAT-QA's 1,668 do not drown the kinds of
     question the small sets ask)."""
-    kept = [r for r in readings if len(r.candidates) and r.right.any() and not r.right.all()]
+    kept = [r for r in readings if len(r.candidates) and r.preferred.any() and not r.preferred.all()]
     if not kept:
         raise PagesightError("fitting the scorer needs questions with right and wrong candidates")
     sizes: dict[str, int] = {}
@@ -111,7 +116,7 @@ def fit_scorer(readings: Sequence[Reading], C: float = C, pairs: int = PAIRS) ->
     differences, weights = [], []
     for r in kept:
         x = (r.candidates - mean) / scale
-        right, wrong = np.flatnonzero(r.right), np.flatnonzero(~r.right)
+        right, wrong = np.flatnonzero(r.preferred), np.flatnonzero(~r.preferred)
         wrong = rng.choice(wrong, min(pairs, len(wrong)), replace=False)
         made = (x[right][:, None, :] - x[wrong][None, :, :]).reshape(-1, x.shape[1])
         differences.append(made)
@@ -152,26 +157,6 @@ def fit_operands(readings: Sequence[Reading]) -> dict:
         )
         fitted[name] = fit_logistic(X, y, C, weights * len(y) / weights.sum()).to_dict()
     return fitted
-
-
-def right_answers(dataset, qid: str, texts: Sequence[str]) -> np.ndarray:
-    """Whether each of ``texts`` answers question ``qid`` right: by the dataset's own metric
-    (TAT-QA: an exact match, or a text span's F1 of 0.6 and more), else by eval's relaxed
-    accuracy or containment of a reference."""
-    from pagesight.eval.answers import DATASET_METRICS, contains, relaxed_accuracy
-
-    row = dataset.answers[qid]
-    if dataset.answer_metric in DATASET_METRICS:
-        score, _ = DATASET_METRICS[dataset.answer_metric]
-        found = []
-        for text in texts:
-            s = score(text, row)
-            found.append(s["tatqa_em"] == 1 or s["tatqa_f1"] >= 0.6)
-        return np.array(found, dtype=bool)
-    references = dataset.references(qid)
-    return np.array(
-        [max(relaxed_accuracy(t, references), contains(t, references)) == 1 for t in texts], dtype=bool
-    )
 
 
 @dataclass
@@ -290,6 +275,7 @@ def read(
                 right,
                 texts,
                 [c.item for c in offer.candidates],
+                whole(j.dataset, j.qid, texts, right),
             )
         )
         if progress:
@@ -389,7 +375,10 @@ def fit_support(rows: Sequence[tuple[dict, bool, bool, str]], lose: float = LOSE
     against the unanswerable questions' choices, each dataset weighing alike, and its threshold
     the probability under which no more than ``lose`` of any dataset's right answers fall (the
     lowest of the datasets' quantiles: neither TAT-QA's many single pages nor a few long reports
-    lose more than their share); empty (no abstention) without both."""
+    lose more than their share). Datasets with too few right answers to have such a quantile
+    (fewer than ``1 / lose``: the least supported answer would stand for it) count pooled, when
+    together they have enough (all the answers do, when no set has). Empty (no abstention)
+    without both."""
     from pagesight.answer.extractive.confidence import SUPPORT, probability
 
     used = [(found, right, name) for found, right, answerable, name in rows if right or not answerable]
@@ -407,7 +396,11 @@ def fit_support(rows: Sequence[tuple[dict, bool, bool, str]], lose: float = LOSE
     for found, right, name in used:
         if right:
             kept.setdefault(name, []).append(probability(found, model))
-    threshold = min(sorted(ps)[int(lose * len(ps))] for ps in kept.values())
+    enough = math.ceil(1 / lose)
+    pooled = [p for ps in kept.values() if len(ps) < enough for p in ps]
+    groups = [ps for ps in kept.values() if len(ps) >= enough] + ([pooled] if len(pooled) >= enough else [])
+    groups = groups or [[p for ps in kept.values() for p in ps]]
+    threshold = min(sorted(ps)[int(lose * len(ps))] for ps in groups)
     model["threshold"] = round(float(threshold) - 1e-6, 6)
     return model
 

@@ -52,6 +52,7 @@ FEATURES = (
     "part_of",  # the share of its sentence's words a part keeps
     "follows",  # a part stands after the last of the question's words in its sentence
     "measured",  # it states a figure in a unit the question names ("1,536 bytes" for "how many bytes")
+    "unit",  # a figure and the word after it, its unit ("1024 pixels")
 )
 
 

@@ -15,8 +15,12 @@ from pagesight.records import Box
 from pagesight.text.lines import Line, characters, read_lines
 
 ELLIPSIS = "… "  # before a sentence read from its middle
-# an amount: a figure with its currency and its percent sign ("$3.2", "7%", "12.5 percent")
-AMOUNT = re.compile(r"[$€£¥]?\d[\d,]*(?:\.\d+)?(?:\s?%|\s?percent\b|\s?per cent\b)?", re.IGNORECASE)
+# an amount: a figure with its currency and its percent sign ("$3.2", "7%", "12.5 percent"), its
+# thousands grouped by commas ("1,536"; not the comma after it: "set to 60, which"), not the
+# digits of a word ("BM25", "Q3")
+AMOUNT = re.compile(
+    r"(?:[$€£¥]|(?<!\w))\d+(?:,\d{3}(?!\d))*(?:\.\d+)?(?:\s?%|\s?percent\b|\s?per cent\b)?", re.IGNORECASE
+)
 # what no sentence starts with: a word in lower case (not a name such as iPhone), a comma, a bracket
 _MID_SENTENCE = re.compile(r"^(?:[,;:)\]]|[a-z][a-z'’-]*(?=[\s,.;:]))")
 

@@ -215,6 +215,7 @@ class ExtractiveReader:
                     "part_of": len(answer.split()) / max(len(c.answer.split()), 1),
                     "follows": follows(answer, c.answer, question),
                     "measured": measured(answer, c.answer, question),
+                    "unit": unit(answer),
                     "form": program.forms.get(form(answer), 0.0),
                 }
                 # a part of a sentence cites the sentence it was read from: its evidence
@@ -324,10 +325,30 @@ def parts(sentence: str, question: str) -> list[str]:
             clause = []
         else:
             clause.append(word)
-    found += [m.group().strip() for m in AMOUNT.finditer(sentence) if not set(terms(m.group())) <= asked]
+    amounts = [m for m in AMOUNT.finditer(sentence) if not _asked_figure(m.group(), question)]
+    found += [m.group().strip() for m in amounts]
+    found += [f"{m.group().strip()} {unit}" for m in amounts if (unit := _unit_after(sentence, m.end()))]
     found += _names(words, asked)
     whole = " ".join(words)
     return [p for p in dict.fromkeys(found) if p and p != whole]
+
+
+def _unit_after(sentence: str, end: int) -> str:
+    """The word printed right after a figure ending at ``end``, in lower case and with no mark
+    between: the figure's unit ("1,536 [bytes]", "1024 [pixels]"; not "60, which" nor "2019 and")."""
+    rest = sentence[end:]
+    if not rest.startswith(" "):
+        return ""
+    word = rest.split(maxsplit=1)[0].rstrip(".,;:")
+    return word if word.isalpha() and word.islower() and terms(word) else ""
+
+
+def unit(text: str) -> float:
+    """1 when ``text`` is a figure and the word after it, its unit ("1,536 bytes")."""
+    figure, _, word = text.rpartition(" ")
+    return float(
+        bool(figure) and AMOUNT.fullmatch(figure) is not None and _unit_after(text, len(figure)) == word
+    )
 
 
 def named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
@@ -346,7 +367,7 @@ def holds(text: str, question: str, program: Program) -> float:
     own words: the question model's probability of each form (``program.FORMS``) where the text
     states a figure (a number, a date) or a name the question does not, or words."""
     asked = set(terms(question))
-    stated = [m.group().strip() for m in AMOUNT.finditer(text) if not set(terms(m.group())) <= asked]
+    stated = [m.group().strip() for m in AMOUNT.finditer(text) if not _asked_figure(m.group(), question)]
     dates = [s for s in stated if form(s) == "date"]
     numbers = [s for s in stated if form(s) == "number"]
     named = form(text) == "name" or any(
@@ -396,9 +417,24 @@ def measured(text: str, sentence: str, question: str) -> float:
     at = max(sentence.find(text), 0)
     for m in AMOUNT.finditer(text):
         after = " ".join(sentence[at + m.end() :].split()[:2])
-        if not set(terms(m.group())) <= asked and _words(terms(after)) & asked:
+        if not _asked_figure(m.group(), question) and _words(terms(after)) & asked:
             return 1.0
     return 0.0
+
+
+def _asked_figure(figure: str, question: str) -> bool:
+    """Whether the question states ``figure`` ("500" in "... at 500 MHz?"; "2.3" is no term of
+    it, so its terms cannot tell)."""
+    return _bare(figure) in _figures(question)
+
+
+@lru_cache(maxsize=256)
+def _figures(question: str) -> frozenset[str]:
+    return frozenset(_bare(m.group()) for m in AMOUNT.finditer(question))
+
+
+def _bare(figure: str) -> str:
+    return figure.strip().lstrip("$€£¥").replace(",", "")
 
 
 def novelty(text: str, question: str) -> float:
