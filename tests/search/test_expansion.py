@@ -32,6 +32,28 @@ def test_a_question_is_expanded_with_the_words_a_filing_prints():
     assert expand("What is the FY2018 capex?", None) == "What is the FY2018 capex?"
 
 
+@pytest.mark.timeout(30)
+def test_only_the_entries_whose_first_word_the_question_holds_are_looked_for():
+    """The entries are looked up by their terms' first words before any is matched: the same
+    expansion as matching every entry, whatever the question (terms with marks in them, terms
+    inside other words, several terms of one group)."""
+    questions = [
+        "What was the P&L impact of R&D and SG&A in FY2019?",
+        "How did net revenue and revenues compare with the cost of revenue?",
+        "What steps does the paper describe?",  # eps inside a word is no term
+        "Which shareholders' equity figure appears in the statements of stockholders equity?",
+        "capex, ppe; EPS!",
+        "",
+    ]
+    for question in questions:
+        asked = question.lower().replace("'", "")
+        every = [entry.adds for entry in thesaurus("finance") if entry.found_in(asked)]
+        expected = f"{question}\n{' '.join(dict.fromkeys(every))}" if every else question
+        assert expand(question, "finance") == expected
+    assert "earnings per share" not in expand("What steps does the paper describe?", "finance")
+    assert "research and development" in expand("R&D spending", "finance")
+
+
 def test_thesauri_ship_with_the_package_and_unknown_ones_are_refused():
     assert "finance" in thesauri()
     assert len(thesaurus("finance")) > 20

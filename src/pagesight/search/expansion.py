@@ -31,6 +31,27 @@ class Entry:
     def found_in(self, query: str) -> bool:
         return self.pattern.search(query) is not None
 
+    @cached_property
+    def keys(self) -> frozenset[str]:
+        """The first word of each of its terms: a query holds a term whole only if it holds that
+        word as a word of its own ("" for a term that opens with no word: always looked for)."""
+        return frozenset(
+            (_WORD.findall(term) or [""])[0] if term[:1].isalnum() else "" for term in self.terms
+        )
+
+
+_WORD = re.compile(r"\w+")
+
+
+@cache
+def _by_key(name: str) -> dict[str, tuple[Entry, ...]]:
+    """The entries of the thesaurus ``name`` by the first words of their terms."""
+    found: dict[str, list[Entry]] = {}
+    for entry in thesaurus(name):
+        for key in entry.keys:
+            found.setdefault(key, []).append(entry)
+    return {key: tuple(entries) for key, entries in found.items()}
+
 
 @cache
 def thesaurus(name: str) -> tuple[Entry, ...]:
@@ -60,7 +81,10 @@ def expand(query: str, name: str | None) -> str:
     if not name:
         return query
     asked = _apostrophes(query.lower())
-    added = [entry.adds for entry in thesaurus(name) if entry.found_in(asked)]
+    by_key = _by_key(name)
+    words = set(_WORD.findall(asked)) | {""}
+    looked_for = {entry for word in words for entry in by_key.get(word, ())}
+    added = [entry.adds for entry in thesaurus(name) if entry in looked_for and entry.found_in(asked)]
     return f"{query}\n{' '.join(dict.fromkeys(added))}" if added else query
 
 
