@@ -97,3 +97,5 @@ def test_a_figure_is_read_whole_with_its_unit_and_not_from_inside_a_word():
     assert "1,536 bytes" in offered and "1024 pixels" in offered and "1,536" in offered
     assert not any(part.startswith("384") for part in offered)  # the question's own figure
     assert unit("1,536 bytes") == 1.0 and unit("1,536") == 0.0 and unit("Brenvik 1,536") == 0.0
+    offered = parts("Brenvik quoted a lead time of 12 working days.", "Which lead time did Brenvik quote?")
+    assert {"12", "12 working", "12 working days"} <= set(offered) and unit("12 working days") == 1.0

@@ -127,6 +127,23 @@ def test_computed_figures_cite_each_row_they_read_once(table_spans):
     )  # each row once
 
 
+@pytest.mark.timeout(60)
+def test_counts_of_periods_past_a_bound_and_of_a_tables_rows_are_offered(table_spans):
+    """A count is offered both ways (above the question's bound and below: the scorer weighs
+    which the question asks), from its row's periods, and as the rows of the table; the reader
+    answers the years net sales exceeded a bound with how many did."""
+    reader = ExtractiveReader(dense=False)
+    question = "How many years did net sales exceed $8,000 million?"
+    counts = {
+        (c.text, c.features.get("count_under", 0.0), c.features.get("count_rows", 0.0))
+        for c in reader.offer(question, context(table_spans)).candidates
+        if c.kind == "count"
+    }
+    assert ("2", 0.0, 0.0) in counts and ("1", 1.0, 0.0) in counts  # 9,120 and 8,450; 7,990
+    assert ("5", 0.0, 1.0) in counts  # four rows and the total
+    assert reader.read(question, context(table_spans)).text == "2"
+
+
 @pytest.mark.timeout(120)
 def test_typeset_corpus_cells_read_from_the_text_layer(tmp_path):
     folder = generate(tmp_path, n_tables=6, seed=11)

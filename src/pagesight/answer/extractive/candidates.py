@@ -33,6 +33,8 @@ FEATURES = (
     "periods_found",  # the share of the periods the question names that its operands' columns name
     "percent_cells",  # its operands are percentages
     "unsigned",  # an average or sum of figures printed negative, taken as their amounts
+    "count_rows",  # a count of a section's rows
+    "count_under",  # a count of the periods whose figure is below the question's bound (else above)
     # lines
     "coverage",  # how much of the question it holds, by rarity among the candidates
     "dense",  # MiniLM's similarity to the question, against the best candidate's

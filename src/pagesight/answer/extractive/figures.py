@@ -8,7 +8,8 @@ a total, the sum of two items). A change is the later period's figure less the e
 left column's less the right's when the columns name no periods); a percent change is that over
 the earlier figure. ``values`` gives the operands themselves in the question's order, ``years``
 the periods heading a table's columns, ``list`` the labels of a section's rows, ``largest`` and
-``smallest`` the period whose figure is so. Every candidate cites each cell it read.
+``smallest`` the period whose figure is so, ``count`` how many rows a section has or how many
+periods' figures pass a bound. Every candidate cites each cell it read.
 """
 
 from __future__ import annotations
@@ -274,6 +275,35 @@ def _labels(op: str, program: Program, tables: Tables, operands: Operands) -> li
     return found
 
 
+def _count(op: str, program: Program, tables: Tables, operands: Operands) -> list[Candidate]:
+    """How many rows the likeliest row's section has (its table's, when it has none), and how many
+    of the likeliest rows' periods have a figure above, and below, each bound the question writes
+    ("How many years did net sales exceed $200,000 thousand?"), each counted as printed."""
+    p = program.probabilities.get(op, 0.0)
+    found = []
+    for table, row in operands.best_rows(1):
+        rows = tables.tables[table].rows
+        section = rows[row][0].section
+        members = {id(r[0]) for r in rows if not section or r[0].section == section}
+        placed = [c for c in tables.cells if c.table == table and id(c.cell) in members]
+        counted = _candidate(op, str(len(members)), placed, p, program, operands)
+        counted.features["count_rows"] = 1.0
+        found.append(counted)
+    for bound in program.bounds[:2]:
+        for key in operands.best_rows(ROWS):
+            cells = [
+                c for c in tables.row_cells(*key) if c.cell.value is not None and column_years(c.cell.column)
+            ]
+            if len(cells) < 2:
+                continue
+            for under in (False, True):
+                passing = [c for c in cells if (c.cell.value < bound if under else c.cell.value > bound)]
+                counted = _candidate(op, str(len(passing)), cells, p, program, operands)
+                counted.features["count_under"] = float(under)
+                found.append(counted)
+    return found
+
+
 _OPERATIONS: dict[str, Callable[[str, Program, Tables, Operands], list[Candidate]]] = {
     "change": _arithmetic,
     "percent_change": _arithmetic,
@@ -286,4 +316,5 @@ _OPERATIONS: dict[str, Callable[[str, Program, Tables, Operands], list[Candidate
     "smallest": _extreme,
     "years": _years,
     "list": _labels,
+    "count": _count,
 }

@@ -17,7 +17,8 @@ both get their candidates.
 - ``years``: the periods a table's columns are headed by;
 - ``list``: several items: the rows under a heading, or a sentence's list;
 - ``largest``, ``smallest``: the period whose figure is the largest or smallest;
-- ``count``: how many items, or how many periods' figures pass a bound;
+- ``count``: how many rows a section has, or how many periods' figures pass a bound the question
+  writes (above it or below: both are offered, the scorer weighs which);
 - ``change``: one figure less another (a later period's less an earlier's);
 - ``percent_change``: that change over the earlier figure, in percent;
 - ``average``, ``sum``: of the figures named;
@@ -67,10 +68,10 @@ ARITHMETIC = {
 MODEL = Path(__file__).with_name("reader.json")
 
 # the words of a question, and the figures and symbols it writes: what the question model reads
-_TOKEN = re.compile(r"[^\W\d_]+|\d[\d,]*(?:\.\d+)?|[%$€£*/+=×÷]")
+_TOKEN = re.compile(r"[^\W\d_]+|\d+(?:,\d{3}(?!\d))*(?:\.\d+)?|[%$€£*/+=×÷]")
 # a period a question or a heading names: a year, alone or in a fiscal form (FY2019, FY19, '19)
 PERIOD = re.compile(
-    r"(?<![\w.,])(?:(?:FY|CY) ?(\d\d(?:\d\d)?)|['’](\d\d)|((?:19|20)\d\d))(?![\d,]|\.\d)", re.I
+    r"(?<![\w.,])(?:(?:FY|CY) ?(\d\d(?:\d\d)?)|['’](\d\d)|((?:19|20)\d\d))(?!\d|[,.]\d)", re.I
 )
 # a scale a figure is given in ("in millions", "USD thousands")
 SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
@@ -92,7 +93,7 @@ _NUMBER = re.compile(r"^[-+(]?[$€£¥]?\s?[-+(]?\d[\d,]*(?:\.\d+)?\)?%?(?: \S+
 class Program:
     """What a question asks for (``OPERATIONS``), most likely first, with each operation's
     probability; the periods it names in its order (``years``), the scale it asks its figure in
-    (None: the cells'), and the formula it writes out."""
+    (None: the cells'), the formula it writes out, and the other figures it writes (``bounds``)."""
 
     operation: str
     probabilities: dict[str, float] = field(default_factory=dict)
@@ -100,6 +101,7 @@ class Program:
     scale: str | None = None
     formula: str | None = None
     forms: dict[str, float] = field(default_factory=dict)  # each answer form's probability (``FORMS``)
+    bounds: tuple[float, ...] = ()  # the figures it writes that are no periods ("exceed $5,000")
 
     def likely(self, floor: float) -> list[str]:
         """The operations at least ``floor`` likely, the most likely first (and always it)."""
@@ -122,7 +124,13 @@ def read_question(question: str, fitted: dict | None = None) -> Program:
         probabilities = {op: 0.0 for op in probabilities} | {"formula": 1.0}
     forms = _probabilities(x, fitted.get("form"), FORMS)
     operation = max(probabilities, key=probabilities.get)
-    return Program(operation, probabilities, years, scale.group(1).lower() if scale else None, formula, forms)
+    bounds = tuple(
+        float(token.replace(",", ""))
+        for token in _TOKEN.findall(question)
+        if token[0].isdigit() and not PERIOD.fullmatch(token)
+    )
+    scaled = scale.group(1).lower() if scale else None
+    return Program(operation, probabilities, years, scaled, formula, forms, bounds)
 
 
 @lru_cache(maxsize=1 << 16)

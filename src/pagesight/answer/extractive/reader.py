@@ -327,28 +327,35 @@ def parts(sentence: str, question: str) -> list[str]:
             clause.append(word)
     amounts = [m for m in AMOUNT.finditer(sentence) if not _asked_figure(m.group(), question)]
     found += [m.group().strip() for m in amounts]
-    found += [f"{m.group().strip()} {unit}" for m in amounts if (unit := _unit_after(sentence, m.end()))]
+    found += [f"{m.group().strip()} {unit}" for m in amounts for unit in _units_after(sentence, m.end())]
     found += _names(words, asked)
     whole = " ".join(words)
     return [p for p in dict.fromkeys(found) if p and p != whole]
 
 
-def _unit_after(sentence: str, end: int) -> str:
-    """The word printed right after a figure ending at ``end``, in lower case and with no mark
-    between: the figure's unit ("1,536 [bytes]", "1024 [pixels]"; not "60, which" nor "2019 and")."""
-    rest = sentence[end:]
-    if not rest.startswith(" "):
-        return ""
-    word = rest.split(maxsplit=1)[0].rstrip(".,;:")
-    return word if word.isalpha() and word.islower() and terms(word) else ""
+def _units_after(sentence: str, end: int, most: int = 2) -> list[str]:
+    """The words printed right after a figure ending at ``end``, in lower case, with no mark
+    between, one and then two of them: the figure's unit ("1,536 [bytes]", "12 [working days]";
+    not "60, which" nor "2019 and"). Which of them is the answer, the scorer weighs."""
+    found: list[str] = []
+    for word in sentence[end:].split(" ")[1 : most + 1] if sentence[end : end + 1] == " " else []:
+        bare = word.rstrip(".,;:")
+        if not (bare.isalpha() and bare.islower() and terms(bare)):
+            break
+        found.append(" ".join([*found[-1:], bare]))
+        if bare != word:  # a mark after it ends the unit
+            break
+    return found
 
 
 def unit(text: str) -> float:
-    """1 when ``text`` is a figure and the word after it, its unit ("1,536 bytes")."""
-    figure, _, word = text.rpartition(" ")
-    return float(
-        bool(figure) and AMOUNT.fullmatch(figure) is not None and _unit_after(text, len(figure)) == word
-    )
+    """1 when ``text`` is a figure and the words after it, its unit ("1,536 bytes")."""
+    words = text.split(" ")
+    for n in (1, 2):
+        figure, rest = " ".join(words[:-n]), " ".join(words[-n:])
+        if figure and AMOUNT.fullmatch(figure) and rest in _units_after(text, len(figure)):
+            return 1.0
+    return 0.0
 
 
 def named_documents(question: str, context: Sequence[ContextItem]) -> set[str]:
