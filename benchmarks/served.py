@@ -20,6 +20,7 @@ figures are the machine's at its load, which is printed with them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -130,6 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--searches", type=int, default=48)
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--whole-pages",
+        action="store_true",
+        help="send pages whole (the server resizes them), not at the processor's size (--visual-max-pixels)",
+    )
     args = harness.start(parser, argv)
     if args.tiny:
         args.pdfs, args.rounds, args.searches, args.clients = 2, 1, 2, 2
@@ -156,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(f"{url}/v1/models", double)
-        endpoint = VisualEndpoint(url)
+        # the server processor's pixel budget, which an operator reads in the checkpoint's processor config
+        processor = json.loads((folder / "processor_config.json").read_text())["image_processor"]
+        budget = None if args.whole_pages else int(processor["size"]["longest_edge"])
+        endpoint = VisualEndpoint(url, max_pixels=budget)
         ingestion: dict[str, list] = {"in_process": [], "endpoint": []}
         ingest(work / "warm", settings, pdfs[:2], args.batch)  # the model's first load and torch's warm-up
         for _ in range(args.rounds):
@@ -167,7 +176,11 @@ def main(argv: list[str] | None = None) -> None:
         }
 
         search = {}
-        for kind, flags in (("endpoint", ["--visual-endpoint", url]), ("in_process", ["--device", "cpu"])):
+        sized = [] if budget is None else ["--visual-max-pixels", str(budget)]
+        for kind, flags in (
+            ("endpoint", ["--visual-endpoint", url, *sized]),
+            ("in_process", ["--device", "cpu"]),
+        ):
             serve_port = free_port()
             command = [sys.executable, "-m", "pagesight", "serve", "--index", str(work / "served"),
                        "--port", str(serve_port), *flags]  # fmt: skip
@@ -190,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         result = {
             "encoder": args.encoder,
             "batch": args.batch,
+            "max_pixels_sent": budget,
             "ingestion": ingestion,
             "pages_per_s_median": rates,
             "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),

@@ -54,7 +54,11 @@ class VisualEndpoint:
     under it); ``api_key``, sent as a bearer token to that URL alone (None: none sent; never in a
     repr); ``concurrency``, the requests in flight at once from this process (more wait for a
     free one); ``timeout``, seconds a request may take; ``retries`` and ``backoff``, how often and
-    after how long a 429, a 5xx, a timeout or a refused connection is tried again."""
+    after how long a 429, a 5xx, a timeout or a refused connection is tried again; ``max_pixels``,
+    the pixel budget of the server's image processor (vLLM's ``--mm-processor-kwargs
+    '{"max_pixels": N}'``, else the checkpoint's ``preprocessor_config.json``): pages are resized
+    to it here as that processor resizes them, so the server decodes no more pixels than its model
+    reads and resizes none (None: pages over ``served.MAX_PIXELS`` are shrunk, the server resizes)."""
 
     base_url: str
     api_key: str | None = field(default=None, repr=False)
@@ -62,6 +66,7 @@ class VisualEndpoint:
     timeout: float = TIMEOUT
     retries: int = RETRIES
     backoff: float = BACKOFF
+    max_pixels: int | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -78,6 +83,11 @@ class VisualEndpoint:
             raise PagesightError(
                 "visual endpoint: concurrency must be at least 1, timeout positive, retries and backoff "
                 "not negative"
+            )
+        if self.max_pixels is not None and self.max_pixels < 1024:
+            raise PagesightError(
+                f"visual endpoint: max_pixels is the server processor's pixel budget, at least 1024, got "
+                f"{self.max_pixels}"
             )
         root = self.base_url.rstrip("/")
         object.__setattr__(self, "base_url", root[: -len("/v1")] if root.endswith("/v1") else root)

@@ -11,9 +11,10 @@ import pytest
 from pagesight import Index
 from pagesight.answer import ContextItem, Reading, make_reader
 from pagesight.answer.base import Searchable
-from pagesight.answer.context import build_context, context_tokens, image_tokens, qwen_resize
+from pagesight.answer.context import build_context, context_tokens, image_tokens
 from pagesight.answer.prompts import parse_bboxes
 from pagesight.answer.strategies import Concatenated, choose, run
+from pagesight.encode.visual.processors import qwen_resize
 from pagesight.errors import PagesightError
 from pagesight.render.tiles import downscale
 from tests.conftest import ROOT, cli

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pagesight.answer.base import ContextItem, Searchable
 from pagesight.choices import TOKEN_MODELS
+from pagesight.encode.visual.processors import qwen_resize
 from pagesight.errors import PagesightError
 from pagesight.records import Box, Hit, Region, Span
 
@@ -88,23 +89,6 @@ def image_tokens(width: int, height: int, model: str = "qwen2-vl") -> int:
         w, h = w * scale, h * scale
         return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
     raise PagesightError(f"token model must be one of {', '.join(TOKEN_MODELS)}, got '{model}'")
-
-
-def qwen_resize(
-    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280
-) -> tuple[int, int]:
-    """The size Qwen2-VL's image processor gives an image: sides rounded to ``factor``, area bounded."""
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h = max(factor, math.floor(height / beta / factor) * factor)
-        w = max(factor, math.floor(width / beta / factor) * factor)
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h = math.ceil(height * beta / factor) * factor
-        w = math.ceil(width * beta / factor) * factor
-    return h, w
 
 
 def context_tokens(context: Sequence[ContextItem], model: str = "qwen2-vl") -> int:

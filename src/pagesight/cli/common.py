@@ -72,14 +72,24 @@ VisualKeyFileOption = Annotated[
 VisualConcurrencyOption = Annotated[
     int, typer.Option("--visual-concurrency", help="--visual-endpoint: requests in flight at once.", min=1)
 ]
+VisualMaxPixelsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--visual-max-pixels",
+        help="--visual-endpoint: the server's image processor's pixel budget (its max_pixels): pages are "
+        "resized to it here, as that processor would.",
+    ),
+]
 
 
-def served_at(url: str | None, key_file: Path | None, concurrency: int) -> VisualEndpoint | None:
+def served_at(
+    url: str | None, key_file: Path | None, concurrency: int, max_pixels: int | None = None
+) -> VisualEndpoint | None:
     """The visual endpoint of the options (None without ``--visual-endpoint``), its key read once."""
     from pagesight.endpoints import VisualEndpoint
 
     try:
-        return VisualEndpoint.given(url, key_file, concurrency=concurrency)
+        return VisualEndpoint.given(url, key_file, concurrency=concurrency, max_pixels=max_pixels)
     except PagesightError as exc:
         fail(str(exc))
 

@@ -22,6 +22,7 @@ from pagesight.cli.common import (
     VisualConcurrencyOption,
     VisualEndpointOption,
     VisualKeyFileOption,
+    VisualMaxPixelsOption,
     choices,
     err,
     fail,
@@ -197,13 +198,14 @@ def ingest(
     visual_endpoint: VisualEndpointOption = None,
     visual_endpoint_key_file: VisualKeyFileOption = None,
     visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
+    visual_max_pixels: VisualMaxPixelsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Add files, folders and URLs to the index.
 
     The index is created if missing; unchanged inputs are skipped, changed ones replaced.
     """
-    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency, visual_max_pixels)
     try:
         idx = open_index(
             index,

@@ -25,6 +25,7 @@ from pagesight.cli.common import (
     VisualConcurrencyOption,
     VisualEndpointOption,
     VisualKeyFileOption,
+    VisualMaxPixelsOption,
     err,
     fail,
     open_index,
@@ -69,6 +70,7 @@ def search(
     visual_endpoint: VisualEndpointOption = None,
     visual_endpoint_key_file: VisualKeyFileOption = None,
     visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
+    visual_max_pixels: VisualMaxPixelsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Search by a question, a picture or both.
@@ -76,7 +78,7 @@ def search(
     A picture (--image, a --region of it) is searched with the question. Hits are tiles with
     their page, score per retriever, snippet and evidence boxes.
     """
-    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency, visual_max_pixels)
     idx = open_index(index, device=device, trust_remote_code=trust_remote_code, visual_endpoint=served)
     try:
         if image is not None:  # a search by the picture (and the question, when given)
@@ -149,6 +151,7 @@ def ask(
     visual_endpoint: VisualEndpointOption = None,
     visual_endpoint_key_file: VisualKeyFileOption = None,
     visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
+    visual_max_pixels: VisualMaxPixelsOption = None,
     stream: Annotated[
         bool,
         typer.Option(
@@ -169,7 +172,7 @@ def ask(
     """
     from pagesight.answer.show import write_html
 
-    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency, visual_max_pixels)
     idx = open_index(
         index, device=device or "auto", trust_remote_code=trust_remote_code, visual_endpoint=served
     )

@@ -14,6 +14,7 @@ from pagesight.cli.common import (
     VisualConcurrencyOption,
     VisualEndpointOption,
     VisualKeyFileOption,
+    VisualMaxPixelsOption,
     err,
     fail,
     open_index,
@@ -128,6 +129,7 @@ def serve(
     visual_endpoint: VisualEndpointOption = None,
     visual_endpoint_key_file: VisualKeyFileOption = None,
     visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
+    visual_max_pixels: VisualMaxPixelsOption = None,
 ) -> None:
     """Serve the index over HTTP: a web page and a JSON API.
 
@@ -143,11 +145,14 @@ def serve(
         fail("--max-upload-mb, --readers, --workers, --rerank-candidates and --read-seconds must be positive")
     from pagesight.serve.workers import ServeConfig, check, run
 
-    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)  # its key read once
+    served = served_at(
+        visual_endpoint, visual_endpoint_key_file, visual_concurrency, visual_max_pixels
+    )  # its key read once
     config = ServeConfig(
         index, host, port, max_upload_mb, readers, str(uploads) if uploads else None, device, workers,
         str(keys) if keys else None, tuple(reader or ()), tuple(model or ()), base_url, tuple(rerank or ()),
         max_tokens, trust_remote_code, visual_endpoint, visual_concurrency, rerank_candidates, read_seconds,
+        visual_max_pixels,
     )  # fmt: skip
     try:
         check(config)
@@ -183,6 +188,7 @@ def mcp_server(
     visual_endpoint: VisualEndpointOption = None,
     visual_endpoint_key_file: VisualKeyFileOption = None,
     visual_concurrency: VisualConcurrencyOption = CONCURRENCY,
+    visual_max_pixels: VisualMaxPixelsOption = None,
 ) -> None:
     """Serve the index as MCP tools for agents.
 
@@ -195,7 +201,7 @@ def mcp_server(
     from pagesight.serve.mcp import serve as serve_mcp
     from pagesight.serve.offer import KEPT_READERS
 
-    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency)
+    served = served_at(visual_endpoint, visual_endpoint_key_file, visual_concurrency, visual_max_pixels)
     idx = open_index(index, device=device, trust_remote_code=trust_remote_code, visual_endpoint=served)
     try:
         idx.visual_encoder()  # loaded now: the first search does not wait for the model

@@ -73,12 +73,18 @@ class ServeConfig:
     visual_concurrency: int = CONCURRENCY
     rerank_candidates: int = DEFAULT_RERANK_CANDIDATES  # the most tiles a search may have reranked
     read_seconds: float = READ_SECONDS  # an extractive reading's deadline (serve.reading)
+    visual_max_pixels: int | None = None  # the endpoint's image processor's pixel budget
 
     def served(self, visual_key: str | None = None) -> VisualEndpoint | None:
         """The visual encoder's endpoint, ``visual_key`` sent to it; None: the encoder runs here."""
         if self.visual_endpoint is None:
             return None
-        return VisualEndpoint(self.visual_endpoint, api_key=visual_key, concurrency=self.visual_concurrency)
+        return VisualEndpoint(
+            self.visual_endpoint,
+            api_key=visual_key,
+            concurrency=self.visual_concurrency,
+            max_pixels=self.visual_max_pixels,
+        )
 
     def offer(self, model_key: str | None = None) -> Offer:
         """What requests may choose, its endpoint called with ``model_key``."""

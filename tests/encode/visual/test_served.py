@@ -113,6 +113,39 @@ def test_the_same_pages_give_the_same_vectors_through_the_endpoint(name, folders
     served.close()
 
 
+@pytest.mark.timeout(240)
+def test_pages_sized_here_as_the_servers_processor_sizes_them_give_its_vectors(folders, fresh, pages):
+    """Told the server processor's pixel budget, the client sends each page at the size that
+    processor gives it (sides in multiples of 32, the area within the budget), so the server
+    decodes and resizes nothing more, and the vectors are the in-process ones."""
+    import base64
+    import io
+
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    local = make_encoder("colqwen3", model=folders["colqwen3"], device="cpu", batch_size=2)
+    budget = local.processor.image_processor.size["longest_edge"]
+    served = served_encoder("colqwen3", folders["colqwen3"], endpoint(fresh.url, max_pixels=budget))
+    pages = [page.resize((3 * page.width, 3 * page.height)) for page in pages]  # over the budget
+    start = len(fresh.seen)
+    vectors = served.encode_images(pages)
+    sent = []
+    for _, _, body in fresh.seen[start:]:  # in the order they arrived (in flight together)
+        (message,) = body["messages"]
+        url = next(part for part in message["content"] if part["type"] == "image_url")["image_url"]["url"]
+        sent.append(Image.open(io.BytesIO(base64.b64decode(url.partition(",")[2]))).size[::-1])
+    min_pixels = local.processor.image_processor.size["shortest_edge"]
+    expected = [smart_resize(page.height, page.width, 32, min_pixels, budget) for page in pages]
+    assert sorted(sent) == sorted(expected)
+    assert all(h * w <= budget < page.width * page.height for (h, w), page in zip(expected, pages))
+    assert min(cosines(vectors, local.encode_images(pages))) >= AGREE
+    assert served.spec()["max_pixels"] == budget
+    with pytest.raises(PagesightError, match="max_pixels is the server processor's pixel budget"):
+        endpoint(fresh.url, max_pixels=10)
+    served.close()
+
+
 def test_pages_go_as_vllm_documents_them(folders, fresh, pages):
     """A page is one user message: the prompt's text around a PNG data URL, with the verbatim chat
     template, to /pooling with task token_embed; queries go as completion-style input. The prompts

@@ -11,6 +11,7 @@ processor), so the path tested here is the one users run.
 from __future__ import annotations
 
 import inspect
+import math
 from functools import cache
 from typing import Any
 
@@ -48,3 +49,20 @@ def set_pixel_budget(image_processor: Any, min_pixels: int | None, max_pixels: i
         size["shortest_edge"] = size["longest_edge"]
     image_processor.size = size
     return int(size["longest_edge"])
+
+
+def qwen_resize(
+    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280
+) -> tuple[int, int]:
+    """The size Qwen2-VL's image processor gives an image: sides rounded to ``factor``, area bounded."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w

@@ -15,7 +15,12 @@ writes the parts as they are and each image as the family's image marker; the se
 processor expands the marker into the image's tokens. The server must accept a request's template:
 ``vllm serve MODEL --runner pooling --trust-request-chat-template`` (without it vLLM refuses the
 page in one line that says so). A page over ``max_pixels`` is shrunk (its aspect kept) before it
-is sent; the server's processor then resizes it within its own pixel budget, as in-process.
+is sent; the server's processor then resizes it within its own pixel budget, as in-process. Given
+that budget (``VisualEndpoint.max_pixels``), a page is resized here to the size the processor
+would give it (Qwen-VL's: sides in multiples of the family's 32-pixel token, area within the
+budget; ``answer.context.qwen_resize``) with its resampling (bicubic), so the server reads the
+pixels an in-process processor would, and neither side writes, sends or decodes pixels the model
+never sees.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 from PIL import Image
 
 from pagesight.encode.visual.base import ENCODERS, Progress, normalize
+from pagesight.encode.visual.processors import qwen_resize
 from pagesight.encode.visual.qwen3vl_embedding import PAGE_INSTRUCTION, QUERY_INSTRUCTION
 from pagesight.encode.visual.qwen_vl import IMAGE, chat
 from pagesight.endpoints import VisualEndpoint
@@ -65,6 +71,7 @@ class Recipe:
     query: str  # with {text}
     image_query: str
     joint: str | None = None  # a question with its picture, with {text}; None: the picture alone
+    factor: int = 32  # pixels a side of an image token (Qwen3-VL: 16-pixel patches merged 2 x 2)
 
 
 RECIPES = {
@@ -135,6 +142,7 @@ class ServedEncoder:
         self.name, self.recipe, self.model_id = name, recipe, model_reference(model)
         self.multi_vector = recipe.api == "pooling"
         self.batch_size, self.max_pixels = batch_size, max_pixels
+        self.processor_pixels = endpoint.max_pixels
         self.device = endpoint.base_url  # where it runs, as ingestion's report names devices
         self.instructions = {"page_instruction": page_instruction, "query_instruction": query_instruction}
         self.client = VllmClient(endpoint, self.model_id)
@@ -165,8 +173,16 @@ class ServedEncoder:
         return [{"role": "user", "content": parts}]
 
     def _bounded(self, image: Image.Image) -> Image.Image:
-        """``image`` in RGB, shrunk to ``max_pixels`` when larger (its aspect kept)."""
+        """``image`` in RGB, at the size the server's processor gives it when its budget is known,
+        else shrunk to ``max_pixels`` when larger (its aspect kept)."""
         image = image if image.mode == "RGB" else image.convert("RGB")
+        if self.processor_pixels is not None:
+            factor = self.recipe.factor
+            height, width = qwen_resize(
+                image.height, image.width, factor, factor * factor, self.processor_pixels
+            )
+            same = (width, height) == image.size
+            return image if same else image.resize((width, height), Image.Resampling.BICUBIC)
         pixels = image.width * image.height
         if pixels <= self.max_pixels:
             return image
@@ -237,7 +253,7 @@ class ServedEncoder:
             "revision": None,
             "dim": self.dim,
             "multi_vector": self.multi_vector,
-            "max_pixels": self.max_pixels,
+            "max_pixels": self.processor_pixels or self.max_pixels,
             "image_size": None,
             "options": self.options(),
         }
