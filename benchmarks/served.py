@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--searches", type=int, default=48)
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=1, help="the server's processes (serve --workers)")
     parser.add_argument(
         "--whole-pages",
         action="store_true",
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         ):
             serve_port = free_port()
             command = [sys.executable, "-m", "pagesight", "serve", "--index", str(work / "served"),
-                       "--port", str(serve_port), *flags]  # fmt: skip
+                       "--port", str(serve_port), "--workers", str(args.workers), *flags]  # fmt: skip
             server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
             served = f"http://127.0.0.1:{serve_port}"
             wait_for(f"{served}/api/status", server)
@@ -204,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
             "encoder": args.encoder,
             "batch": args.batch,
             "max_pixels_sent": budget,
+            "workers": args.workers,
             "ingestion": ingestion,
             "pages_per_s_median": rates,
             "endpoint_over_in_process": round(rates["endpoint"] / rates["in_process"], 3),
