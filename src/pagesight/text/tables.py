@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pagesight.records import Box, Span
+from pagesight.records import Box, Span, union
 from pagesight.text.lines import PRINTED_YEAR, Line, characters, read_lines
 
 _CURRENCY = "$€£¥"
@@ -489,11 +489,4 @@ def _box(line: Line, lo: int, hi: int) -> Box:
     boxes = [
         characters(box, a, b, max(lo, a), min(hi, b)) for a, b, box in line.parts if min(hi, b) > max(lo, a)
     ]
-    if not boxes:
-        return line.box
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
+    return union(boxes) if boxes else line.box

@@ -29,6 +29,7 @@ from pagesight.answer.extractive.cells import (
 )
 from pagesight.answer.extractive.formulas import defined, evaluate
 from pagesight.answer.extractive.program import Program, form
+from pagesight.text.tables import Cell
 
 FLOOR = 0.05  # an operation this likely gets its candidates
 ROWS = 3  # the likeliest rows an operation reads along
@@ -236,9 +237,7 @@ def _extreme(op: str, program: Program, tables: Tables, operands: Operands) -> l
     p = program.probabilities.get(op, 0.0)
     found = []
     for key in operands.best_rows(ROWS):
-        cells = [
-            c for c in tables.row_cells(*key) if c.cell.value is not None and column_years(c.cell.column)
-        ]
+        cells = _period_cells(tables, key)
         if len(cells) < 2:
             continue
         pick = max if op == "largest" else min
@@ -264,15 +263,26 @@ def _labels(op: str, program: Program, tables: Tables, operands: Operands) -> li
     p = program.probabilities.get(op, 0.0)
     found = []
     for table, row in operands.best_rows(1):
-        rows = tables.tables[table].rows
-        section = rows[row][0].section
-        members = [r for r in rows if r[0].section == section] if section else rows
-        cells = [r[0] for r in members]
-        placed = [c for c in tables.cells if c.table == table and c.cell in cells]
+        cells, placed = _section(tables, table, row)
         found.append(
             _candidate(op, "; ".join(dict.fromkeys(c.label for c in cells)), placed, p, program, operands)
         )
     return found
+
+
+def _section(tables: Tables, table: int, row: int) -> tuple[list[Cell], list[Placed]]:
+    """The first cells of the rows of ``row``'s section (of its table, when it has none), and
+    those cells placed."""
+    rows = tables.tables[table].rows
+    section = rows[row][0].section
+    cells = [r[0] for r in rows if not section or r[0].section == section]
+    held = {id(cell) for cell in cells}
+    return cells, [c for c in tables.cells if c.table == table and id(c.cell) in held]
+
+
+def _period_cells(tables: Tables, key: Key) -> list[Placed]:
+    """The cells of row ``key`` that hold a figure under a period's heading."""
+    return [c for c in tables.row_cells(*key) if c.cell.value is not None and column_years(c.cell.column)]
 
 
 def _count(op: str, program: Program, tables: Tables, operands: Operands) -> list[Candidate]:
@@ -282,18 +292,13 @@ def _count(op: str, program: Program, tables: Tables, operands: Operands) -> lis
     p = program.probabilities.get(op, 0.0)
     found = []
     for table, row in operands.best_rows(1):
-        rows = tables.tables[table].rows
-        section = rows[row][0].section
-        members = {id(r[0]) for r in rows if not section or r[0].section == section}
-        placed = [c for c in tables.cells if c.table == table and id(c.cell) in members]
-        counted = _candidate(op, str(len(members)), placed, p, program, operands)
+        cells, placed = _section(tables, table, row)
+        counted = _candidate(op, str(len(cells)), placed, p, program, operands)
         counted.features["count_rows"] = 1.0
         found.append(counted)
     for bound in program.bounds[:2]:
         for key in operands.best_rows(ROWS):
-            cells = [
-                c for c in tables.row_cells(*key) if c.cell.value is not None and column_years(c.cell.column)
-            ]
+            cells = _period_cells(tables, key)
             if len(cells) < 2:
                 continue
             for under in (False, True):
