@@ -18,7 +18,7 @@ page in one line that says so). A page over ``max_pixels`` is shrunk (its aspect
 is sent; the server's processor then resizes it within its own pixel budget, as in-process. Given
 that budget (``VisualEndpoint.max_pixels``), a page is resized here to the size the processor
 would give it (Qwen-VL's: sides in multiples of the family's 32-pixel token, area within the
-budget; ``answer.context.qwen_resize``) with its resampling (bicubic), so the server reads the
+budget; ``processors.qwen_resize``) with its resampling (bicubic), so the server reads the
 pixels an in-process processor would, and neither side writes, sends or decodes pixels the model
 never sees.
 """
