@@ -85,3 +85,23 @@ def test_a_request_thread_searches_vectors_on_one_thread_and_leaves_the_others_t
     finally:
         pool.close()
         index.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_serving_process_runs_numpys_products_on_one_blas_thread(tmp_path: Path):
+    """OpenBLAS's threads spinning between a search's small products took three times the CPU
+    of a visual search served (BENCHMARKS.md, "Visual search served to many clients at once")."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    index = Index.open(tmp_path / "ix", settings={"dense_model": None})
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # put back as it was afterwards
+        pool = IndexPool(index, readers=1)
+        try:
+            blas = [
+                found["num_threads"]
+                for found in threadpoolctl.threadpool_info()
+                if found["user_api"] == "blas"
+            ]
+            assert blas and set(blas) == {1}
+        finally:
+            pool.close()
+            index.close()

@@ -37,7 +37,7 @@ from pagesight.index import Index
 from pagesight.records import Hit
 from pagesight.settings import Settings
 from pagesight.store.local import LocalStore
-from pagesight.vectors.ann import one_thread_here
+from pagesight.vectors.ann import one_blas_thread, one_thread_here
 
 WRITE_WAIT = 10.0  # seconds a write waits for a reader that is repairing stale retriever files
 READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): one rebuild per 2 s at most
@@ -45,6 +45,7 @@ READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): on
 
 class IndexPool:
     def __init__(self, index: Index, readers: int = 4):
+        one_blas_thread()  # the process's BLAS: request threads side by side are a server's parallelism
         self.index = index
         self._write_lock = threading.Lock()  # one writer in this process: the store's lock is per process
         self._free: queue.Queue[Index] = queue.Queue()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -105,6 +106,34 @@ def test_a_full_batch_is_encoded_at_once_and_a_failure_reaches_every_caller(clip
     failed = together(lambda text: failing.encode_queries([text]), list(queries[:3]))
     assert all(isinstance(result, RuntimeError) for result in failed)
     assert failing.encode_queries([]) == []
+
+
+@pytest.mark.timeout(120)
+def test_queries_arriving_while_the_encoder_is_busy_are_its_next_batch(clip, queries):
+    """With no window at all, the queries that arrive while a batch is encoded wait for the encoder
+    together and are one batch after it (they were a batch each when a window alone gathered)."""
+    texts = (queries * 4)[:7]
+    asked = threading.Semaphore(0)
+
+    class Slow(Counted):
+        def encode_queries(self, batch):
+            if not self.calls:  # the first batch holds the encoder until every thread has asked
+                for _ in texts:
+                    asked.acquire(timeout=60)
+                time.sleep(0.2)
+            return super().encode_queries(batch)
+
+    slow = Slow(clip)
+    batcher = QueryBatcher(slow, window=0.0)
+
+    def ask(text):
+        asked.release()
+        return batcher.encode_queries([text])[0]
+
+    found = together(ask, texts)
+    assert sum(slow.calls) == len(texts) and len(slow.calls) <= 2, slow.calls
+    for text, vector in zip(texts, found):
+        assert_close(vector, clip.encode_queries([text])[0])
 
 
 @pytest.mark.timeout(240)

@@ -5,8 +5,11 @@ A server answers visual searches in many threads. Each alone would run the query
 batch of one, and a GPU then does one query's work per forward pass. ``QueryBatcher`` wraps a
 loaded encoder: a caller's ``encode_queries`` (or ``encode_image_queries``) joins the batch being
 gathered, or opens one and leads it. The leader waits up to ``window`` seconds, or until
-``max_batch`` queries wait, then encodes the batch in one call, one batch on the encoder at a time
-(the next gathers meanwhile), and each caller gets its own vectors back. A batch that fails is
+``max_batch`` queries wait, and then for the encoder, which runs one batch at a time: the batch
+takes whoever comes until the encoder is free (or it is full), so under load a batch holds the
+queries that arrived while the one before it was encoded, not only those of one window (on two
+cores, 16 clients searching at once: batches of one or two queries with a window alone). Each
+caller gets its own vectors back. A batch that fails is
 encoded again caller by caller, so a query the model cannot take (one tenant's) fails alone and
 the others of its batch get their vectors. Everything else
 (``encode_images``, ``spec``, ``max_pixels``, ...) is the wrapped encoder's.
@@ -80,11 +83,11 @@ class QueryBatcher:
 
     def _lead(self, kind: str, batch: _Batch) -> None:
         batch.full.wait(self.window)
-        with self._lock:
-            if self._open.get(kind) is batch:
-                del self._open[kind]
         try:
             with self._encoding:
+                with self._lock:  # the encoder is free: the batch takes no one more
+                    if self._open.get(kind) is batch:
+                        del self._open[kind]
                 encode = self.encoder.encode_queries if kind == "text" else self.encoder.encode_image_queries
                 try:
                     batch.vectors = encode(batch.items)
