@@ -12,7 +12,11 @@ what the client costs beside the model.
 2. Searches: ``pagesight serve --visual-endpoint`` (a process of its own) over the index built
    through the double; one client searching in visual mode ``--searches`` times one after another,
    then ``--clients`` clients at once, each as many times: latency p50 and p99 of each; then the
-   same with the encoder in the server's process (``serve`` without ``--visual-endpoint``).
+   same with the encoder in the server's process (``serve`` without ``--visual-endpoint``). Each
+   with the CPU a search took of the server (its workers included), the double and the clients,
+   and ``p50_floor_ms``: the clients' searches' CPU shared by every core of the machine, the least
+   a search of theirs can take when they search at once (with one client's latency, what bounds
+   the ratio of the two on this machine whatever the server does).
 
 Three processes share the machine (the double, the server or the ingestion, the clients), so the
 figures are the machine's at its load, which is printed with them.
@@ -118,6 +122,33 @@ def searches(url: str, clients: int, each: int) -> list[float]:
     return latencies
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) of process ``pid`` and of every process under it (Linux's
+    /proc: a server's workers, a double's), 0 for one that has ended."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = " ".join(path.read_text() for path in Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return own + sum(cpu_seconds(int(child)) for child in children.split())
+
+
+def measured(url: str, clients: int, each: int, processes: dict[str, int]) -> dict:
+    """``searches`` with their latencies' quantiles and each side's CPU a search (ms): the
+    ``processes`` named (pid) and these clients (this process)."""
+    before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    own = time.process_time()
+    latencies = searches(url, clients, each)
+    cpu = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+    cpu["clients"] = time.process_time() - own
+    return {
+        **percentiles(latencies),
+        "cpu_ms_a_search": {k: round(v * 1000 / len(latencies), 2) for k, v in cpu.items()},
+    }
+
+
 def percentiles(latencies: list[float]) -> dict:
     """The count and quantiles of ``latencies`` (ms)."""
     return {"n": len(latencies), **harness.latency([ms / 1000 for ms in latencies])}
@@ -190,13 +221,17 @@ def main(argv: list[str] | None = None) -> None:
             wait_for(f"{served}/api/status", server)
             searches(served, 4, 4)  # warm-up
             before = load()
-            one = percentiles(searches(served, 1, args.searches))
-            many = percentiles(searches(served, args.clients, args.searches))
+            processes = {"server": server.pid, **({"double": double.pid} if kind == "endpoint" else {})}
+            one = measured(served, 1, args.searches, processes)
+            many = measured(served, args.clients, args.searches, processes)
+            cpu = sum(many["cpu_ms_a_search"].values())
             search[kind] = {
                 "one_client": one,
                 f"{args.clients}_clients": many,
                 "load": f"{before} / {load()}",
                 "p99_ratio": round(many["p99_ms"] / one["p99_ms"], 2),
+                # the least a search of the many can take: their CPU shared by every core
+                "p50_floor_ms": round(args.clients * cpu / (os.cpu_count() or 1), 1),
             }
             server.terminate()
             server.wait(timeout=30)

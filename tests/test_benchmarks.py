@@ -175,7 +175,11 @@ def check_served(found):
     assert all(run["pages"] == 4 for runs in found["ingestion"].values() for run in runs)
     assert found["endpoint_over_in_process"] > 0
     for kind in ("endpoint", "in_process"):
-        assert found["search"][kind]["one_client"]["n"] == 2 and latency(found["search"][kind]["2_clients"])
+        search = found["search"][kind]
+        assert search["one_client"]["n"] == 2 and latency(search["2_clients"])
+        cpu = search["2_clients"]["cpu_ms_a_search"]  # the server's, and the double's when it encodes
+        assert set(cpu) == {"server", "clients", *(["double"] if kind == "endpoint" else [])}
+        assert min(cpu.values()) >= 0 and search["p50_floor_ms"] > 0
 
 
 def check_scale(found):
