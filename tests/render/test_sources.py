@@ -66,3 +66,49 @@ def test_pdf_without_pages_and_unrepairable_pdf_say_why(tmp_path: Path):
     garbage.write_bytes(b"%PDF-1.4\n" + b"no objects here\n" * 20)
     with pytest.raises(InputError, match=r"^not a readable PDF \(.*\); qpdf cannot repair it \(.+\)$"):
         open_source(garbage)
+
+
+class CountedLoads:
+    """A PDF document whose page loads are counted (the rest is the document's own)."""
+
+    def __init__(self, pdf):
+        self.pdf, self.loads = pdf, []
+
+    def __getattr__(self, name):
+        return getattr(self.pdf, name)
+
+    def __len__(self):
+        return len(self.pdf)
+
+    def __getitem__(self, index):
+        self.loads.append(index)
+        return self.pdf[index]
+
+
+@pytest.mark.timeout(60)
+def test_a_pages_size_text_and_renders_load_it_once_and_read_as_a_fresh_load(tmp_path: Path):
+    from tests.conftest import make_pdf
+
+    path = make_pdf(tmp_path / "two.pdf", [["first page words"], ["second page words"]])
+    source = open_source(path)
+    source._pdf = counted = CountedLoads(source._pdf)
+    read = []
+    for number in (1, 2, 1):
+        read.append(
+            (
+                source.page_size(number, 100),
+                [(span.text, span.box) for span in source.text_layer(number, 100)],
+                np.asarray(source.render(number, 50)),
+                np.asarray(source.render(number, 100, box=(5, 5, 40, 60))),
+            )
+        )
+    assert counted.loads == [0, 1, 0]  # one load a page read, whatever is read of it
+    source.close()
+    for number, (size, spans, image, part) in zip((1, 2, 1), read):
+        fresh = open_source(path)  # every page loaded anew
+        assert fresh.page_size(number, 100) == size
+        assert [(span.text, span.box) for span in fresh.text_layer(number, 100)] == spans
+        assert np.array_equal(np.asarray(fresh.render(number, 50)), image)
+        assert np.array_equal(np.asarray(fresh.render(number, 100, box=(5, 5, 40, 60))), part)
+        fresh.close()
+    assert spans and spans[0][0] == "first page words"

@@ -73,7 +73,9 @@ def _pdfium(method):
 
 class PdfSource:
     """A PDF through pypdfium2 (qpdf repairs it when PDFium cannot open it); its methods hold
-    ``PDFIUM_LOCK``."""
+    ``PDFIUM_LOCK``. The page last loaded is kept: a page's size, text layer and renders are read
+    one after another, and loading a page (PDFium parsing its content) was half of a text-layer
+    ingestion's reading when each of them loaded it again."""
 
     type = "pdf"
 
@@ -87,6 +89,7 @@ class PdfSource:
         except pdfium.PdfiumError as exc:
             self._pdf = self._repair(_pdfium_reason(exc))
         self.n_pages = len(self._pdf)
+        self._loaded: tuple[int, pdfium.PdfPage] | None = None
 
     def _repair(self, reason: str) -> pdfium.PdfDocument:
         """The document rebuilt by qpdf; raises InputError naming both failures when that fails too."""
@@ -108,12 +111,18 @@ class PdfSource:
         return pdf
 
     def _page(self, number: int) -> pdfium.PdfPage:
+        if self._loaded is not None and self._loaded[0] == number:
+            return self._loaded[1]
+        self._let_go()
         try:
-            return self._pdf[number - 1]
+            page = self._pdf[number - 1]
         except pdfium.PdfiumError as exc:
             reason = f"page {number} cannot be loaded ({exc})"
             if self.repaired:
                 raise InputError(reason) from None
+        else:
+            self._loaded = (number, page)
+            return page
         self._pdf.close()
         self._pdf = self._repair(reason)
         if len(self._pdf) != self.n_pages:
@@ -169,8 +178,15 @@ class PdfSource:
             found["created"] = "-".join(part for part in created.groups() if part)
         return {name: value for name, value in found.items() if value}
 
+    def _let_go(self) -> None:
+        """The page kept, closed."""
+        if self._loaded is not None:
+            self._loaded[1].close()
+            self._loaded = None
+
     @_pdfium
     def close(self) -> None:
+        self._let_go()
         self._pdf.close()
 
 
