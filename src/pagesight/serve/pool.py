@@ -37,10 +37,20 @@ from pagesight.index import Index
 from pagesight.records import Hit
 from pagesight.settings import Settings
 from pagesight.store.local import LocalStore
-from pagesight.vectors.ann import one_blas_thread, one_thread_here
+from pagesight.vectors.ann import one_thread_here
 
 WRITE_WAIT = 10.0  # seconds a write waits for a reader that is repairing stale retriever files
 READ_LAG = 2.0  # seconds searches may lag an ingestion (LocalStore.max_lag): one rebuild per 2 s at most
+
+
+def one_blas_thread() -> None:
+    """NumPy's BLAS on one thread in this process, for a server: its requests side by side are its
+    parallelism, and OpenBLAS's threads, spinning between the small products of a search (MaxSim,
+    MUVERA's query encoding), took 15 ms of CPU a visual search against 5 ms on one
+    (BENCHMARKS.md, "Visual search served to many clients at once")."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
 
 
 class IndexPool:

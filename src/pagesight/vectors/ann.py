@@ -73,16 +73,6 @@ def one_thread_here() -> None:
     faiss.omp_set_num_threads(1)
 
 
-def one_blas_thread() -> None:
-    """NumPy's BLAS on one thread in this process, for a server: its requests side by side are its
-    parallelism, and OpenBLAS's threads, spinning between the small products of a search (MaxSim,
-    MUVERA's query encoding), took 15 ms of CPU a visual search against 5 ms on one
-    (BENCHMARKS.md, "Visual search served to many clients at once")."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1, user_api="blas")
-
-
 def _as_ids(ids: Any, name: str = "ids") -> np.ndarray:
     array = np.asarray(ids)
     if array.ndim == 0:
