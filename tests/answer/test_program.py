@@ -99,3 +99,6 @@ def test_a_figure_is_read_whole_with_its_unit_and_not_from_inside_a_word():
     assert unit("1,536 bytes") == 1.0 and unit("1,536") == 0.0 and unit("Brenvik 1,536") == 0.0
     offered = parts("Brenvik quoted a lead time of 12 working days.", "Which lead time did Brenvik quote?")
     assert {"12", "12 working", "12 working days"} <= set(offered) and unit("12 working days") == 1.0
+    offered = parts("Pages are cut at 1024 pixels so that tiles stay small.", "How wide is a tile cut?")
+    assert "1024 pixels" in offered and not any(part.startswith("1024 pixels so") for part in offered)
+    assert unit("1024 pixels so") == 0.0  # no unit holds a function word

@@ -21,13 +21,16 @@ from pagesight.devices import jax_held_off
 with jax_held_off():  # bm25s' numpy top-k: its JAX one would take the GPU's memory (devices.py)
     import bm25s
     import bm25s.stopwords
-from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
+from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS  # noqa: E402
 
 if TYPE_CHECKING:
     from pagesight.settings import Settings
 
 NAME = "bm25"
 _STOPWORDS = frozenset(STOPWORDS_EN)
+# English function words (bm25s's list of 179, NLTK's): not indexed away (BM25 keeps Lucene's 33),
+# but no figure's unit is one (the extractive reader's candidates)
+FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS)
 
 
 @cache

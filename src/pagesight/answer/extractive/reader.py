@@ -335,12 +335,13 @@ def parts(sentence: str, question: str) -> list[str]:
 
 def _units_after(sentence: str, end: int, most: int = 2) -> list[str]:
     """The words printed right after a figure ending at ``end``, in lower case, with no mark
-    between, one and then two of them: the figure's unit ("1,536 [bytes]", "12 [working days]";
-    not "60, which" nor "2019 and"). Which of them is the answer, the scorer weighs."""
+    between and no function word among them, one and then two of them: the figure's unit
+    ("1,536 [bytes]", "12 [working days]"; not "60, which", "2019 and" nor "1024 pixels so").
+    Which of them is the answer, the scorer weighs."""
     found: list[str] = []
     for word in sentence[end:].split(" ")[1 : most + 1] if sentence[end : end + 1] == " " else []:
         bare = word.rstrip(".,;:")
-        if not (bare.isalpha() and bare.islower() and terms(bare)):
+        if not (bare.isalpha() and bare.islower() and bare not in lexical.FUNCTION_WORDS and terms(bare)):
             break
         found.append(" ".join([*found[-1:], bare]))
         if bare != word:  # a mark after it ends the unit
