@@ -1,21 +1,25 @@
-"""Queries encoded together: the text and image queries of concurrent callers gathered for a few
-milliseconds into one encoder call.
+"""Queries encoded together: the text and image queries of concurrent callers that wait for the
+encoder gathered into one encoder call.
 
 A server answers visual searches in many threads. Each alone would run the query encoder on a
 batch of one, and a GPU then does one query's work per forward pass. ``QueryBatcher`` wraps a
 loaded encoder: a caller's ``encode_queries`` (or ``encode_image_queries``) joins the batch being
-gathered, or opens one and leads it. The leader waits up to ``window`` seconds, or until
-``max_batch`` queries wait, and then for the encoder, which runs one batch at a time: the batch
-takes whoever comes until the encoder is free (or it is full), so under load a batch holds the
-queries that arrived while the one before it was encoded, not only those of one window (on two
-cores, 16 clients searching at once: batches of one or two queries with a window alone). Each
-caller gets its own vectors back. A batch that fails is
-encoded again caller by caller, so a query the model cannot take (one tenant's) fails alone and
-the others of its batch get their vectors. Everything else
-(``encode_images``, ``spec``, ``max_pixels``, ...) is the wrapped encoder's.
+gathered, or opens one and leads it. The leader waits for the encoder, which runs one batch at a
+time: the batch takes whoever comes until the encoder is free (or ``max_batch`` queries wait), so
+under load a batch holds the queries that arrived while the one before it was encoded (as
+Triton's dynamic batcher and vLLM's scheduler batch: no delay of their own by default). Each
+caller gets its own vectors back. A batch that fails is encoded again caller by caller, so a
+query the model cannot take (one tenant's) fails alone and the others of its batch get their
+vectors. Everything else (``encode_images``, ``spec``, ``max_pixels``, ...) is the wrapped
+encoder's.
 
-A query alone waits one window (3 ms by default) before it is encoded: the price of letting
-concurrent ones join it. Vectors are those of the wrapped encoder's batches (its padding masked).
+A query that finds the encoder free is encoded at once. ``window`` (seconds) makes a leader wait
+that long for others first: a burst arriving together is then one batch instead of its first
+query and the rest, at the price of every lone query waiting the window. A 3 ms window made one
+client's visual search through ``serve`` 3-5 ms slower on two cores and 16 clients' no faster
+(BENCHMARKS.md, "Visual search served to many clients at once"): there, with a window alone,
+batches held one or two queries. Vectors are those of the wrapped encoder's batches (its padding
+masked).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-WINDOW = 0.003  # seconds a batch gathers queries before it is encoded
+WINDOW = 0.0  # seconds a leader waits for other queries before it waits for the encoder
 MAX_BATCH = 32  # queries in one encoder call
 
 
