@@ -46,6 +46,33 @@ FIGURES: dict[str, list[tuple[str, str, str]]] = {
         ("IRPAPERS hybrid nDCG@10", "configs/0/ndcg@10", ""),
         ("IRPAPERS hybrid search p50 (warm, in process)", "configs/0/latency_ms_p50", "ms"),
     ],
+    "served-colqwen3": [
+        (
+            "Visual ingestion through a vLLM endpoint (the double), over in-process",
+            "endpoint_over_in_process",
+            "",
+        ),
+        (
+            "serve --workers 2, visual search (tiny ColQwen3): one client p50",
+            "search/in_process/one_client/p50_ms",
+            "ms",
+        ),
+        (
+            "serve --workers 2, 16 clients' visual searches at once: p50",
+            "search/in_process/16_clients/p50_ms",
+            "ms",
+        ),
+        (
+            "serve --workers 2, 16 clients' visual searches at once: p99",
+            "search/in_process/16_clients/p99_ms",
+            "ms",
+        ),
+        (
+            "serve --workers 2, 16 clients' floor (their searches' CPU over the cores)",
+            "search/in_process/p50_floor_ms",
+            "ms",
+        ),
+    ],
 }
 
 
