@@ -17,8 +17,8 @@ A query that finds the encoder free is encoded at once. ``window`` (seconds) mak
 that long for others first: a burst arriving together is then one batch instead of its first
 query and the rest, at the price of every lone query waiting the window. A 3 ms window made one
 client's visual search through ``serve`` 3-5 ms slower on two cores and 16 clients' no faster
-(BENCHMARKS.md, "Visual search served to many clients at once"): there, with a window alone,
-batches held one or two queries. Vectors are those of the wrapped encoder's batches (its padding
+(BENCHMARKS.md, "Visual queries: no batching window of pagesight's own"); with a window alone,
+batches there held one or two queries ("Visual search served to many clients at once"). Vectors are those of the wrapped encoder's batches (its padding
 masked).
 """
 
