@@ -113,24 +113,24 @@ def test_queries_arriving_while_the_encoder_is_busy_are_its_next_batch(clip, que
     """With no window at all, the queries that arrive while a batch is encoded wait for the encoder
     together and are one batch after it (they were a batch each when a window alone gathered)."""
     texts = (queries * 4)[:7]
-    asked = threading.Semaphore(0)
 
     class Slow(Counted):
         def encode_queries(self, batch):
-            if not self.calls:  # the first batch holds the encoder until every thread has asked
-                for _ in texts:
-                    asked.acquire(timeout=60)
-                time.sleep(0.2)
+            if not self.calls:  # the first batch holds the encoder until the others wait for it
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and len(waiting()) < len(texts) - len(batch):
+                    time.sleep(0.01)
             return super().encode_queries(batch)
+
+    def waiting() -> list:
+        """The queries of the batch gathering now (none gather once a batch closes at its window)."""
+        gathering = batcher._open.get("text")
+        return gathering.items if gathering is not None else []
 
     slow = Slow(clip)
     batcher = QueryBatcher(slow, window=0.0)
 
-    def ask(text):
-        asked.release()
-        return batcher.encode_queries([text])[0]
-
-    found = together(ask, texts)
+    found = together(lambda text: batcher.encode_queries([text])[0], texts)
     assert sum(slow.calls) == len(texts) and len(slow.calls) <= 2, slow.calls
     for text, vector in zip(texts, found):
         assert_close(vector, clip.encode_queries([text])[0])
